@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package rdmad needs to build, test and run its Soft-RoCE guest.
+# Idempotent: packages already present are skipped; safe to run on every CI run.
+set -euo pipefail
+
+PKGS=(
+  # build
+  bazel-bootstrap g++ protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libgrpc++-dev libgrpc-dev grpc-proto libabsl-dev
+  libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
+  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and the Soft-RoCE guest
+  qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2
+  ibverbs-utils rdmacm-utils perftest
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "install-deps: all ${#PKGS[@]} packages present" >&2
