@@ -69,7 +69,7 @@ done
 
 # Everything the output depends on; any change triggers a rebuild.
 stamp_of_inputs() {
-  sha256sum "$0"
+  sha256sum <"$0"
   stat -L -c '%n %s %Y' "$VMLINUZ" "$BUSYBOX" "${KOS[@]}"
 }
 want_stamp=$(stamp_of_inputs | sha256sum | cut -d' ' -f1)
@@ -118,7 +118,7 @@ fi
 root=$work/root
 mkdir -p "$root"/{bin,dev,proc,sys,lower,rw,newroot,modules}
 cp "$BUSYBOX" "$root/bin/busybox"
-for applet in sh mount umount mkdir insmod switch_root sleep cat echo; do
+for applet in sh mount umount mkdir insmod switch_root sleep cat echo mv; do
   ln -s busybox "$root/bin/$applet"
 done
 mknod -m 600 "$root/dev/console" c 5 1
@@ -164,7 +164,8 @@ mount -t tmpfs -o mode=0755,nosuid,nodev run /newroot/run || fail "tmpfs /run"
 mkdir -p /newroot/run/rdmad-guest
 mount9p ctl /newroot/run/rdmad-guest cache=none || fail "cannot mount the control share (9p tag ctl)"
 [ -f /newroot/run/rdmad-guest/guest-init.sh ] || fail "no guest-init.sh in the control share"
-cat /proc/uptime >/newroot/run/rdmad-guest/booted
+cat /proc/uptime >/newroot/run/rdmad-guest/booted.tmp
+mv /newroot/run/rdmad-guest/booted.tmp /newroot/run/rdmad-guest/booted
 mount --move /dev /newroot/dev
 mount --move /proc /newroot/proc
 exec switch_root /newroot /bin/bash /run/rdmad-guest/guest-init.sh

@@ -1,0 +1,181 @@
+// The fabric seam: what rdmad needs from an RDMA implementation, and nothing more.
+//
+// rdmad's registry and services talk only to these interfaces. Implementations:
+//   - server/verbs/   rdma-core (libibverbs): real devices, including Soft-RoCE (rxe).
+//   - (planned)       a software fabric with the same semantics, reads over TCP, for hosts without RDMA.
+//   - tests/unit/fake_fabric.*  an in-memory fake that lets the registry be unit-tested without a device.
+//
+// Ownership: a Fabric owns its Devices. Every other object is returned as a unique_ptr whose owner (the
+// registry) must destroy children before parents: Mw -> Mr -> Qp -> Pd -> Device. An object's destructor
+// releases the underlying resource; explicit Release() exists where the caller must see a failure (an MR
+// that cannot be deregistered stays registered and owned).
+//
+// Thread-safety: objects are not internally synchronized; the registry serializes every call on an object
+// and its parents (see server/registry/registry.h). Device::info() is immutable after creation.
+#ifndef RDMAD_SERVER_FABRIC_FABRIC_H_
+#define RDMAD_SERVER_FABRIC_FABRIC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace rdmad::fabric {
+
+// Access bits, numerically equal to IBV_ACCESS_* (checked by static_assert in the verbs backend).
+enum Access : uint32_t {
+  kLocalWrite = 1u << 0,
+  kRemoteWrite = 1u << 1,
+  kRemoteRead = 1u << 2,
+  kRemoteAtomic = 1u << 3,
+  kMwBind = 1u << 4,
+  kZeroBased = 1u << 5,
+};
+
+enum class MwType { kType1 = 1, kType2 = 2 };
+
+// ibv_rereg_mr flags and result codes, numerically equal to IBV_REREG_MR_* (static_assert in verbs).
+enum ReregFlags : int {
+  kChangeTranslation = 1 << 0,
+  kChangePd = 1 << 1,
+  kChangeAccess = 1 << 2,
+};
+enum class ReregCode : int {
+  kOk = 0,
+  kErrInput = -1,
+  kErrDontForkNew = -2,
+  kErrDoForkOld = -3,
+  kErrCmd = -4,
+  kErrCmdAndDoForkNew = -5,
+};
+const char* ReregCodeName(ReregCode code);
+
+struct GidEntry {
+  uint32_t index = 0;
+  std::string gid;   // 8 groups of 4 hex digits, colon separated
+  std::string type;  // "IB", "RoCEv1", "RoCEv2"
+};
+
+struct PortInfo {
+  uint32_t number = 0;
+  std::string state;       // "ACTIVE", "DOWN", ...
+  uint32_t max_mtu = 0;    // bytes
+  uint32_t active_mtu = 0; // bytes
+  std::string link_layer;  // "InfiniBand", "Ethernet"
+  uint16_t lid = 0;
+  std::vector<GidEntry> gids;
+};
+
+struct DeviceInfo {
+  std::string name;  // "rxe0"
+  std::string node_guid;
+  std::string transport;
+  std::string node_type;
+  std::string firmware;
+  std::vector<PortInfo> ports;
+  uint64_t max_mr_size = 0;
+  uint32_t max_mr = 0;
+  uint32_t max_mw = 0;
+  uint32_t max_pd = 0;
+  uint32_t max_qp = 0;
+  uint32_t max_qp_rd_atom = 0;
+  bool mw_type1 = false;
+  bool mw_type2a = false;
+  bool mw_type2b = false;
+  bool native_rereg = false;
+  std::string native_rereg_probe;
+};
+
+class Pd;
+
+class Mr {
+ public:
+  virtual ~Mr() = default;
+  virtual uint64_t addr() const = 0;
+  virtual uint64_t length() const = 0;
+  virtual uint32_t lkey() const = 0;
+  virtual uint32_t rkey() const = 0;
+  virtual uint32_t access() const = 0;
+
+  // Native ibv_rereg_mr. On kOk and kErrDoForkOld the MR has the new attributes (the keys may change); on
+  // kErrInput / kErrDontForkNew it is unchanged; on kErrCmd* it must not be used, only released.
+  // `err` receives errno for any failure. `new_pd` is used with kChangePd only.
+  virtual ReregCode Rereg(int flags, Pd* new_pd, void* addr, size_t length, uint32_t access, int* err) = 0;
+
+  // ibv_dereg_mr. On failure the MR stays registered and owned by the caller.
+  virtual absl::Status Release() = 0;
+};
+
+class Mw {
+ public:
+  virtual ~Mw() = default;
+  virtual MwType type() const = 0;
+  virtual uint32_t rkey() const = 0;
+};
+
+struct QpEndpoint {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  std::string gid;  // as GidEntry::gid; empty for LID-only InfiniBand
+  uint16_t lid = 0;
+};
+
+enum class QpState { kReset, kInit, kRtr, kRts, kSqd, kSqe, kError, kUnknown };
+
+struct BindSpec {
+  Mr* mr = nullptr;       // null with length 0: unbind (type 1 invalidation)
+  uint64_t addr = 0;      // virtual address of the first byte, inside mr
+  uint64_t length = 0;
+  uint32_t access = 0;    // kRemoteRead | kRemoteWrite | kRemoteAtomic | kZeroBased
+};
+
+// An RC queue pair with its own completion queue. Binds and invalidations are posted signaled and
+// completed synchronously: a call returns only after the completion was polled (ibv_bind_mw(3) NOTES).
+class Qp {
+ public:
+  virtual ~Qp() = default;
+  virtual QpEndpoint local() const = 0;
+  virtual QpState state() const = 0;  // queried from the device
+  // RESET/INIT -> RTR -> RTS against `remote`.
+  virtual absl::Status Connect(const QpEndpoint& remote) = 0;
+  // Type 1: ibv_bind_mw. Type 2: IBV_WR_BIND_MW with ibv_inc_rkey. Returns the window's new rkey after a
+  // successful completion; on any failure the window keeps its previous rkey.
+  virtual absl::StatusOr<uint32_t> Bind(Mw& mw, const BindSpec& spec) = 0;
+  // Type 1: bind with zero length. Type 2: IBV_WR_LOCAL_INV of the window's rkey.
+  virtual absl::Status Invalidate(Mw& mw) = 0;
+};
+
+struct QpOptions {
+  uint32_t port = 1;
+  uint32_t gid_index = 0;
+};
+
+class Pd {
+ public:
+  virtual ~Pd() = default;
+  virtual absl::StatusOr<std::unique_ptr<Mr>> RegMr(void* addr, size_t length, uint32_t access) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Mw>> AllocMw(MwType type) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Qp>> CreateQp(const QpOptions& options) = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Pd>> AllocPd() = 0;
+};
+
+class Fabric {
+ public:
+  virtual ~Fabric() = default;
+  // Stable for the fabric's lifetime, in device-name order.
+  virtual const std::vector<Device*>& devices() const = 0;
+};
+
+}  // namespace rdmad::fabric
+
+#endif  // RDMAD_SERVER_FABRIC_FABRIC_H_

@@ -1,0 +1,137 @@
+#include "server/memory/mapping.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+
+namespace rdmad {
+namespace {
+
+// Closes a file descriptor on every path.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+bool UnderRoot(const std::string& real, const std::string& root) {
+  if (root.empty()) return false;
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  if (r == "/") return true;
+  return real.size() > r.size() && real.compare(0, r.size(), r) == 0 && real[r.size()] == '/';
+}
+
+}  // namespace
+
+uint64_t DefaultHugePageSize() {
+  uint64_t kib = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long long v;
+      if (std::sscanf(line, "Hugepagesize: %llu kB", &v) == 1) kib = v;
+    }
+    std::fclose(f);
+  }
+  return kib ? kib * 1024 : 2ull << 20;
+}
+
+absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Anonymous(uint64_t size, bool huge_pages,
+                                                            const std::string& field) {
+  if (size == 0) return InvalidArgument(field + ".size", "must be > 0");
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  if (huge_pages) {
+    const uint64_t huge = DefaultHugePageSize();
+    if (size % huge != 0) {
+      return InvalidArgument(field + ".size",
+                             absl::StrCat("with huge_pages, must be a multiple of the huge page size (", huge,
+                                          " bytes); got ", size));
+    }
+    flags |= MAP_HUGETLB;
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) {
+    return ErrnoError("mmap", errno, huge_pages ? "allocating huge pages (are any reserved? see "
+                                                  "/proc/sys/vm/nr_hugepages)"
+                                                : "allocating memory",
+                      field + ".size");
+  }
+  return std::unique_ptr<Mapping>(new Mapping(p, size, p, size));
+}
+
+absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, uint64_t offset,
+                                                       uint64_t length,
+                                                       const std::vector<std::string>& allowed_roots,
+                                                       const std::string& field) {
+  if (path.empty()) return InvalidArgument(field + ".path", "is required");
+  if (path[0] != '/') return InvalidArgument(field + ".path", "must be an absolute path");
+  if (length == 0) return InvalidArgument(field + ".length", "must be > 0");
+  if (offset > UINT64_MAX - length) return OutOfRange(field + ".length", "offset + length overflows");
+
+  char real[PATH_MAX];
+  if (realpath(path.c_str(), real) == nullptr) {
+    return ErrnoError(errno == ENOENT ? absl::StatusCode::kNotFound : absl::ErrnoToStatusCode(errno),
+                      "realpath", errno, path, field + ".path");
+  }
+  bool allowed = false;
+  for (const auto& root : allowed_roots) allowed = allowed || UnderRoot(real, root);
+  if (!allowed) {
+    return FieldError(absl::StatusCode::kPermissionDenied, field + ".path",
+                      absl::StrCat(real, " is not under an allowed file root (config allowed_file_roots)"));
+  }
+  Fd fd(open(real, O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return ErrnoError("open", errno, real, field + ".path");
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoError("fstat", errno, real, field + ".path");
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(field + ".path", absl::StrCat(real, " is not a regular file"));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset >= size) {
+    return OutOfRange(field + ".offset", absl::StrCat("offset ", offset, " is at or past the end of ", real,
+                                                      " (", size, " bytes)"));
+  }
+  if (offset + length > size) {
+    return OutOfRange(field + ".length", absl::StrCat("offset ", offset, " + length ", length,
+                                                      " passes the end of ", real, " (", size, " bytes)"));
+  }
+  // mmap needs an aligned offset: a page, or the huge page size on hugetlbfs. Map from the aligned-down
+  // offset and point data() at the requested first byte.
+  uint64_t align = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  struct statfs fs {};
+  if (fstatfs(fd.get(), &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC) align = static_cast<uint64_t>(fs.f_bsize);
+  const uint64_t base_offset = offset - offset % align;
+  const uint64_t delta = offset - base_offset;
+  const size_t base_length = static_cast<size_t>(delta + length);
+  void* base = mmap(nullptr, base_length, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(),
+                    static_cast<off_t>(base_offset));
+  if (base == MAP_FAILED) return ErrnoError("mmap", errno, real, field);
+  return std::unique_ptr<Mapping>(
+      new Mapping(base, base_length, static_cast<char*>(base) + delta, length));
+}
+
+Mapping::~Mapping() {
+  if (munmap(base_, base_length_) != 0) {
+    RDMAD_LOG_ERROR("munmap(%p, %zu) failed: errno %d", base_, base_length_, errno);
+  }
+}
+
+}  // namespace rdmad

@@ -1,0 +1,217 @@
+#include "server/verbs/device.h"
+
+#include <endian.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/verbs/gid.h"
+#include "server/verbs/pd.h"
+
+namespace rdmad::verbs {
+namespace {
+
+static_assert(static_cast<int>(fabric::kLocalWrite) == static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
+static_assert(static_cast<int>(fabric::kRemoteWrite) == static_cast<int>(IBV_ACCESS_REMOTE_WRITE));
+static_assert(static_cast<int>(fabric::kRemoteRead) == static_cast<int>(IBV_ACCESS_REMOTE_READ));
+static_assert(static_cast<int>(fabric::kRemoteAtomic) == static_cast<int>(IBV_ACCESS_REMOTE_ATOMIC));
+static_assert(static_cast<int>(fabric::kMwBind) == static_cast<int>(IBV_ACCESS_MW_BIND));
+static_assert(static_cast<int>(fabric::kZeroBased) == static_cast<int>(IBV_ACCESS_ZERO_BASED));
+static_assert(static_cast<int>(fabric::kChangeTranslation) == static_cast<int>(IBV_REREG_MR_CHANGE_TRANSLATION));
+static_assert(static_cast<int>(fabric::kChangePd) == static_cast<int>(IBV_REREG_MR_CHANGE_PD));
+static_assert(static_cast<int>(fabric::kChangeAccess) == static_cast<int>(IBV_REREG_MR_CHANGE_ACCESS));
+static_assert(static_cast<int>(fabric::ReregCode::kErrInput) == IBV_REREG_MR_ERR_INPUT);
+static_assert(static_cast<int>(fabric::ReregCode::kErrDontForkNew) == IBV_REREG_MR_ERR_DONT_FORK_NEW);
+static_assert(static_cast<int>(fabric::ReregCode::kErrDoForkOld) == IBV_REREG_MR_ERR_DO_FORK_OLD);
+static_assert(static_cast<int>(fabric::ReregCode::kErrCmd) == IBV_REREG_MR_ERR_CMD);
+static_assert(static_cast<int>(fabric::ReregCode::kErrCmdAndDoForkNew) ==
+              IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW);
+
+uint32_t MtuBytes(ibv_mtu mtu) { return mtu >= IBV_MTU_256 ? 128u << mtu : 0; }
+
+const char* TransportName(ibv_transport_type t) {
+  switch (t) {
+    case IBV_TRANSPORT_IB: return "InfiniBand";
+    case IBV_TRANSPORT_IWARP: return "iWARP";
+    case IBV_TRANSPORT_USNIC: return "usNIC";
+    case IBV_TRANSPORT_USNIC_UDP: return "usNIC/UDP";
+    case IBV_TRANSPORT_UNSPECIFIED: return "unspecified";
+    default: return "unknown";
+  }
+}
+
+const char* LinkLayerName(uint8_t ll) {
+  switch (ll) {
+    case IBV_LINK_LAYER_INFINIBAND: return "InfiniBand";
+    case IBV_LINK_LAYER_ETHERNET: return "Ethernet";
+    default: return "unspecified";
+  }
+}
+
+const char* GidTypeName(uint32_t type) {
+  switch (type) {
+    case IBV_GID_TYPE_IB: return "IB";
+    case IBV_GID_TYPE_ROCE_V1: return "RoCEv1";
+    case IBV_GID_TYPE_ROCE_V2: return "RoCEv2";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Open(ibv_device* device) {
+  ibv_context* ctx = ibv_open_device(device);
+  if (ctx == nullptr) {
+    return ErrnoError("ibv_open_device", errno, ibv_get_device_name(device));
+  }
+  std::unique_ptr<Device> d(new Device(ctx));
+  RDMAD_RETURN_IF_ERROR(d->Query(device));
+  d->ProbeRereg();
+  return d;
+}
+
+Device::~Device() {
+  if (int ret = ibv_close_device(context_); ret != 0) {
+    RDMAD_LOG_ERROR("ibv_close_device(%s) failed: errno %d", info_.name.c_str(), ret);
+  }
+}
+
+absl::Status Device::Query(ibv_device* device) {
+  info_.name = ibv_get_device_name(device);
+  info_.transport = TransportName(device->transport_type);
+  info_.node_type = ibv_node_type_str(device->node_type);
+
+  ibv_device_attr attr{};
+  if (int ret = ibv_query_device(context_, &attr); ret != 0) {
+    return ErrnoError("ibv_query_device", ret, info_.name);
+  }
+  uint64_t guid = be64toh(attr.node_guid);
+  char guid_text[24];
+  std::snprintf(guid_text, sizeof guid_text, "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48),
+                static_cast<unsigned>((guid >> 32) & 0xffff), static_cast<unsigned>((guid >> 16) & 0xffff),
+                static_cast<unsigned>(guid & 0xffff));
+  info_.node_guid = guid_text;
+  info_.firmware = attr.fw_ver;
+  info_.max_mr_size = attr.max_mr_size;
+  info_.max_mr = attr.max_mr;
+  info_.max_mw = attr.max_mw;
+  info_.max_pd = attr.max_pd;
+  info_.max_qp = attr.max_qp;
+  info_.max_qp_rd_atom = attr.max_qp_rd_atom;
+  info_.mw_type1 = attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW;
+  info_.mw_type2a = attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A;
+  info_.mw_type2b = attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+
+  for (uint32_t p = 1; p <= attr.phys_port_cnt; ++p) {
+    ibv_port_attr pa{};
+    if (int ret = ibv_query_port(context_, static_cast<uint8_t>(p), &pa); ret != 0) {
+      return ErrnoError("ibv_query_port", ret, absl::StrCat(info_.name, " port ", p));
+    }
+    fabric::PortInfo port;
+    port.number = p;
+    port.state = ibv_port_state_str(pa.state);
+    port.max_mtu = MtuBytes(pa.max_mtu);
+    port.active_mtu = MtuBytes(pa.active_mtu);
+    port.link_layer = LinkLayerName(pa.link_layer);
+    port.lid = pa.lid;
+    active_mtu_.push_back(pa.active_mtu);
+    // Each entry with its type; unpopulated (zero) entries are not listed.
+    for (int i = 0; i < pa.gid_tbl_len; ++i) {
+      ibv_gid_entry e{};
+      if (ibv_query_gid_ex(context_, p, static_cast<uint32_t>(i), &e, 0) != 0) continue;
+      if (GidIsZero(e.gid)) continue;
+      port.gids.push_back({static_cast<uint32_t>(i), GidToString(e.gid), GidTypeName(e.gid_type)});
+    }
+    info_.ports.push_back(std::move(port));
+  }
+  return absl::OkStatus();
+}
+
+void Device::ProbeRereg() {
+  // A throwaway PD and page, never a user's MR. CHANGE_ACCESS is the least intrusive flag.
+  ibv_pd* pd = ibv_alloc_pd(context_);
+  if (pd == nullptr) {
+    info_.native_rereg_probe = absl::StrCat("probe skipped: ibv_alloc_pd: errno ", errno);
+    return;
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  void* buf = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (buf == MAP_FAILED) {
+    info_.native_rereg_probe = absl::StrCat("probe skipped: mmap: errno ", errno);
+    ibv_dealloc_pd(pd);
+    return;
+  }
+  ibv_mr* mr = ibv_reg_mr(pd, buf, page, IBV_ACCESS_LOCAL_WRITE);
+  if (mr == nullptr) {
+    info_.native_rereg_probe = absl::StrCat("probe skipped: ibv_reg_mr: errno ", errno);
+  } else {
+    errno = 0;
+    int ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    int err = errno;
+    info_.native_rereg = ret == 0;
+    info_.native_rereg_probe =
+        ret == 0 ? "ibv_rereg_mr(CHANGE_ACCESS) succeeded"
+                 : absl::StrCat("ibv_rereg_mr(CHANGE_ACCESS) returned ",
+                                fabric::ReregCodeName(static_cast<fabric::ReregCode>(ret)), ", errno ", err,
+                                " (", ErrnoName(err), ")");
+    // ibv_rereg_mr(3): even on failure the MR must still be deregistered.
+    if (int d = ibv_dereg_mr(mr); d != 0) {
+      RDMAD_LOG_ERROR("%s: rereg probe: ibv_dereg_mr failed: errno %d", info_.name.c_str(), d);
+    }
+  }
+  munmap(buf, page);
+  ibv_dealloc_pd(pd);
+  RDMAD_LOG_INFO("%s: native rereg %s (%s)", info_.name.c_str(), info_.native_rereg ? "available" : "unavailable",
+                 info_.native_rereg_probe.c_str());
+}
+
+const fabric::PortInfo* Device::port(uint32_t number) const {
+  if (number == 0 || number > info_.ports.size()) return nullptr;
+  return &info_.ports[number - 1];
+}
+
+ibv_mtu Device::active_mtu_enum(uint32_t port) const {
+  return port >= 1 && port <= active_mtu_.size() ? active_mtu_[port - 1] : IBV_MTU_1024;
+}
+
+absl::StatusOr<std::unique_ptr<fabric::Pd>> Device::AllocPd() {
+  ibv_pd* pd = ibv_alloc_pd(context_);
+  if (pd == nullptr) return ErrnoError("ibv_alloc_pd", errno, info_.name);
+  return std::unique_ptr<fabric::Pd>(new Pd(this, pd));
+}
+
+absl::StatusOr<std::unique_ptr<VerbsFabric>> VerbsFabric::Open() {
+  auto fabric = std::make_unique<VerbsFabric>();
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr) {
+    // No uverbs support in the kernel at all (ENOSYS) is the same as no devices for rdmad.
+    RDMAD_LOG_WARN("ibv_get_device_list: errno %d (%s): no RDMA devices", errno, ErrnoName(errno).c_str());
+    return fabric;
+  }
+  for (int i = 0; i < n; ++i) {
+    auto d = Device::Open(list[i]);
+    if (!d.ok()) {
+      RDMAD_LOG_ERROR("skipping device %s: %s", ibv_get_device_name(list[i]),
+                      std::string(d.status().message()).c_str());
+      continue;
+    }
+    fabric->devices_.push_back(std::move(d).value());
+  }
+  ibv_free_device_list(list);
+  std::sort(fabric->devices_.begin(), fabric->devices_.end(),
+            [](const auto& a, const auto& b) { return a->info().name < b->info().name; });
+  for (auto& d : fabric->devices_) fabric->views_.push_back(d.get());
+  return fabric;
+}
+
+}  // namespace rdmad::verbs

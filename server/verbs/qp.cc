@@ -1,0 +1,259 @@
+#include "server/verbs/qp.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/verbs/device.h"
+#include "server/verbs/gid.h"
+#include "server/verbs/mr.h"
+#include "server/verbs/mw.h"
+
+namespace rdmad::verbs {
+namespace {
+
+constexpr int kCqDepth = 16;
+constexpr int kSendDepth = 8;
+// A bind completes in microseconds on hardware and in milliseconds on Soft-RoCE under emulation.
+constexpr auto kCompletionDeadline = std::chrono::seconds(10);
+constexpr uint8_t kMinRnrTimer = 12;
+constexpr uint8_t kTimeout = 14;  // 4.096 us * 2^14 = 67 ms
+constexpr uint8_t kRetries = 7;
+
+fabric::QpState FromIbv(ibv_qp_state s) {
+  switch (s) {
+    case IBV_QPS_RESET: return fabric::QpState::kReset;
+    case IBV_QPS_INIT: return fabric::QpState::kInit;
+    case IBV_QPS_RTR: return fabric::QpState::kRtr;
+    case IBV_QPS_RTS: return fabric::QpState::kRts;
+    case IBV_QPS_SQD: return fabric::QpState::kSqd;
+    case IBV_QPS_SQE: return fabric::QpState::kSqe;
+    case IBV_QPS_ERR: return fabric::QpState::kError;
+    default: return fabric::QpState::kUnknown;
+  }
+}
+
+uint32_t RandomPsn() {
+  static thread_local std::mt19937 gen{std::random_device{}()};
+  return gen() & 0xffffff;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const fabric::QpOptions& options) {
+  const fabric::PortInfo* port = device->port(options.port);
+  if (port == nullptr) {
+    return InvalidArgument("port", absl::StrCat("device ", device->info().name, " has no port ", options.port));
+  }
+  std::unique_ptr<Qp> qp(new Qp(device, options));
+  qp->cq_ = ibv_create_cq(device->context(), kCqDepth, nullptr, nullptr, 0);
+  if (qp->cq_ == nullptr) return ErrnoError("ibv_create_cq", errno);
+
+  ibv_qp_init_attr init{};
+  init.send_cq = qp->cq_;
+  init.recv_cq = qp->cq_;
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 0;
+  init.cap.max_send_wr = kSendDepth;
+  init.cap.max_recv_wr = 1;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  qp->qp_ = ibv_create_qp(pd, &init);
+  if (qp->qp_ == nullptr) return ErrnoError("ibv_create_qp", errno);  // ~Qp destroys the CQ
+
+  qp->local_.qpn = qp->qp_->qp_num;
+  qp->local_.psn = RandomPsn();
+  qp->local_.lid = port->lid;
+  ibv_gid gid{};
+  if (int ret = ibv_query_gid(device->context(), static_cast<uint8_t>(options.port),
+                              static_cast<int>(options.gid_index), &gid);
+      ret != 0) {
+    return ErrnoError("ibv_query_gid", errno ? errno : ret, {}, "gid_index");
+  }
+  if (!GidIsZero(gid)) qp->local_.gid = GidToString(gid);
+  RDMAD_RETURN_IF_ERROR(qp->ToInit());
+  return qp;
+}
+
+Qp::~Qp() {
+  // Reverse order of creation: the QP, then its CQ (rping's teardown order).
+  if (qp_ != nullptr) {
+    if (int ret = ibv_destroy_qp(qp_); ret != 0) {
+      RDMAD_LOG_ERROR("ibv_destroy_qp(%u) failed: errno %d (%s)", local_.qpn, ret, ErrnoName(ret).c_str());
+    }
+  }
+  if (cq_ != nullptr) {
+    if (int ret = ibv_destroy_cq(cq_); ret != 0) {
+      RDMAD_LOG_ERROR("ibv_destroy_cq failed: errno %d (%s)", ret, ErrnoName(ret).c_str());
+    }
+  }
+}
+
+fabric::QpState Qp::state() const {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (ibv_query_qp(qp_, &attr, IBV_QP_STATE, &init) != 0) return fabric::QpState::kUnknown;
+  return FromIbv(attr.qp_state);
+}
+
+absl::Status Qp::ToInit() {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = static_cast<uint8_t>(options_.port);
+  attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+  if (int ret = ibv_modify_qp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      ret != 0) {
+    return ErrnoError("ibv_modify_qp", ret, "RESET->INIT");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
+  if (state() != fabric::QpState::kInit) {
+    // Reconnecting (or recovering from the error state) starts again from RESET.
+    ibv_qp_attr reset{};
+    reset.qp_state = IBV_QPS_RESET;
+    if (int ret = ibv_modify_qp(qp_, &reset, IBV_QP_STATE); ret != 0) {
+      return ErrnoError("ibv_modify_qp", ret, "->RESET");
+    }
+    local_.psn = RandomPsn();
+    RDMAD_RETURN_IF_ERROR(ToInit());
+  }
+  const fabric::PortInfo* port = device_->port(options_.port);
+  const uint8_t rd_atomic =
+      static_cast<uint8_t>(std::clamp<uint32_t>(device_->info().max_qp_rd_atom, 1, 16));
+
+  ibv_qp_attr rtr{};
+  rtr.qp_state = IBV_QPS_RTR;
+  rtr.path_mtu = device_->active_mtu_enum(options_.port);
+  rtr.dest_qp_num = remote.qpn;
+  rtr.rq_psn = remote.psn & 0xffffff;
+  rtr.max_dest_rd_atomic = rd_atomic;
+  rtr.min_rnr_timer = kMinRnrTimer;
+  rtr.ah_attr.port_num = static_cast<uint8_t>(options_.port);
+  rtr.ah_attr.dlid = remote.lid;
+  const bool ethernet = port != nullptr && port->link_layer == "Ethernet";
+  if (!remote.gid.empty() || ethernet) {
+    if (remote.gid.empty()) return InvalidArgument("remote.gid", "required on an Ethernet (RoCE) port");
+    auto gid = ParseGid(remote.gid);
+    if (!gid.ok()) return InvalidArgument("remote.gid", gid.status().message());
+    rtr.ah_attr.is_global = 1;
+    rtr.ah_attr.grh.dgid = *gid;
+    rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(options_.gid_index);
+    rtr.ah_attr.grh.hop_limit = 64;
+  }
+  if (int ret = ibv_modify_qp(qp_, &rtr,
+                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+      ret != 0) {
+    return ErrnoError("ibv_modify_qp", ret, "INIT->RTR");
+  }
+
+  ibv_qp_attr rts{};
+  rts.qp_state = IBV_QPS_RTS;
+  rts.timeout = kTimeout;
+  rts.retry_cnt = kRetries;
+  rts.rnr_retry = kRetries;
+  rts.sq_psn = local_.psn;
+  rts.max_rd_atomic = rd_atomic;
+  if (int ret = ibv_modify_qp(qp_, &rts,
+                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                  IBV_QP_MAX_QP_RD_ATOMIC);
+      ret != 0) {
+    return ErrnoError("ibv_modify_qp", ret, "RTR->RTS");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Qp::AwaitCompletion(uint64_t wr_id, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + kCompletionDeadline;
+  int idle = 0;
+  for (;;) {
+    ibv_wc wc{};
+    int n = ibv_poll_cq(cq_, 1, &wc);
+    if (n < 0) return ErrnoError("ibv_poll_cq", errno ? errno : EIO, what);
+    if (n == 1) {
+      if (wc.wr_id != wr_id) continue;  // a stale (flushed) completion of an earlier request
+      if (wc.status != IBV_WC_SUCCESS) {
+        return absl::AbortedError(absl::StrCat(what, ": completion failed: ", ibv_wc_status_str(wc.status),
+                                               " (status ", static_cast<int>(wc.status), ", vendor error ",
+                                               wc.vendor_err, "); the QP is now in the error state"));
+      }
+      return absl::OkStatus();
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": no completion within ",
+                                                      kCompletionDeadline.count(), " s"));
+    }
+    // Spin briefly, then back off: binds are rare control-path operations, not a hot path.
+    if (++idle > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+absl::StatusOr<uint32_t> Qp::Bind(fabric::Mw& fmw, const fabric::BindSpec& spec) {
+  ibv_mw* mw = static_cast<Mw&>(fmw).raw();
+  ibv_mr* mr = spec.mr ? static_cast<Mr*>(spec.mr)->raw() : nullptr;
+  const uint32_t old_rkey = mw->rkey;
+  const uint64_t wr_id = next_wr_id_++;
+  ibv_mw_bind_info info{};
+  info.mr = mr;
+  info.addr = spec.addr;
+  info.length = spec.length;
+  info.mw_access_flags = spec.access;
+
+  if (mw->type == IBV_MW_TYPE_1) {
+    ibv_mw_bind bind{};
+    bind.wr_id = wr_id;
+    bind.send_flags = IBV_SEND_SIGNALED;
+    bind.bind_info = info;
+    if (int ret = ibv_bind_mw(qp_, mw, &bind); ret != 0) {
+      mw->rkey = old_rkey;
+      return ErrnoError("ibv_bind_mw", ret);
+    }
+    if (absl::Status s = AwaitCompletion(wr_id, "ibv_bind_mw"); !s.ok()) {
+      mw->rkey = old_rkey;  // ibv_bind_mw(3) NOTES: fix the mw if the bind's CQE indicates a failure
+      return s;
+    }
+    return mw->rkey;
+  }
+
+  const uint32_t new_rkey = ibv_inc_rkey(old_rkey);
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = new_rkey;
+  wr.bind_mw.bind_info = info;
+  if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) return ErrnoError("ibv_post_send(BIND_MW)", ret);
+  RDMAD_RETURN_IF_ERROR(AwaitCompletion(wr_id, "ibv_post_send(BIND_MW)"));
+  mw->rkey = new_rkey;
+  return new_rkey;
+}
+
+absl::Status Qp::Invalidate(fabric::Mw& fmw) {
+  ibv_mw* mw = static_cast<Mw&>(fmw).raw();
+  if (mw->type == IBV_MW_TYPE_1) {
+    return Bind(fmw, fabric::BindSpec{}).status();  // zero length, no MR: the window is unbound
+  }
+  const uint64_t wr_id = next_wr_id_++;
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = mw->rkey;
+  if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) return ErrnoError("ibv_post_send(LOCAL_INV)", ret);
+  return AwaitCompletion(wr_id, "ibv_post_send(LOCAL_INV)");
+}
+
+}  // namespace rdmad::verbs

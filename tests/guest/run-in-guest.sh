@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# Runs a command inside a throw-away QEMU guest that has a Soft-RoCE (rdma_rxe) device rxe0.
+#
+# Usage: run-in-guest.sh [OPTIONS] -- COMMAND [ARGS...]
+#   --timeout SECS   bound on the whole run, boot included (default 600); on expiry: exit 124
+#   --out DIR        writable host directory, mounted at the same path in the guest; the guest's
+#                    console log (guest-console.log) is kept there. Default: a temp dir, removed
+#                    at exit unless the harness failed (exit 124/125: then kept and named).
+#   --env NAME[=VAL] also pass NAME into the guest (repeatable); RDMAD_* and GTEST_* always pass
+#   -v, --verbose    progress and timings on stderr
+#   -h, --help       this text
+#
+# The guest's root is the host's own / (read-only 9p + tmpfs overlay: writes stay in the guest),
+# so COMMAND is any host path or program; it runs as root via /bin/sh -c with ARGS quoted one by
+# one (for shell syntax pass: sh -c '...'), in the host's cwd, with stdin /dev/null, `ulimit -l
+# unlimited`, and eth0 = 10.0.2.15/24 carrying rxe0 (QEMU user net, restrict=on: no way out).
+# COMMAND's stdout and stderr stream to this script's stdout and stderr.
+#
+# Exit status: COMMAND's; 124 if --timeout expired; 125 if the harness or the guest failed
+# (bad usage, boot failure or hang after one retry, rxe0 never ACTIVE, guest died mid-command).
+#
+# Tuning (environment): RDMAD_GUEST_BOOT_TIMEOUT (s until stage 1 reports, default 40),
+# RDMAD_GUEST_READY_TIMEOUT (s until rxe0 is ACTIVE, default 150), RDMAD_GUEST_SMP (2),
+# RDMAD_GUEST_MEM (2G), RDMAD_GUEST_CACHE (boot files, /var/cache/rdmad-guest),
+# RDMAD_GUEST_APPEND (extra kernel arguments, e.g. loglevel=7 for the full kernel log),
+# RDMAD_GUEST_INJECT_HANG=1 (test hook: the first boot attempt hangs with an empty console).
+set -euo pipefail
+
+readonly PROG=run-in-guest
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly HERE
+readonly EXIT_TIMEOUT=124 EXIT_HARNESS=125
+
+err() { echo "$PROG: error: $*" >&2; }
+warn() { echo "$PROG: warning: $*" >&2; }
+usage_error() { err "$*"; echo "usage: $0 [--timeout SECS] [--out DIR] [--env NAME[=VAL]] [-v] -- COMMAND [ARGS...]" >&2; exit "$EXIT_HARNESS"; }
+verbose=0
+info() { ((verbose)) && echo "$PROG: $*" >&2; return 0; }
+
+# ---- arguments -----------------------------------------------------------------------------------
+timeout_s=600
+out_dir=
+extra_env=()
+while (($#)); do
+  case "$1" in
+    --timeout) (($# >= 2)) || usage_error "--timeout needs a value"; timeout_s=$2; shift 2 ;;
+    --timeout=*) timeout_s=${1#*=}; shift ;;
+    --out) (($# >= 2)) || usage_error "--out needs a value"; out_dir=$2; shift 2 ;;
+    --out=*) out_dir=${1#*=}; shift ;;
+    --env) (($# >= 2)) || usage_error "--env needs a value"; extra_env+=("$2"); shift 2 ;;
+    --env=*) extra_env+=("${1#*=}"); shift ;;
+    -v|--verbose) verbose=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    *) usage_error "unexpected argument '$1' (put the command after --)" ;;
+  esac
+done
+(($#)) || usage_error "no COMMAND given"
+[[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || usage_error "--timeout must be a positive integer, got '$timeout_s'"
+[[ ${RDMAD_GUEST_VERBOSE:-0} == 1 ]] && verbose=1
+
+boot_timeout=${RDMAD_GUEST_BOOT_TIMEOUT:-40}
+ready_timeout=${RDMAD_GUEST_READY_TIMEOUT:-150}
+smp=${RDMAD_GUEST_SMP:-2}
+mem=${RDMAD_GUEST_MEM:-2G}
+for v in boot_timeout ready_timeout smp; do
+  [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || usage_error "$v must be a positive integer, got '${!v}'"
+done
+
+((EUID == 0)) || { err "must run as root (QEMU's 9p export of / needs it)"; exit "$EXIT_HARNESS"; }
+for tool in qemu-system-x86_64 timeout setpriv tail; do
+  command -v "$tool" >/dev/null || { err "$tool not found (see deploy/install-deps.sh)"; exit "$EXIT_HARNESS"; }
+done
+
+# POSIX-sh single-quoting (the guest runs the command with /bin/sh, i.e. dash).
+sh_quote() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
+cmd=
+for a in "$@"; do cmd+="${cmd:+ }$(sh_quote "$a")"; done
+
+# Environment passed into the guest: RDMAD_*, GTEST_*, and --env.
+guest_env=()
+while IFS= read -r name; do
+  guest_env+=("$name=${!name}")
+done < <(compgen -e | grep -E '^(RDMAD_|GTEST_)' || true)
+for e in "${extra_env[@]}"; do
+  name=${e%%=*}
+  [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || usage_error "--env: bad variable name '$name'"
+  if [[ $e == *=* ]]; then guest_env+=("$e")
+  elif [[ -v $name ]]; then guest_env+=("$name=${!name}")
+  else warn "--env $name: not set on the host, not passed"
+  fi
+done
+
+cwd=$PWD
+[[ -d $cwd ]] || cwd=$(pwd -P)
+
+# ---- boot files ----------------------------------------------------------------------------------
+boot_files=$("$HERE/build-initramfs.sh") || { err "building the guest boot files failed"; exit "$EXIT_HARNESS"; }
+kernel=$(sed -n 's/^KERNEL=//p' <<<"$boot_files")
+initrd=$(sed -n 's/^INITRD=//p' <<<"$boot_files")
+[[ -f $kernel && -f $initrd ]] || { err "build-initramfs.sh gave no kernel/initrd"; exit "$EXIT_HARNESS"; }
+
+# ---- per-run state (no fixed names in shared places) ---------------------------------------------
+ctl=
+qpid=
+tail_pids=()
+own_out=0
+harness_ok=0
+
+stop_qemu() {
+  [[ -n $qpid ]] || return 0
+  if kill -0 "$qpid" 2>/dev/null; then
+    kill -TERM "$qpid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$qpid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$qpid" 2>/dev/null || true
+  fi
+  wait "$qpid" 2>/dev/null || true
+  qpid=
+}
+
+# $1 = seconds to let the tails drain the output files (they exit by themselves once QEMU is gone).
+stop_tails() {
+  local p grace=$((${1:-0} * 10))
+  for p in "${tail_pids[@]}"; do
+    while ((grace > 0)) && kill -0 "$p" 2>/dev/null; do sleep 0.1; grace=$((grace - 1)); done
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  tail_pids=()
+}
+
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM HUP
+  stop_qemu
+  stop_tails
+  [[ -n $ctl ]] && rm -rf -- "$ctl"
+  if ((own_out)); then
+    # Kept only when the harness itself failed (boot, timeout, crash), for the console log.
+    if ((harness_ok)); then rm -rf -- "$out_dir"
+    else echo "$PROG: guest logs kept in $out_dir" >&2
+    fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+if [[ -n $out_dir ]]; then
+  mkdir -p -- "$out_dir" || { err "cannot create --out dir $out_dir"; exit "$EXIT_HARNESS"; }
+  out_dir=$(cd -- "$out_dir" && pwd -P)
+else
+  out_dir=$(mktemp -d "${TMPDIR:-/tmp}/rdmad-guest-out.XXXXXX")
+  out_dir=$(cd -- "$out_dir" && pwd -P)
+  own_out=1
+fi
+ctl=$(mktemp -d "${TMPDIR:-/tmp}/rdmad-guest-ctl.XXXXXX")
+cp "$HERE/guest-init.sh" "$ctl/guest-init.sh"
+{
+  printf 'GUEST_CWD=%q\n' "$cwd"
+  printf 'GUEST_OUT=%q\n' "$out_dir"
+  printf 'GUEST_CMD=%q\n' "$cmd"
+  printf 'GUEST_ENV=('
+  for kv in "${guest_env[@]}"; do printf ' %q' "$kv"; done
+  printf ' )\n'
+} >"$ctl/params"
+
+# QEMU option values: a comma is written as two.
+qesc() { printf '%s' "${1//,/,,}"; }
+
+now() { local t=$EPOCHREALTIME; echo "${t/./}"; } # microseconds
+t_start=$(now)
+deadline=$((t_start + timeout_s * 1000000))
+secs() { printf '%d.%01d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); } # us -> "S.d"
+
+console=$out_dir/guest-console.log
+
+# Starts QEMU in the background; sets qpid. $1 = attempt number.
+launch() {
+  local attempt=$1 remaining extra=()
+  rm -f -- "$ctl"/{booted,ready,failed,status,done}{,.tmp}
+  : >"$ctl/stdout"
+  : >"$ctl/stderr"
+  remaining=$(((deadline - $(now)) / 1000000 + 1))
+  ((remaining > 0)) || remaining=1
+  [[ ${RDMAD_GUEST_INJECT_HANG:-0} == 1 && $attempt == 1 ]] && extra+=(-S) # CPUs never start
+  # setpriv: if this script dies (even by SIGKILL), timeout gets SIGTERM and takes QEMU down;
+  # timeout: a hard bound on QEMU's life whatever happens to this script's own loop.
+  setpriv --pdeathsig TERM -- \
+    timeout --kill-after=5 "$remaining" \
+    qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot \
+      -machine pc -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
+      -kernel "$kernel" -initrd "$initrd" \
+      -append "console=ttyS0 panic=-1 quiet loglevel=4 rdmad.attempt=$attempt ${RDMAD_GUEST_APPEND:-}" \
+      -chardev "file,id=con,path=$(qesc "$console")" -serial chardev:con \
+      -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+      -virtfs "local,path=$(qesc "$ctl"),mount_tag=ctl,security_model=none,multidevs=remap" \
+      -virtfs "local,path=$(qesc "$out_dir"),mount_tag=out,security_model=none,multidevs=remap" \
+      -nic user,model=virtio-net-pci,restrict=on \
+      "${extra[@]}" \
+      </dev/null >"$ctl/qemu.log" 2>&1 &
+  qpid=$!
+}
+
+start_tails() {
+  tail -n +1 -s 0.2 --pid="$qpid" -f "$ctl/stdout" &
+  tail_pids+=($!)
+  tail -n +1 -s 0.2 --pid="$qpid" -f "$ctl/stderr" >&2 &
+  tail_pids+=($!)
+}
+
+explain_failure() {
+  echo "$PROG: see the guest console log: $console" >&2
+  if [[ -s $ctl/qemu.log ]]; then
+    sed "s/^/$PROG: qemu: /" "$ctl/qemu.log" >&2
+    cp "$ctl/qemu.log" "$out_dir/guest-qemu.log" 2>/dev/null || true
+  fi
+}
+
+# ---- boot, watch, run ----------------------------------------------------------------------------
+attempt=1
+max_attempts=2
+ready=0
+while :; do
+  info "booting the guest (kernel ${kernel##*/}, attempt $attempt)"
+  t_attempt=$(now)
+  launch "$attempt"
+  booted=0 ready=0 retry_reason=
+  while :; do
+    if ((!ready)) && [[ -e $ctl/ready ]]; then
+      ready=1
+      start_tails
+      info "rxe0 ACTIVE after $(secs $(($(now) - t_attempt))) s (guest uptime $(<"$ctl/ready") s); running the command"
+    fi
+    [[ -e $ctl/status ]] && break
+    kill -0 "$qpid" 2>/dev/null || break
+    t=$(now)
+    ((t < deadline)) || break
+    if ((!ready)); then
+      [[ -e $ctl/failed ]] && break
+      ((booted)) || { [[ -e $ctl/booted ]] && booted=1; }
+      if ((!booted && t - t_attempt > boot_timeout * 1000000)); then
+        retry_reason="no sign of life from the guest after $boot_timeout s (console: $(wc -c <"$console") bytes)"
+        break
+      fi
+      if ((t - t_attempt > ready_timeout * 1000000)); then
+        retry_reason="rxe0 not ready after $ready_timeout s"
+        break
+      fi
+    fi
+    sleep 0.1
+  done
+
+  if [[ -e $ctl/status ]]; then
+    # The guest is powering off; give it a moment, then make sure.
+    for _ in $(seq 1 100); do kill -0 "$qpid" 2>/dev/null || break; sleep 0.1; done
+    stop_qemu
+    stop_tails 10
+    break
+  fi
+  if (($(now) >= deadline)); then
+    stop_qemu
+    stop_tails
+    err "timed out after $timeout_s s ($([[ $ready == 1 ]] && echo "command still running" || echo "guest not ready yet"))"
+    explain_failure
+    exit "$EXIT_TIMEOUT"
+  fi
+  if [[ -z $retry_reason ]]; then
+    # QEMU is gone, or the guest reported a setup failure.
+    for _ in $(seq 1 30); do kill -0 "$qpid" 2>/dev/null || break; sleep 0.1; done
+    stop_qemu
+    stop_tails 5
+    if [[ -e $ctl/failed ]]; then
+      err "guest setup failed: $(<"$ctl/failed")"
+      explain_failure
+      exit "$EXIT_HARNESS"
+    fi
+    if ((ready)); then
+      err "the guest died while the command was running (no exit status came back)"
+      explain_failure
+      exit "$EXIT_HARNESS"
+    fi
+    retry_reason="QEMU exited before the guest was ready"
+  else
+    stop_qemu
+  fi
+  if ((attempt >= max_attempts)); then
+    err "guest failed to boot: $retry_reason (attempt $attempt of $max_attempts)"
+    explain_failure
+    exit "$EXIT_HARNESS"
+  fi
+  warn "guest boot attempt $attempt failed: $retry_reason; retrying"
+  mv -f -- "$console" "$out_dir/guest-console.attempt$attempt.log" 2>/dev/null || true
+  attempt=$((attempt + 1))
+done
+
+final_rc=$(<"$ctl/status")
+[[ $final_rc =~ ^[0-9]+$ ]] || { err "bad exit status from the guest: '$final_rc'"; exit "$EXIT_HARNESS"; }
+harness_ok=1
+t_end=$(now)
+info "command exited with status $final_rc; guest uptime at start $(<"$ctl/ready") s, at end $(<"$ctl/done") s; whole run $(secs $((t_end - t_start))) s"
+exit "$final_rc"
