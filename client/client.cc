@@ -1,0 +1,164 @@
+#include "client/client.h"
+
+#include "absl/strings/cord.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace rdmad::client {
+namespace {
+constexpr char kDetailPayload[] = "type.googleapis.com/rdmad.v1.ErrorDetail";
+}
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  v1::RpcStatus rpc;
+  if (!status.error_details().empty() && rpc.ParseFromString(status.error_details())) {
+    for (const auto& any : rpc.details()) {
+      v1::ErrorDetail detail;
+      if (any.UnpackTo(&detail)) out.SetPayload(kDetailPayload, absl::Cord(detail.SerializeAsString()));
+    }
+  }
+  return out;
+}
+
+v1::ErrorDetail Detail(const absl::Status& status) {
+  v1::ErrorDetail detail;
+  if (auto p = status.GetPayload(kDetailPayload)) detail.ParseFromString(std::string(*p));
+  return detail;
+}
+
+Client::Client(Options options)
+    : Client(grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials()), options.timeout) {}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
+    : channel_(std::move(channel)),
+      timeout_(timeout),
+      devices_(v1::Devices::NewStub(channel_)),
+      pds_(v1::ProtectionDomains::NewStub(channel_)),
+      mrs_(v1::MemoryRegions::NewStub(channel_)),
+      qps_(v1::QueuePairs::NewStub(channel_)),
+      mws_(v1::MemoryWindows::NewStub(channel_)) {}
+
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> Client::Call(Stub* stub,
+                                      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                                      const Request& request) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+  Response response;
+  grpc::Status status = (stub->*method)(&ctx, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  return response;
+}
+
+absl::StatusOr<v1::ListDevicesResponse> Client::ListDevices() {
+  return Call(devices_.get(), &v1::Devices::Stub::ListDevices, v1::ListDevicesRequest());
+}
+absl::StatusOr<v1::Device> Client::GetDevice(const std::string& name) {
+  v1::GetDeviceRequest r;
+  r.set_name(name);
+  return Call(devices_.get(), &v1::Devices::Stub::GetDevice, r);
+}
+
+absl::StatusOr<v1::ProtectionDomain> Client::CreatePd(const v1::CreatePdRequest& request) {
+  return Call(pds_.get(), &v1::ProtectionDomains::Stub::CreatePd, request);
+}
+absl::StatusOr<v1::ProtectionDomain> Client::GetPd(const std::string& name) {
+  v1::GetPdRequest r;
+  r.set_name(name);
+  return Call(pds_.get(), &v1::ProtectionDomains::Stub::GetPd, r);
+}
+absl::StatusOr<v1::ListPdsResponse> Client::ListPds() {
+  return Call(pds_.get(), &v1::ProtectionDomains::Stub::ListPds, v1::ListPdsRequest());
+}
+absl::StatusOr<v1::DeletePdResponse> Client::DeletePd(const std::string& name, bool cascade) {
+  v1::DeletePdRequest r;
+  r.set_name(name);
+  r.set_cascade(cascade);
+  return Call(pds_.get(), &v1::ProtectionDomains::Stub::DeletePd, r);
+}
+
+absl::StatusOr<v1::MemoryRegion> Client::RegisterMr(const v1::RegisterMrRequest& request) {
+  return Call(mrs_.get(), &v1::MemoryRegions::Stub::RegisterMr, request);
+}
+absl::StatusOr<v1::MemoryRegion> Client::GetMr(const std::string& name) {
+  v1::GetMrRequest r;
+  r.set_name(name);
+  return Call(mrs_.get(), &v1::MemoryRegions::Stub::GetMr, r);
+}
+absl::StatusOr<v1::ListMrsResponse> Client::ListMrs(const std::string& pd) {
+  v1::ListMrsRequest r;
+  r.set_pd(pd);
+  return Call(mrs_.get(), &v1::MemoryRegions::Stub::ListMrs, r);
+}
+absl::StatusOr<v1::ReregisterMrResponse> Client::ReregisterMr(const v1::ReregisterMrRequest& request) {
+  return Call(mrs_.get(), &v1::MemoryRegions::Stub::ReregisterMr, request);
+}
+absl::Status Client::DeregisterMr(const std::string& name) {
+  v1::DeregisterMrRequest r;
+  r.set_name(name);
+  return Call(mrs_.get(), &v1::MemoryRegions::Stub::DeregisterMr, r).status();
+}
+
+absl::StatusOr<v1::QueuePair> Client::CreateQp(const v1::CreateQpRequest& request) {
+  return Call(qps_.get(), &v1::QueuePairs::Stub::CreateQp, request);
+}
+absl::StatusOr<v1::QueuePair> Client::GetQp(const std::string& name) {
+  v1::GetQpRequest r;
+  r.set_name(name);
+  return Call(qps_.get(), &v1::QueuePairs::Stub::GetQp, r);
+}
+absl::StatusOr<v1::ListQpsResponse> Client::ListQps() {
+  return Call(qps_.get(), &v1::QueuePairs::Stub::ListQps, v1::ListQpsRequest());
+}
+absl::StatusOr<v1::QueuePair> Client::ConnectQp(const v1::ConnectQpRequest& request) {
+  return Call(qps_.get(), &v1::QueuePairs::Stub::ConnectQp, request);
+}
+absl::Status Client::DeleteQp(const std::string& name) {
+  v1::DeleteQpRequest r;
+  r.set_name(name);
+  return Call(qps_.get(), &v1::QueuePairs::Stub::DeleteQp, r).status();
+}
+
+absl::StatusOr<v1::MemoryWindow> Client::AllocMw(const v1::AllocMwRequest& request) {
+  return Call(mws_.get(), &v1::MemoryWindows::Stub::AllocMw, request);
+}
+absl::StatusOr<v1::MemoryWindow> Client::GetMw(const std::string& name) {
+  v1::GetMwRequest r;
+  r.set_name(name);
+  return Call(mws_.get(), &v1::MemoryWindows::Stub::GetMw, r);
+}
+absl::StatusOr<v1::ListMwsResponse> Client::ListMws(const std::string& pd) {
+  v1::ListMwsRequest r;
+  r.set_pd(pd);
+  return Call(mws_.get(), &v1::MemoryWindows::Stub::ListMws, r);
+}
+absl::StatusOr<v1::MemoryWindow> Client::BindMw(const v1::BindMwRequest& request) {
+  return Call(mws_.get(), &v1::MemoryWindows::Stub::BindMw, request);
+}
+absl::StatusOr<v1::MemoryWindow> Client::InvalidateMw(const std::string& name) {
+  v1::InvalidateMwRequest r;
+  r.set_name(name);
+  return Call(mws_.get(), &v1::MemoryWindows::Stub::InvalidateMw, r);
+}
+absl::Status Client::DeallocMw(const std::string& name) {
+  v1::DeallocMwRequest r;
+  r.set_name(name);
+  return Call(mws_.get(), &v1::MemoryWindows::Stub::DeallocMw, r).status();
+}
+
+absl::Status Client::Health() {
+  auto stub = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status s = FromGrpc(stub->Check(&ctx, request, &response));
+  if (!s.ok()) return s;
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError("rdmad reports NOT_SERVING");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rdmad::client

@@ -1,0 +1,30 @@
+// rdmad's settings, read from a JSON file (nlohmann/json). Unknown keys are errors, so a typo never
+// silently falls back to a default. See docs/config.md.
+// Thread-safety: a plain value, built once at start-up.
+#ifndef RDMAD_SERVER_CONFIG_H_
+#define RDMAD_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace rdmad {
+
+inline constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
+
+struct Config {
+  // gRPC listen addresses: "unix:/path" or "host:port" (TCP, which has no authentication yet).
+  std::vector<std::string> listen = {std::string("unix:") + kDefaultSocket};
+  std::vector<std::string> allowed_file_roots = {"/dev/shm", "/dev/hugepages", "/run/rdmad"};
+  uint64_t max_mr_bytes = 0;  // 0: the device's max_mr_size
+  std::string log_level = "info";
+};
+
+absl::StatusOr<Config> ParseConfig(const std::string& json_text);
+absl::StatusOr<Config> LoadConfig(const std::string& path);
+
+}  // namespace rdmad
+
+#endif  // RDMAD_SERVER_CONFIG_H_

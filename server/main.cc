@@ -1,0 +1,187 @@
+// rdmad: owns this host's RDMA resources and manages them for others through the rdmad.v1 gRPC API.
+//
+// Threads: main() parses flags and config, opens the devices, builds the registry and the gRPC server,
+// then waits in sigwait() for SIGTERM/SIGINT (blocked in every thread, so only main sees them). gRPC's
+// pool threads serve RPCs against the registry. On a signal main shuts the server down (in-flight RPCs
+// finish, new ones are refused), then destroys the registry (windows, regions, QPs, PDs, devices, in
+// that order) and removes its unix socket: nothing is left behind.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "server/common/log.h"
+#include "server/config.h"
+#include "server/registry/registry.h"
+#include "server/rpc/services.h"
+#include "server/verbs/device.h"
+
+namespace rdmad {
+namespace {
+
+std::string UnixPath(const std::string& address) {
+  if (absl::StartsWith(address, "unix://")) return address.substr(7);
+  if (absl::StartsWith(address, "unix:")) return address.substr(5);
+  return "";
+}
+
+// Prepares a unix socket path: creates its directory (0755) and removes a stale socket left by a crashed
+// rdmad. A live socket (something accepts connections on it) is an error: two daemons must not share it.
+bool PrepareUnixSocket(const std::string& path) {
+  std::string dir = path.substr(0, path.find_last_of('/'));
+  if (!dir.empty() && mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    RDMAD_LOG_ERROR("cannot create %s: %s", dir.c_str(), std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return true;
+  if (!S_ISSOCK(st.st_mode)) {
+    RDMAD_LOG_ERROR("%s exists and is not a socket; refusing to remove it", path.c_str());
+    return false;
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+  bool live = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  if (fd >= 0) close(fd);
+  if (live) {
+    RDMAD_LOG_ERROR("%s is in use by a running rdmad", path.c_str());
+    return false;
+  }
+  unlink(path.c_str());
+  return true;
+}
+
+void RaiseMemlockLimit() {
+  rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+  if (setrlimit(RLIMIT_MEMLOCK, &unlimited) != 0) {
+    rlimit now{};
+    getrlimit(RLIMIT_MEMLOCK, &now);
+    RDMAD_LOG_WARN("cannot lift RLIMIT_MEMLOCK (%s); registrations are limited to %llu bytes of pinned memory",
+                   std::strerror(errno), static_cast<unsigned long long>(now.rlim_cur));
+  }
+}
+
+void LogDevices(const fabric::Fabric& fabric) {
+  if (fabric.devices().empty()) {
+    RDMAD_LOG_WARN("no RDMA devices: the API serves, but there is nothing to allocate on");
+  }
+  for (const fabric::Device* d : fabric.devices()) {
+    const fabric::DeviceInfo& i = d->info();
+    std::vector<std::string> ports;
+    for (const auto& p : i.ports) ports.push_back(std::to_string(p.number) + " " + p.state + " " + p.link_layer);
+    RDMAD_LOG_INFO("device %s (%s, guid %s): ports [%s], mw type1 %s type2 %s, native rereg %s", i.name.c_str(),
+                   i.transport.c_str(), i.node_guid.c_str(), absl::StrJoin(ports, ", ").c_str(),
+                   i.mw_type1 ? "yes" : "no", (i.mw_type2a || i.mw_type2b) ? "yes" : "no",
+                   i.native_rereg ? "yes" : "no");
+  }
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"rdmad: RDMA resource manager daemon (gRPC API rdmad.v1)"};
+  std::string config_path;
+  std::vector<std::string> listen;
+  std::string log_level;
+  app.add_option("-c,--config", config_path, "JSON config file (see docs/config.md)")->check(CLI::ExistingFile);
+  app.add_option("-l,--listen", listen,
+                 "listen address, repeatable: unix:/path or host:port (default unix:/run/rdmad/rdmad.sock)");
+  app.add_option("--log-level", log_level, "debug, info, warning or error");
+  CLI11_PARSE(app, argc, argv);
+
+  Config config;
+  if (!config_path.empty()) {
+    auto loaded = LoadConfig(config_path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "rdmad: %s\n", std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    config = *loaded;
+  }
+  if (!listen.empty()) config.listen = listen;
+  if (!log_level.empty()) config.log_level = log_level;
+  LogLevel level;
+  if (!ParseLogLevel(config.log_level.c_str(), &level)) {
+    std::fprintf(stderr, "rdmad: unknown log level '%s'\n", config.log_level.c_str());
+    return 2;
+  }
+  SetLogLevel(level);
+
+  // Only main receives SIGTERM/SIGINT: block them before any thread is created.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  RaiseMemlockLimit();
+  auto fabric = verbs::VerbsFabric::Open();
+  if (!fabric.ok()) {
+    RDMAD_LOG_ERROR("%s", std::string(fabric.status().message()).c_str());
+    return 1;
+  }
+  LogDevices(**fabric);
+  Registry::Options options;
+  options.allowed_file_roots = config.allowed_file_roots;
+  options.max_mr_bytes = config.max_mr_bytes;
+  auto registry = std::make_unique<Registry>(std::move(fabric).value(), options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  std::vector<std::string> sockets;
+  for (const auto& address : config.listen) {
+    std::string path = UnixPath(address);
+    if (!path.empty()) {
+      if (!PrepareUnixSocket(path)) return 1;
+      sockets.push_back(path);
+    } else {
+      RDMAD_LOG_WARN("listening on TCP %s without authentication: anyone who reaches it controls this host's "
+                     "RDMA resources", address.c_str());
+    }
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  }
+  auto services = MakeServices(registry.get());
+  for (auto& s : services) builder.RegisterService(s.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    RDMAD_LOG_ERROR("cannot listen on %s", absl::StrJoin(config.listen, ", ").c_str());
+    return 1;
+  }
+  for (const auto& path : sockets) chmod(path.c_str(), 0660);  // owner and group only
+  RDMAD_LOG_INFO("serving rdmad.v1 on %s", absl::StrJoin(config.listen, ", ").c_str());
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  RDMAD_LOG_INFO("%s: shutting down", strsignal(sig));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  server.reset();
+  services.clear();
+  registry.reset();  // windows, regions, QPs, PDs, devices
+  for (const auto& path : sockets) unlink(path.c_str());
+  RDMAD_LOG_INFO("stopped; every resource released");
+  return 0;
+}
+
+}  // namespace
+}  // namespace rdmad
+
+int main(int argc, char** argv) { return rdmad::Run(argc, argv); }
