@@ -1,6 +1,10 @@
 #include "server/registry/registry.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cinttypes>
 #include <utility>
 
@@ -309,8 +313,12 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
 // Memory regions
 
 uint64_t Registry::MaxMrBytes(const fabric::Device& device) const {
-  uint64_t max = device.info().max_mr_size;
-  if (options_.max_mr_bytes && (max == 0 || options_.max_mr_bytes < max)) max = options_.max_mr_bytes;
+  // The smallest of: the device's max_mr_size (rxe reports 2^64-1), this host's physical memory (more can
+  // never be pinned), and the configured max_mr_bytes.
+  uint64_t max = device.info().max_mr_size ? device.info().max_mr_size : UINT64_MAX;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) max = std::min<uint64_t>(max, static_cast<uint64_t>(pages) * static_cast<uint64_t>(page));
+  if (options_.max_mr_bytes) max = std::min(max, options_.max_mr_bytes);
   return max;
 }
 
@@ -837,16 +845,22 @@ absl::StatusOr<v1::MemoryWindow> Registry::BindMw(const v1::BindMwRequest& reque
     RDMAD_ASSIGN_OR_RETURN(qp, BindQp(*w->pd));
   }
 
+  const uint64_t addr = mr->mr->addr() + request.offset();
+  // The bounds MR: exactly the window's range, so the device's MR range check is the window's range.
+  absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds = w->pd->pd->RegMr(
+      reinterpret_cast<void*>(addr), request.length(), mr_access & (fabric::kLocalWrite | fabric::kMwBind));
+  if (!bounds.ok()) return WithContext(bounds.status(), absl::StrCat("binding ", request.name(), ": bounds region"));
   fabric::BindSpec spec;
-  spec.mr = mr->mr.get();
-  spec.addr = mr->mr->addr() + request.offset();
+  spec.mr = bounds->get();
+  spec.addr = addr;
   spec.length = request.length();
   spec.access = access;
   // Returns only after the bind's completion was polled successfully; on failure the window keeps its
-  // previous rkey and binding.
+  // previous rkey and binding, and the new bounds MR is released on return.
   absl::StatusOr<uint32_t> rkey = qp->Bind(*w->mw, spec);
   if (!rkey.ok()) return WithContext(rkey.status(), absl::StrCat("binding ", request.name()));
   Unbind(*w);  // a type 1 window bound again: its previous binding is gone
+  w->bounds_mr = std::move(bounds).value();  // the previous bounds MR (type 1 rebind) is released here
   w->mr = mr;
   w->qp = user_qp;
   mr->bound_windows++;
@@ -877,6 +891,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::InvalidateMw(const std::string& name)
   }
   RDMAD_RETURN_IF_ERROR(WithContext(qp->Invalidate(*w->mw), name));
   Unbind(*w);
+  w->bounds_mr.reset();  // the window no longer references it
   RDMAD_LOG_INFO("%s invalidated", name.c_str());
   return ToProto(*w);
 }

@@ -43,7 +43,7 @@ class Registry {
   struct Options {
     // A shared file may be registered only if its real path lies under one of these.
     std::vector<std::string> allowed_file_roots = {"/dev/shm", "/dev/hugepages", "/run/rdmad"};
-    // Largest MR in bytes; 0 means the device's max_mr_size.
+    // Largest MR in bytes; 0: no limit beyond the device's max_mr_size and physical memory.
     uint64_t max_mr_bytes = 0;
   };
 
@@ -116,6 +116,13 @@ class Registry {
   struct MwEntry {
     uint64_t id = 0;
     PdEntry* pd = nullptr;
+    // While bound: an MR registered over exactly the window's range (access: the parent MR's LOCAL_WRITE
+    // and MW_BIND, no remote access of its own), which the window is bound to instead of the parent MR.
+    // Some devices check a window access against the bounds of the window's MR only (rxe in Linux 6.1:
+    // rxe_resp.c check_rkey calls mr_check_range(mw->mr, ...)); this makes the window's own range the
+    // enforced one everywhere. Declared before `mw`, so the window is deallocated before it is
+    // deregistered (ibv_dereg_mr fails while a window is bound).
+    std::unique_ptr<fabric::Mr> bounds_mr;
     std::unique_ptr<fabric::Mw> mw;
     MrEntry* mr = nullptr;  // set while bound
     QpEntry* qp = nullptr;  // the user QP the bind was posted on (type 2: the only QP it works on)
