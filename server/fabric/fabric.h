@@ -145,8 +145,9 @@ class Qp {
   // Type 1: ibv_bind_mw. Type 2: IBV_WR_BIND_MW with ibv_inc_rkey. Returns the window's new rkey after a
   // successful completion; on any failure the window keeps its previous rkey.
   virtual absl::StatusOr<uint32_t> Bind(Mw& mw, const BindSpec& spec) = 0;
-  // Type 1: bind with zero length. Type 2: IBV_WR_LOCAL_INV of the window's rkey.
-  virtual absl::Status Invalidate(Mw& mw) = 0;
+  // Type 1: a bind with zero length, naming the MR the window is bound to (providers such as rxe read the
+  // MR's lkey even for a zero-length bind). Type 2: IBV_WR_LOCAL_INV of the window's rkey.
+  virtual absl::Status Invalidate(Mw& mw, Mr& bound_to) = 0;
 };
 
 struct QpOptions {

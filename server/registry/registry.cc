@@ -889,7 +889,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::InvalidateMw(const std::string& name)
   } else {
     qp = w->qp->qp.get();  // a type 2 window is invalidated on the QP it is bound on
   }
-  RDMAD_RETURN_IF_ERROR(WithContext(qp->Invalidate(*w->mw), name));
+  RDMAD_RETURN_IF_ERROR(WithContext(qp->Invalidate(*w->mw, *w->bounds_mr), name));
   Unbind(*w);
   w->bounds_mr.reset();  // the window no longer references it
   RDMAD_LOG_INFO("%s invalidated", name.c_str());

@@ -56,6 +56,18 @@ const char* LinkLayerName(uint8_t ll) {
   }
 }
 
+const char* PortStateName(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_NOP: return "NOP";
+    case IBV_PORT_DOWN: return "DOWN";
+    case IBV_PORT_INIT: return "INIT";
+    case IBV_PORT_ARMED: return "ARMED";
+    case IBV_PORT_ACTIVE: return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    default: return "UNKNOWN";
+  }
+}
+
 const char* GidTypeName(uint32_t type) {
   switch (type) {
     case IBV_GID_TYPE_IB: return "IB";
@@ -117,7 +129,7 @@ absl::Status Device::Query(ibv_device* device) {
     }
     fabric::PortInfo port;
     port.number = p;
-    port.state = ibv_port_state_str(pa.state);
+    port.state = PortStateName(pa.state);
     port.max_mtu = MtuBytes(pa.max_mtu);
     port.active_mtu = MtuBytes(pa.active_mtu);
     port.link_layer = LinkLayerName(pa.link_layer);

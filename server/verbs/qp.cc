@@ -240,10 +240,14 @@ absl::StatusOr<uint32_t> Qp::Bind(fabric::Mw& fmw, const fabric::BindSpec& spec)
   return new_rkey;
 }
 
-absl::Status Qp::Invalidate(fabric::Mw& fmw) {
+absl::Status Qp::Invalidate(fabric::Mw& fmw, fabric::Mr& bound_to) {
   ibv_mw* mw = static_cast<Mw&>(fmw).raw();
   if (mw->type == IBV_MW_TYPE_1) {
-    return Bind(fmw, fabric::BindSpec{}).status();  // zero length, no MR: the window is unbound
+    // Zero length unbinds the window. The MR is named anyway: rxe's provider reads its lkey.
+    fabric::BindSpec unbind;
+    unbind.mr = &bound_to;
+    unbind.addr = bound_to.addr();
+    return Bind(fmw, unbind).status();
   }
   const uint64_t wr_id = next_wr_id_++;
   ibv_send_wr wr{};

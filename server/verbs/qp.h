@@ -27,7 +27,7 @@ class Qp final : public fabric::Qp {
   fabric::QpState state() const override;
   absl::Status Connect(const fabric::QpEndpoint& remote) override;
   absl::StatusOr<uint32_t> Bind(fabric::Mw& mw, const fabric::BindSpec& spec) override;
-  absl::Status Invalidate(fabric::Mw& mw) override;
+  absl::Status Invalidate(fabric::Mw& mw, fabric::Mr& bound_to) override;
 
  private:
   Qp(Device* device, const fabric::QpOptions& options) : device_(device), options_(options) {}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): starts rdmad on rxe0, runs the
+# conformance suite against it over the gRPC API, stops rdmad with SIGTERM and checks that it exits
+# cleanly and leaves nothing behind (socket removed, device resource counts back to what they were).
+#
+# Usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]
+#   OUT_DIR receives conformance.xml (gtest), rdmad.log, resources-{before,after}.txt, shutdown.xml.
+# Binaries: bazel-bin/ of the checkout this script lives in (build //server:rdmad and
+# //tests/conformance:conformance_test first).
+set -euo pipefail
+
+out=${1:?usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]}
+shift
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$root/bazel-bin
+work=$(mktemp -d /tmp/rdmad-conformance.XXXXXX)
+sock=$work/rdmad.sock
+mkdir -p "$out"
+
+cat >"$work/rdmad.json" <<JSON
+{
+  "listen": ["unix:$sock"],
+  "allowed_file_roots": ["/dev/shm"],
+  "log_level": "info"
+}
+JSON
+
+rdma resource show >"$out/resources-before.txt" 2>&1 || true
+"$bin/server/rdmad" --config "$work/rdmad.json" >"$out/rdmad.log" 2>&1 &
+rdmad_pid=$!
+cleanup() { kill -KILL "$rdmad_pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+for _ in $(seq 1 300); do
+  [ -S "$sock" ] && break
+  kill -0 "$rdmad_pid" 2>/dev/null || { echo "rdmad exited at start-up:" >&2; cat "$out/rdmad.log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -S "$sock" ] || { echo "rdmad did not create $sock" >&2; exit 1; }
+
+rc=0
+RDMAD_TARGET="unix:$sock" RDMAD_DEVICE=rxe0 RDMAD_SHM_DIR=/dev/shm \
+  "$bin/tests/conformance/conformance_test" --gtest_output="xml:$out/conformance.xml" "$@" || rc=$?
+
+# Shutdown: SIGTERM, a clean exit, the socket removed, every verbs object released. Reported as one more
+# test case in shutdown.xml so the summary counts it.
+kill -TERM "$rdmad_pid"
+shutdown_rc=0
+wait "$rdmad_pid" || shutdown_rc=$?
+rdma resource show >"$out/resources-after.txt" 2>&1 || true
+problems=()
+[ "$shutdown_rc" -eq 0 ] || problems+=("rdmad exited with status $shutdown_rc after SIGTERM")
+[ ! -e "$sock" ] || problems+=("rdmad left its socket $sock behind")
+grep -q "every resource released" "$out/rdmad.log" || problems+=("rdmad did not report a complete release")
+diff -q "$out/resources-before.txt" "$out/resources-after.txt" >/dev/null ||
+  problems+=("device resources differ before start and after shutdown: $(diff "$out/resources-before.txt" "$out/resources-after.txt" | tr '\n' ' ')")
+{
+  echo '<?xml version="1.0" encoding="UTF-8"?>'
+  echo "<testsuites tests=\"1\" failures=\"${#problems[@]}\" name=\"shutdown\">"
+  echo '  <testsuite name="RdmadShutdown" tests="1">'
+  if ((${#problems[@]})); then
+    echo '    <testcase name="SigtermReleasesEverything"><failure message="shutdown"/></testcase>'
+  else
+    echo '    <testcase name="SigtermReleasesEverything"/>'
+  fi
+  echo '  </testsuite>'
+  echo '</testsuites>'
+} >"$out/shutdown.xml"
+if ((${#problems[@]})); then
+  printf 'shutdown check failed: %s\n' "${problems[@]}" >&2
+  rc=1
+else
+  echo "[       OK ] RdmadShutdown.SigtermReleasesEverything"
+fi
+exit "$rc"
