@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole rdmad test suite: host unit tests (bazel test), then the conformance suite on real verbs in
+# the Soft-RoCE guest. Prints one summary line "N passed, N failed" and exits non-zero on any failure.
+# Results (gtest XML, logs) are kept under ${RDMAD_TEST_OUT:-out/test}.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+out=${RDMAD_TEST_OUT:-out/test}
+rm -rf "$out"
+mkdir -p "$out/guest"
+rc=0
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "build"
+if ! bazel build //...; then
+  echo "build failed" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+step "host tests (bazel test //...)"
+bazel test --keep_going //... || rc=1
+mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
+
+step "conformance suite on rxe0 in the Soft-RoCE guest"
+guest_rc=0
+tests/guest/run-in-guest.sh --timeout 1200 --out "$out/guest" -- \
+  tests/conformance/run-conformance.sh "$(pwd)/$out/guest" || guest_rc=$?
+((guest_rc == 0)) || rc=1
+
+# Summary: every gtest/Bazel XML testcase counts once; a test target without XML, or a guest run that
+# never produced its results, counts as one failure.
+count() {  # prints "total failed skipped" for the XML files given
+  awk '
+    /<testcase /        { total++; open = ($0 !~ /\/>[[:space:]]*$/); failed_here = 0
+                          if ($0 ~ /status="notrun"/) { skipped++ } }
+    /<failure|<error /  { if (open && !failed_here) { failed++; failed_here = 1 } }
+    /<\/testcase>/      { open = 0 }
+    END                 { printf "%d %d %d\n", total, failed, skipped }' "$@" /dev/null
+}
+xmls=()
+missing=0
+for t in "${targets[@]}"; do
+  x="bazel-testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
+  if [ -f "$x" ]; then xmls+=("$x"); else echo "no result for $t" >&2; missing=$((missing + 1)); fi
+done
+for x in conformance.xml shutdown.xml; do
+  if [ -f "$out/guest/$x" ]; then xmls+=("$out/guest/$x"); else echo "no $x from the guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
+done
+read -r total failed skipped < <(count "${xmls[@]}")
+failed=$((failed + missing))
+passed=$((total - failed + missing - skipped))
+((failed == 0)) || rc=1
+echo
+if ((skipped)); then echo "$passed passed, $failed failed, $skipped skipped"; else echo "$passed passed, $failed failed"; fi
+exit "$rc"
