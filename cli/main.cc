@@ -1,0 +1,356 @@
+// rdmactl: the operators' command line for rdmad (kubectl-like: VERB NOUN [NAME] [flags]). See docs/cli.md.
+//
+// This file only wires the grammar with CLI11: every NOUN subcommand fills an options struct and, once
+// chosen, names the command to run; the commands themselves (validate, call client/, print) live in
+// commands.cc. Exit status: 0 success, 1 rdmad failed the request, 2 usage error (nothing was sent).
+#include <algorithm>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+namespace rdmad::cli {
+namespace {
+
+// The command chosen on the command line, set by its subcommand's callback.
+struct Action {
+  std::function<int(Context&)> run;
+};
+
+// "Run 'rdmactl register mr --help' for usage." for a usage error found after parsing.
+int UsageError(Context& ctx, const absl::Status& status, const std::string& command) {
+  ctx.err() << "error: " << status.message() << "\n"
+            << "Run 'rdmactl " << command << " --help' for usage.\n";
+  return kExitUsage;
+}
+
+// Options -> validate (builds the request) -> run. For commands whose Validate builds a request.
+template <typename Options>
+void Bind(CLI::App* sub, std::shared_ptr<Options> o, Action* action, std::function<void()> complete = nullptr) {
+  const std::string command = sub->get_parent()->get_name() + " " + sub->get_name();
+  sub->callback([o, action, command, complete] {
+    if (complete) complete();
+    action->run = [o, command](Context& ctx) {
+      auto request = Validate(*o);
+      if (!request.ok()) return UsageError(ctx, request.status(), command);
+      return Run(*request, ctx);
+    };
+  });
+}
+
+// For commands whose Validate normalizes the options in place.
+template <typename Options>
+void BindInPlace(CLI::App* sub, std::shared_ptr<Options> o, Action* action,
+                 std::function<int(const Options&, Context&)> run) {
+  const std::string command = sub->get_parent()->get_name() + " " + sub->get_name();
+  sub->callback([o, action, command, run] {
+    action->run = [o, command, run](Context& ctx) {
+      Options options = *o;
+      absl::Status valid = Validate(options);
+      if (!valid.ok()) return UsageError(ctx, valid, command);
+      return run(options, ctx);
+    };
+  });
+}
+
+// A NOUN subcommand of `verb`, named by the noun's singular or plural (the other is an alias).
+CLI::App* Noun(CLI::App* verb, Kind kind, bool plural, const std::string& description) {
+  const KindInfo& k = Info(kind);
+  CLI::App* sub = verb->add_subcommand(plural ? k.plural : k.singular, description);
+  sub->alias(plural ? k.singular : k.plural);
+  return sub;
+}
+
+std::string NameHelp(Kind kind) {
+  const KindInfo& k = Info(kind);
+  if (!k.numeric) return std::string(k.singular) + " name: rxe0, " + k.plural + "/rxe0";
+  return std::string(k.title) + ": " + k.plural + "/N, " + k.singular + "/N or N";
+}
+
+void AddSourceOptions(CLI::App* sub, SourceOptions* s, bool for_rereg) {
+  const std::string what = for_rereg ? "new source: " : "";
+  auto* size = sub->add_option(
+      "--size", s->size, what + "anonymous memory rdmad allocates, in bytes or with a unit: 4096, 4KiB, 1MiB, 2GiB");
+  sub->add_flag("--huge-pages", s->huge_pages, "with --size: back the memory with huge pages (MAP_HUGETLB)");
+  auto* file =
+      sub->add_option("--file", s->file, what + "a file to map shared (under rdmad's allowed roots, e.g. /dev/shm)");
+  sub->add_option("--offset", s->offset, "with --file: byte offset in the file (default 0)");
+  sub->add_option("--length", s->length, "with --file: bytes to register");
+  size->excludes(file);
+}
+
+void CountSource(CLI::App* sub, SourceOptions* s) {
+  s->size_given = sub->count("--size") > 0;
+  s->file_given = sub->count("--file") > 0;
+  s->offset_given = sub->count("--offset") > 0;
+  s->length_given = sub->count("--length") > 0;
+}
+
+// The subcommand of `parent` called `name` (or an alias of it), or nullptr.
+CLI::App* FindSubcommand(CLI::App* parent, const std::string& name) {
+  for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->check_name(name)) return sub;
+  }
+  return nullptr;
+}
+
+std::string SubcommandNames(CLI::App* parent) {
+  std::string names;
+  for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return names;
+}
+
+// CLI11 reports an unknown verb or noun as "A subcommand is required"; say what is wrong instead.
+bool CheckVerbAndNoun(CLI::App* app, const std::vector<std::string>& args, const std::set<std::string>& valued) {
+  std::vector<size_t> words = BareWords(args, valued, 2);
+  if (words.empty()) return true;
+  const std::string& verb = args[words[0]];
+  CLI::App* v = FindSubcommand(app, verb);
+  if (v == nullptr) {
+    std::cerr << "error: unknown command '" << verb << "' (commands: " << SubcommandNames(app) << ")\n"
+              << "Run 'rdmactl --help' for usage.\n";
+    return false;
+  }
+  if (words.size() < 2 || v->get_subcommands([](CLI::App*) { return true; }).empty()) return true;
+  const std::string& noun = args[words[1]];
+  if (FindSubcommand(v, noun) == nullptr) {
+    std::cerr << "error: '" << verb << "' does not apply to '" << noun << "' (" << SubcommandNames(v) << ")\n"
+              << "Run 'rdmactl " << verb << " --help' for usage.\n";
+    return false;
+  }
+  return true;
+}
+
+std::string FailureMessage(const CLI::App*, const CLI::Error& e) {
+  return std::string("error: ") + e.what() + "\nRun 'rdmactl --help' (or 'rdmactl VERB NOUN --help') for usage.\n";
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "rdmactl: manage rdmad's RDMA resources (devices, protection domains, memory regions, memory "
+      "windows, queue pairs).",
+      "rdmactl"};
+  // Inherited by every subcommand created after this (their help does not list the root's options).
+  app.footer(
+      "Global flags: --server ADDR (env RDMAD_SERVER), -o table|wide|json|name, --timeout DURATION.\n"
+      "See 'rdmactl --help' and docs/cli.md.");
+  app.failure_message(FailureMessage);
+  app.fallthrough();  // global flags may follow the verb and noun; inherited by every subcommand
+  app.require_subcommand(1);
+
+  GlobalOptions global;
+  app.add_option("--server", global.server, "rdmad address: unix:/path or host:port")
+      ->envname("RDMAD_SERVER")
+      ->capture_default_str();
+  app.add_option("-o,--output", global.output, "output format: table, wide, json or name")->capture_default_str();
+  app.add_option("--timeout", global.timeout, "per-request timeout: 30s, 500ms, 2m or seconds")->capture_default_str();
+
+  Action action;
+
+  // ---- get
+  CLI::App* get = app.add_subcommand("get", "List resources, or show one");
+  get->require_subcommand(1);
+  const struct {
+    Kind kind;
+    const char* description;
+  } kGettable[] = {
+      {Kind::kDevice, "RDMA devices, their ports and capabilities"},
+      {Kind::kPd, "protection domains"},
+      {Kind::kMr, "memory regions"},
+      {Kind::kMw, "memory windows"},
+      {Kind::kQp, "queue pairs"},
+  };
+  for (const auto& g : kGettable) {
+    auto o = std::make_shared<GetOptions>();
+    o->kind = g.kind;
+    CLI::App* sub = Noun(get, g.kind, true, g.description);
+    sub->add_option("NAME", o->name, NameHelp(g.kind) + " (optional: all if omitted)");
+    if (g.kind == Kind::kMr || g.kind == Kind::kMw) {
+      sub->add_option("--pd", o->pd, "only those in this protection domain (pds/N)");
+    }
+    BindInPlace<GetOptions>(sub, o, &action, [](const GetOptions& opts, Context& ctx) { return Run(opts, ctx); });
+  }
+
+  // ---- create
+  CLI::App* create = app.add_subcommand("create", "Create a protection domain, memory window or queue pair");
+  create->require_subcommand(1);
+  {
+    auto o = std::make_shared<CreatePdOptions>();
+    CLI::App* sub = Noun(create, Kind::kPd, false, "Create a protection domain on a device");
+    sub->add_option("--device", o->device, "device: rxe0 or devices/rxe0")->required();
+    sub->add_option("--label", o->label, "free text, at most 128 bytes");
+    Bind(sub, o, &action);
+  }
+  {
+    auto o = std::make_shared<CreateMwOptions>();
+    CLI::App* sub = Noun(create, Kind::kMw, false, "Allocate a memory window");
+    sub->add_option("--pd", o->pd, "protection domain (pds/N)")->required();
+    sub->add_option("--type", o->type, "window type: 1 (any QP of the PD) or 2 (one QP, set at bind)")->required();
+    Bind(sub, o, &action);
+  }
+  {
+    auto o = std::make_shared<CreateQpOptions>();
+    CLI::App* sub = Noun(create, Kind::kQp, false, "Create an RC queue pair owned by rdmad");
+    sub->add_option("--pd", o->pd, "protection domain (pds/N)")->required();
+    sub->add_option("--port", o->port, "device port")->capture_default_str();
+    sub->add_option("--gid-index", o->gid_index, "GID table index (default: the port's IPv4 RoCEv2 GID, or 0 on IB)");
+    Bind(sub, o, &action);
+  }
+
+  // ---- register mr
+  CLI::App* reg = app.add_subcommand("register", "Register a memory region");
+  reg->require_subcommand(1);
+  {
+    auto o = std::make_shared<RegisterMrOptions>();
+    CLI::App* sub = Noun(reg, Kind::kMr, false, "Register a memory region");
+    sub->add_option("--pd", o->pd, "protection domain (pds/N)")->required();
+    AddSourceOptions(sub, &o->source, false);
+    sub->add_option("--access", o->access,
+                    "access flags, comma-separated: local-write, remote-write, remote-read, remote-atomic, "
+                    "mw-bind, or none")
+        ->required();
+    Bind(sub, o, &action, [sub, o] { CountSource(sub, &o->source); });
+  }
+
+  // ---- rereg mr
+  CLI::App* rereg = app.add_subcommand("rereg", "Reregister a memory region (ibv_rereg_mr)");
+  rereg->require_subcommand(1);
+  {
+    auto o = std::make_shared<ReregMrOptions>();
+    CLI::App* sub = Noun(rereg, Kind::kMr, false,
+                         "Change a region's access, PD or memory; the flags follow from the options given");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kMr))->required();
+    sub->add_option("--access", o->access, "new access flags (CHANGE_ACCESS), or none");
+    sub->add_option("--pd", o->pd, "new protection domain on the same device (CHANGE_PD)");
+    AddSourceOptions(sub, &o->source, true);
+    Bind(sub, o, &action, [sub, o] {
+      o->access_given = sub->count("--access") > 0;
+      o->pd_given = sub->count("--pd") > 0;
+      CountSource(sub, &o->source);
+    });
+  }
+
+  // ---- bind / invalidate mw
+  CLI::App* bind = app.add_subcommand("bind", "Bind a memory window to a memory region");
+  bind->require_subcommand(1);
+  {
+    auto o = std::make_shared<BindMwOptions>();
+    CLI::App* sub = Noun(bind, Kind::kMw, false, "Bind a memory window; prints the new rkey");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kMw))->required();
+    sub->add_option("--mr", o->mr, "memory region (mrs/N); needs mw-bind access")->required();
+    sub->add_option("--offset", o->offset, "bytes from the start of the region")->capture_default_str();
+    sub->add_option("--length", o->length, "bytes: 4096, 64KiB, ...")->required();
+    sub->add_option("--access", o->access, "remote-read, remote-write, remote-atomic (comma-separated)")->required();
+    sub->add_flag("--zero-based", o->zero_based, "remote addresses start at 0 (type 2 only)");
+    sub->add_option("--qp", o->qp, "queue pair to bind on (qps/N): required for type 2");
+    Bind(sub, o, &action);
+  }
+  CLI::App* invalidate = app.add_subcommand("invalidate", "Invalidate a memory window (its rkey stops working)");
+  invalidate->require_subcommand(1);
+  {
+    auto o = std::make_shared<NamedOptions>();
+    o->kind = Kind::kMw;
+    CLI::App* sub = Noun(invalidate, Kind::kMw, false, "Invalidate a memory window");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kMw))->required();
+    BindInPlace<NamedOptions>(sub, o, &action, RunInvalidateMw);
+  }
+
+  // ---- connect qp
+  CLI::App* connect = app.add_subcommand("connect", "Connect a queue pair to a remote one");
+  connect->require_subcommand(1);
+  {
+    auto o = std::make_shared<ConnectQpOptions>();
+    CLI::App* sub = Noun(connect, Kind::kQp, false, "Move a queue pair to RTS against a remote endpoint");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kQp))->required();
+    sub->add_option("--remote-qpn", o->remote_qpn, "remote QP number (decimal or 0x hex)")->required();
+    sub->add_option("--remote-psn", o->remote_psn, "remote packet sequence number (24 bits)")->required();
+    sub->add_option("--remote-gid", o->remote_gid, "remote GID: fe80::1, the full 8-group form, or IPv4 (RoCEv2)");
+    sub->add_option("--remote-lid", o->remote_lid, "remote LID (InfiniBand)");
+    Bind(sub, o, &action);
+  }
+
+  // ---- delete
+  CLI::App* del = app.add_subcommand("delete", "Delete a protection domain, memory region, window or queue pair");
+  del->require_subcommand(1);
+  const struct {
+    Kind kind;
+    const char* description;
+  } kDeletable[] = {
+      {Kind::kPd, "Delete a protection domain (refused while it holds resources, unless --cascade)"},
+      {Kind::kMr, "Deregister a memory region (refused while windows are bound to it)"},
+      {Kind::kMw, "Deallocate a memory window"},
+      {Kind::kQp, "Destroy a queue pair (refused while type 2 windows are bound on it)"},
+  };
+  for (const auto& d : kDeletable) {
+    auto o = std::make_shared<NamedOptions>();
+    o->kind = d.kind;
+    CLI::App* sub = Noun(del, d.kind, false, d.description);
+    sub->add_option("NAME", o->name, NameHelp(d.kind))->required();
+    if (d.kind == Kind::kPd) {
+      sub->add_flag("--cascade", o->cascade, "release its windows, regions and queue pairs first");
+    }
+    BindInPlace<NamedOptions>(sub, o, &action, RunDelete);
+  }
+
+  // ---- health, version
+  app.add_subcommand("health", "Check that rdmad is serving (gRPC health)")->callback([&action] {
+    action.run = RunHealth;
+  });
+  app.add_subcommand("version", "Print rdmactl's version")->callback([&action] { action.run = RunVersion; });
+
+  app.footer(  // the root's own, set last: not inherited
+      "Examples:\n"
+      "  rdmactl get devices\n"
+      "  rdmactl create pd --device rxe0 --label demo\n"
+      "  rdmactl register mr --pd pds/1 --size 1MiB --access local-write,remote-read,mw-bind\n"
+      "  rdmactl get mrs --pd pds/1 -o wide\n"
+      "  rdmactl get mrs/1 -o json\n"
+      "  rdmactl delete pd pds/1 --cascade\n"
+      "See docs/cli.md.");
+
+  // Parse. No arguments at all: help, as kubectl does.
+  if (argc <= 1) {
+    std::cout << app.help();
+    return kExitOk;
+  }
+  const std::set<std::string> valued = {"--server", "-o", "--output", "--timeout"};
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.front() == "help") {  // kubectl's "help [VERB [NOUN]]" is "[VERB [NOUN]] --help"
+    args.erase(args.begin());
+    args.push_back("--help");
+  }
+  args = SplitTypeSlashName(std::move(args), valued);
+  if (!CheckVerbAndNoun(&app, args, valued)) return kExitUsage;
+  std::reverse(args.begin(), args.end());  // CLI11 takes them reversed
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help is a ParseError with exit code 0
+  }
+  if (!action.run) {  // unreachable: every leaf subcommand sets it
+    std::cerr << "error: no command\n";
+    return kExitUsage;
+  }
+
+  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(global, std::cout, std::cerr);
+  if (!ctx.ok()) {
+    std::cerr << "error: " << ctx.status().message() << "\n";
+    return kExitUsage;
+  }
+  const int rc = action.run(**ctx);
+  std::cout.flush();
+  return rc;
+}
+
+}  // namespace
+}  // namespace rdmad::cli
+
+int main(int argc, char** argv) { return rdmad::cli::Main(argc, argv); }

@@ -1,0 +1,371 @@
+#include "cli/output.h"
+
+#include <algorithm>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "cli/parse.h"
+
+namespace rdmad::cli {
+namespace {
+
+constexpr char kNone[] = "<none>";
+
+template <typename T>
+std::string JoinPorts(const v1::Device& d, T&& field) {
+  std::vector<std::string> parts;
+  for (const v1::Port& p : d.ports()) parts.push_back(field(p));
+  return absl::StrJoin(parts, ",");
+}
+
+std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+std::string MwTypes(const v1::DeviceCaps& caps) {
+  std::vector<std::string> types;
+  if (caps.mw_type1()) types.push_back("1");
+  if (caps.mw_type2a()) types.push_back("2a");
+  if (caps.mw_type2b()) types.push_back("2b");
+  return types.empty() ? "none" : absl::StrJoin(types, ",");
+}
+
+// "MR_READY" -> "READY" given the prefix "MR_"; unknown numbers as "N".
+template <typename Descriptor>
+std::string EnumName(const Descriptor* descriptor, int value, absl::string_view prefix) {
+  const auto* v = descriptor->FindValueByNumber(value);
+  if (v == nullptr) return absl::StrCat(value);
+  absl::string_view name = v->name();
+  absl::ConsumePrefix(&name, prefix);
+  return std::string(name);
+}
+
+}  // namespace
+
+absl::StatusOr<Format> ParseFormat(absl::string_view text) {
+  const std::string f = absl::AsciiStrToLower(text);
+  if (f == "table") return Format::kTable;
+  if (f == "wide") return Format::kWide;
+  if (f == "json") return Format::kJson;
+  if (f == "name") return Format::kName;
+  return absl::InvalidArgumentError(absl::StrCat("unknown output format '", text, "' (table, wide, json or name)"));
+}
+
+std::string FormatSize(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int unit = 0;
+  while (unit < 6 && bytes >= (uint64_t{1} << (10 * (unit + 1)))) unit++;
+  const uint64_t size = uint64_t{1} << (10 * unit);
+  if (bytes % size == 0) return absl::StrCat(bytes / size, kUnits[unit]);
+  // Tenths of the unit, rounded half up; 1023.96KiB rounds to 1024.0KiB, which reads better one unit up.
+  using u128 = unsigned __int128;
+  uint64_t tenths = static_cast<uint64_t>((static_cast<u128>(bytes) * 10 + size / 2) / size);
+  if (tenths >= 10240 && unit < 6) {
+    unit++;
+    tenths = static_cast<uint64_t>((static_cast<u128>(bytes) * 10 + (size << 10) / 2) / (size << 10));
+  }
+  return absl::StrCat(tenths / 10, ".", tenths % 10, kUnits[unit]);
+}
+
+std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
+
+std::string AccessString(const google::protobuf::RepeatedField<int>& access) {
+  if (access.empty()) return "none";
+  std::vector<std::string> names;
+  for (int a : access) names.push_back(AccessName(a));
+  return absl::StrJoin(names, ",");
+}
+
+std::string JsonQuote(absl::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// ---- Tables
+
+Table::Table(std::vector<std::string> header) : header_(std::move(header)) {}
+
+void Table::AddRow(std::vector<std::string> row) {
+  row.resize(header_.size());
+  for (std::string& cell : row) {
+    if (cell.empty()) cell = kNone;
+  }
+  rows_.push_back(std::move(row));
+}
+
+std::string Table::Render() const {
+  std::vector<size_t> width(header_.size(), 0);
+  auto measure = [&width](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size(); i++) width[i] = std::max(width[i], row[i].size());
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+  std::string out;
+  auto render = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); i++) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 3, ' ');
+    }
+    absl::StripTrailingAsciiWhitespace(&line);
+    out += line + "\n";
+  };
+  render(header_);
+  for (const auto& row : rows_) render(row);
+  return out;
+}
+
+std::string MrStateString(int state) { return EnumName(v1::MrState_descriptor(), state, "MR_"); }
+std::string QpStateString(int state) { return EnumName(v1::QpState_descriptor(), state, "QP_"); }
+std::string MwTypeString(int type) { return EnumName(v1::MwType_descriptor(), type, "TYPE_"); }
+std::string ReregMethodString(int method) {
+  return absl::AsciiStrToLower(EnumName(v1::ReregMethod_descriptor(), method, ""));
+}
+
+std::string SourceString(const v1::MemorySource& source) {
+  switch (source.kind_case()) {
+    case v1::MemorySource::kAnonymous: return source.anonymous().huge_pages() ? "anon-huge" : "anon";
+    case v1::MemorySource::kFile:
+      if (source.file().offset() == 0) return absl::StrCat("file:", source.file().path());
+      return absl::StrCat("file:", source.file().path(), "+", FormatSize(source.file().offset()));
+    default: return kNone;
+  }
+}
+
+Table DevicesTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices, bool wide) {
+  std::vector<std::string> header = {"NAME", "TRANSPORT", "PORTS",    "STATE",       "MTU",
+                                     "LINK", "GIDS",      "MW-TYPES", "NATIVE-REREG"};
+  if (wide) {
+    for (const char* h : {"NODE-TYPE", "GUID", "FIRMWARE", "MAX-MR-SIZE", "MAX-MR", "MAX-MW", "REREG-PROBE"}) {
+      header.push_back(h);
+    }
+  }
+  Table t(std::move(header));
+  for (const v1::Device& d : devices) {
+    int gids = 0;
+    for (const v1::Port& p : d.ports()) gids += p.gids_size();
+    std::vector<std::string> row = {
+        d.name(),
+        d.transport(),
+        absl::StrCat(d.ports_size()),
+        JoinPorts(d, [](const v1::Port& p) { return p.state(); }),
+        JoinPorts(d, [](const v1::Port& p) { return absl::StrCat(p.active_mtu()); }),
+        JoinPorts(d, [](const v1::Port& p) { return p.link_layer(); }),
+        absl::StrCat(gids),
+        MwTypes(d.caps()),
+        YesNo(d.caps().native_rereg()),
+    };
+    if (wide) {
+      for (std::string cell :
+           {d.node_type(), d.node_guid(), d.firmware(), FormatSize(d.caps().max_mr_size()),
+            absl::StrCat(d.caps().max_mr()), absl::StrCat(d.caps().max_mw()), d.caps().native_rereg_probe()}) {
+        row.push_back(std::move(cell));
+      }
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
+Table GidsTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
+  Table t({"DEVICE", "PORT", "INDEX", "TYPE", "GID"});
+  for (const v1::Device& d : devices) {
+    for (const v1::Port& p : d.ports()) {
+      for (const v1::Gid& g : p.gids()) {
+        t.AddRow({d.name(), absl::StrCat(p.number()), absl::StrCat(g.index()), g.type(), g.gid()});
+      }
+    }
+  }
+  return t;
+}
+
+Table PdsTable(const google::protobuf::RepeatedPtrField<v1::ProtectionDomain>& pds, bool wide) {
+  // Nothing more to show in wide: a PD has no hidden columns.
+  Table t({"NAME", "DEVICE", "MRS", "MWS", "QPS", "LABEL"});
+  for (const v1::ProtectionDomain& pd : pds) {
+    t.AddRow({pd.name(), pd.device(), absl::StrCat(pd.mr_count()), absl::StrCat(pd.mw_count()),
+              absl::StrCat(pd.qp_count()), pd.label()});
+  }
+  return t;
+}
+
+Table MrsTable(const google::protobuf::RepeatedPtrField<v1::MemoryRegion>& mrs, bool wide) {
+  std::vector<std::string> header = {"NAME", "PD", "SOURCE", "LENGTH", "LKEY", "RKEY", "ACCESS", "STATE", "WINDOWS"};
+  if (wide) {
+    for (const char* h : {"ADDR", "GENERATION", "REASON"}) header.push_back(h);
+  }
+  Table t(std::move(header));
+  for (const v1::MemoryRegion& mr : mrs) {
+    std::vector<std::string> row = {mr.name(),
+                                    mr.pd(),
+                                    SourceString(mr.source()),
+                                    FormatSize(mr.length()),
+                                    Hex(mr.lkey()),
+                                    Hex(mr.rkey()),
+                                    AccessString(mr.access()),
+                                    MrStateString(mr.state()),
+                                    absl::StrCat(mr.bound_windows())};
+    if (wide) {
+      row.push_back(Hex(mr.addr()));
+      row.push_back(absl::StrCat(mr.generation()));
+      row.push_back(mr.unusable_reason());
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
+Table MwsTable(const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& mws, bool wide) {
+  std::vector<std::string> header = {"NAME", "PD", "TYPE", "BOUND", "RKEY", "MR", "OFFSET", "LENGTH", "ACCESS", "QP"};
+  if (wide) {
+    for (const char* h : {"ZERO-BASED", "ADDR", "REMOTE-ADDR"}) header.push_back(h);
+  }
+  Table t(std::move(header));
+  for (const v1::MemoryWindow& mw : mws) {
+    const v1::MwBinding& b = mw.binding();
+    std::vector<std::string> row = {mw.name(), mw.pd(), MwTypeString(mw.type()), YesNo(mw.bound()), Hex(mw.rkey())};
+    if (mw.bound()) {
+      for (std::string cell :
+           {b.mr(), FormatSize(b.offset()), FormatSize(b.length()), AccessString(b.access()), b.qp()}) {
+        row.push_back(std::move(cell));
+      }
+    } else {
+      row.resize(row.size() + 5);  // <none>
+    }
+    if (wide) {
+      if (mw.bound()) {
+        row.push_back(YesNo(b.zero_based()));
+        row.push_back(Hex(b.addr()));
+        row.push_back(Hex(b.remote_addr()));
+      } else {
+        row.resize(row.size() + 3);
+      }
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
+Table QpsTable(const google::protobuf::RepeatedPtrField<v1::QueuePair>& qps, bool wide) {
+  std::vector<std::string> header = {"NAME", "PD", "STATE", "PORT", "GID-INDEX", "QPN", "PSN", "REMOTE-QPN", "WINDOWS"};
+  if (wide) {
+    for (const char* h : {"GID", "LID", "REMOTE-GID", "REMOTE-PSN", "REMOTE-LID"}) header.push_back(h);
+  }
+  Table t(std::move(header));
+  for (const v1::QueuePair& qp : qps) {
+    const bool connected = qp.has_remote();
+    std::vector<std::string> row = {qp.name(),
+                                    qp.pd(),
+                                    QpStateString(qp.state()),
+                                    absl::StrCat(qp.port()),
+                                    absl::StrCat(qp.gid_index()),
+                                    absl::StrCat(qp.local().qpn()),
+                                    absl::StrCat(qp.local().psn()),
+                                    connected ? absl::StrCat(qp.remote().qpn()) : "",
+                                    absl::StrCat(qp.bound_windows())};
+    if (wide) {
+      row.push_back(qp.local().gid());
+      row.push_back(absl::StrCat(qp.local().lid()));
+      row.push_back(connected ? qp.remote().gid() : "");
+      row.push_back(connected ? absl::StrCat(qp.remote().psn()) : "");
+      row.push_back(connected ? absl::StrCat(qp.remote().lid()) : "");
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
+// ---- JSON
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;  // a stable shape for scripts: 0, false and "" are printed
+  std::string out;
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) {
+    // Only for messages that cannot be represented (e.g. an unresolvable Any): none of rdmad.v1's results.
+    return absl::StrCat("{\"error\": ", JsonQuote(status.ToString()), "}\n");
+  }
+  if (out.empty() || out.back() != '\n') out += "\n";
+  return out;
+}
+
+std::string ToJsonList(const std::vector<const google::protobuf::Message*>& items) {
+  // Indentation as protobuf's printer: one space per level.
+  if (items.empty()) return "{\n \"items\": []\n}\n";
+  std::string out = "{\n \"items\": [\n";
+  for (size_t i = 0; i < items.size(); i++) {
+    std::string json = ToJson(*items[i]);
+    absl::StripTrailingAsciiWhitespace(&json);
+    std::vector<std::string> lines = absl::StrSplit(json, '\n');
+    for (size_t l = 0; l < lines.size(); l++) {
+      out += "  " + lines[l];
+      if (l + 1 < lines.size()) out += "\n";
+    }
+    out += i + 1 < items.size() ? ",\n" : "\n";
+  }
+  return out + " ]\n}\n";
+}
+
+// ---- Errors
+
+std::string FormatError(const absl::Status& status, const v1::ErrorDetail& detail, absl::string_view server) {
+  std::string out = absl::StrCat(
+      "error: ", status.message().empty() ? absl::StatusCodeToString(status.code()) : std::string(status.message()));
+  std::vector<std::string> parts;
+  // rdmad's messages usually start with the field ("pd: pds/9 does not exist"): do not say it twice.
+  if (!detail.field().empty() && !absl::StartsWith(status.message(), absl::StrCat(detail.field(), ": "))) {
+    parts.push_back(absl::StrCat("field: ", detail.field()));
+  }
+  if (!detail.verbs_call().empty()) parts.push_back(absl::StrCat("verbs call: ", detail.verbs_call()));
+  if (!detail.errno_name().empty()) {
+    parts.push_back(absl::StrCat("errno: ", detail.errno_name()));
+  } else if (detail.errno_value() != 0) {
+    parts.push_back(absl::StrCat("errno: ", detail.errno_value()));
+  }
+  if (!parts.empty()) absl::StrAppend(&out, " (", absl::StrJoin(parts, ", "), ")");
+  switch (detail.rereg_outcome()) {
+    case v1::OUTCOME_OLD_MR_VALID:
+      absl::StrAppend(&out, "\nnote: the memory region is unchanged and still valid (same keys, memory and PD)");
+      break;
+    case v1::OUTCOME_MR_UNUSABLE:
+      absl::StrAppend(&out,
+                      "\nnote: the memory region is now unusable: its keys are dead and only "
+                      "'rdmactl delete mr NAME' is accepted");
+      break;
+    default: break;
+  }
+  // rdmad itself always sends an ErrorDetail; without one the failure is the channel's (no connection).
+  const bool from_channel = detail.ByteSizeLong() == 0;
+  if (status.code() == absl::StatusCode::kUnavailable && from_channel) {
+    absl::StrAppend(&out, "\nhint: is rdmad running and listening on ", server,
+                    "? (choose the address with --server or RDMAD_SERVER)");
+  } else if (status.code() == absl::StatusCode::kDeadlineExceeded && from_channel) {
+    absl::StrAppend(&out, "\nhint: rdmad at ", server, " did not answer in time (raise --timeout)");
+  }
+  return out;
+}
+
+}  // namespace rdmad::cli

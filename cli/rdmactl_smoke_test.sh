@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Smoke test of rdmactl against a real rdmad on a temporary unix socket. Needs no RDMA device: rdmad serves
+# an empty device list, which is enough to check the plumbing, the output formats and the exit statuses
+# (0 success, 1 error from rdmad, 2 usage error).
+#
+# Under Bazel: bazel test //cli:rdmactl_smoke_test. By hand: RDMAD=... RDMACTL=... cli/rdmactl_smoke_test.sh
+set -u
+
+runfiles="${TEST_SRCDIR:-}/${TEST_WORKSPACE:-rdmad}"
+RDMAD="${RDMAD:-$runfiles/server/rdmad}"
+RDMACTL="${RDMACTL:-$runfiles/cli/rdmactl}"
+for bin in "$RDMAD" "$RDMACTL"; do
+  [[ -x "$bin" ]] || { echo "FAIL: $bin is not an executable" >&2; exit 1; }
+done
+
+# A short directory: a unix socket path must fit in 108 bytes, which Bazel's TEST_TMPDIR may not.
+dir="$(mktemp -d /tmp/rdmactl-smoke.XXXXXX)"
+sock="unix:$dir/rdmad.sock"
+rdmad_pid=""
+cleanup() {
+  if [[ -n "$rdmad_pid" ]]; then
+    kill "$rdmad_pid" 2>/dev/null
+    wait "$rdmad_pid" 2>/dev/null
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# run ARGS...: runs rdmactl against the test rdmad; sets rc, out, err.
+run() {
+  "$RDMACTL" --server "$sock" --timeout 5s "$@" >"$dir/out" 2>"$dir/err"
+  rc=$?
+  out="$(cat "$dir/out")"
+  err="$(cat "$dir/err")"
+}
+
+expect_rc() {  # expect_rc WANT DESCRIPTION
+  if [[ "$rc" != "$1" ]]; then
+    fail "$2: exit status $rc, want $1 (stdout: '$out', stderr: '$err')"
+  fi
+}
+
+"$RDMAD" --listen "$sock" --log-level warning 2>"$dir/rdmad.log" &
+rdmad_pid=$!
+
+# Wait (up to ~10 s) for rdmad to serve.
+for _ in $(seq 1 100); do
+  run health
+  [[ "$rc" == 0 ]] && break
+  kill -0 "$rdmad_pid" 2>/dev/null || { cat "$dir/rdmad.log" >&2; echo "FAIL: rdmad exited" >&2; exit 1; }
+  sleep 0.1
+done
+
+echo "--- health"
+run health
+expect_rc 0 "health"
+[[ "$out" == *"is serving"* ]] || fail "health: stdout '$out' does not say it is serving"
+
+echo "--- health -o json, server from RDMAD_SERVER"
+RDMAD_SERVER="$sock" "$RDMACTL" health -o json >"$dir/out" 2>"$dir/err"
+rc=$?; out="$(cat "$dir/out")"; err="$(cat "$dir/err")"
+expect_rc 0 "RDMAD_SERVER health"
+grep -q '"status": "SERVING"' "$dir/out" || fail "health -o json: '$out'"
+
+echo "--- get devices -o json"
+run get devices -o json
+expect_rc 0 "get devices -o json"
+[[ -z "$err" ]] || fail "get devices -o json: stderr is not empty: '$err'"
+head -c1 "$dir/out" | grep -q '{' || fail "get devices -o json: not a JSON object: '$out'"
+grep -q '"items": \[' "$dir/out" || fail "get devices -o json: no items array: '$out'"
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c 'import json, sys; d = json.load(sys.stdin); assert isinstance(d["items"], list)' <"$dir/out" ||
+    fail "get devices -o json: not valid JSON with an items list: '$out'"
+fi
+
+echo "--- get pds (empty: message on stderr only)"
+run get pds
+expect_rc 0 "get pds"
+[[ -z "$out" ]] || fail "get pds: stdout should be empty, got '$out'"
+[[ "$err" == *"No resources found"* ]] || fail "get pds: stderr '$err' lacks 'No resources found'"
+
+echo "--- get pds -o name"
+run get pds -o name
+expect_rc 0 "get pds -o name"
+[[ -z "$out" ]] || fail "get pds -o name: stdout should be empty, got '$out'"
+
+echo "--- create pd on a device that does not exist: error from rdmad, exit 1"
+run create pd --device nosuchdev0
+expect_rc 1 "create pd --device nosuchdev0"
+[[ "$err" == error:* ]] || fail "create pd: stderr '$err' does not start with 'error:'"
+[[ "$err" == *nosuchdev0* ]] || fail "create pd: stderr '$err' does not name the device"
+[[ -z "$out" ]] || fail "create pd: stdout should be empty, got '$out'"
+
+echo "--- get mrs/17 (TYPE/NAME form): NOT_FOUND, exit 1"
+run get mrs/17 -o json
+expect_rc 1 "get mrs/17"
+[[ "$err" == *"error:"*"mrs/17"* ]] || fail "get mrs/17: stderr '$err'"
+[[ -z "$out" ]] || fail "get mrs/17 -o json: stdout should be empty, got '$out'"
+
+echo "--- delete pd --cascade of a missing PD: exit 1"
+run delete pd 7 --cascade
+expect_rc 1 "delete pd 7 --cascade"
+[[ "$err" == *"pds/7"* ]] || fail "delete pd 7: stderr '$err' does not name pds/7"
+
+echo "--- unknown verb: exit 2"
+run frobnicate mrs
+expect_rc 2 "unknown verb"
+[[ "$err" == *"error:"* ]] || fail "unknown verb: stderr '$err'"
+
+echo "--- unknown noun, missing required flag, bad size, bad access, bad name: exit 2"
+run get widgets
+expect_rc 2 "get widgets"
+run create pd
+expect_rc 2 "create pd without --device"
+run register mr --pd pds/1 --size 1.5.2MB --access local-write
+expect_rc 2 "register mr --size 1.5.2MB"
+[[ "$err" == *"1.5.2MB"* ]] || fail "bad size: stderr '$err' does not quote the size"
+run register mr --pd pds/1 --size 4KiB --access local-write,remote-raed
+expect_rc 2 "register mr with an unknown access flag"
+[[ "$err" == *"remote-raed"* ]] || fail "bad access: stderr '$err' does not name the flag"
+run delete mr pds/1
+expect_rc 2 "delete mr pds/1"
+run rereg mr mrs/1
+expect_rc 2 "rereg mr with nothing to change"
+run get pds -o yaml
+expect_rc 2 "-o yaml"
+
+echo "--- help and version: exit 0"
+run --help
+expect_rc 0 "--help"
+run register mr --help
+expect_rc 0 "register mr --help"
+[[ "$out" == *"--access"* ]] || fail "register mr --help does not list --access"
+run version
+expect_rc 0 "version"
+[[ "$out" == rdmactl* ]] || fail "version: '$out'"
+
+echo "--- nobody listening: exit 1 with a hint"
+"$RDMACTL" --server "unix:$dir/nobody.sock" --timeout 2s health >"$dir/out" 2>"$dir/err"
+rc=$?; out="$(cat "$dir/out")"; err="$(cat "$dir/err")"
+expect_rc 1 "health without rdmad"
+[[ "$err" == *"hint:"* ]] || fail "health without rdmad: stderr '$err' has no hint"
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "PASS"
