@@ -28,6 +28,21 @@ tests/guest/run-in-guest.sh --timeout 1200 --out "$out/guest" -- \
   tests/conformance/run-conformance.sh "$(pwd)/$out/guest" || guest_rc=$?
 ((guest_rc == 0)) || rc=1
 
+step "the demo (what ./quickstart.sh demo runs on a host without RDMA)"
+demo_rc=0
+tests/guest/run-in-guest.sh --timeout 600 -- deploy/demo.sh >"$out/demo.log" 2>&1 || demo_rc=$?
+demo_problem=""
+if ((demo_rc != 0)); then
+  demo_problem="deploy/demo.sh exited with status $demo_rc (see $out/demo.log)"
+else
+  for want in "pd/1 created" "mr/1 registered" "mw/1 bound" "EBUSY" "mw/1 invalidated" "pd/1 deleted"; do
+    grep -q "$want" "$out/demo.log" || demo_problem="the demo's output lacks '$want' (see $out/demo.log)"
+  done
+fi
+tests/lib/junit-case.sh "$out/demo.xml" Demo RunsInTheGuest "$demo_problem"
+[ -z "$demo_problem" ] || { echo "$demo_problem" >&2; rc=1; }
+tail -n 25 "$out/demo.log"
+
 # Summary: every gtest/Bazel XML testcase counts once; a test target without XML, or a guest run that
 # never produced its results, counts as one failure.
 count() {  # prints "total failed skipped" for the XML files given
@@ -47,6 +62,7 @@ done
 for x in conformance.xml shutdown.xml; do
   if [ -f "$out/guest/$x" ]; then xmls+=("$out/guest/$x"); else echo "no $x from the guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
 done
+xmls+=("$out/demo.xml")
 read -r total failed skipped < <(count "${xmls[@]}")
 failed=$((failed + missing))
 passed=$((total - failed + missing - skipped))

@@ -43,7 +43,7 @@ RDMAD_TARGET="unix:$sock" RDMAD_DEVICE=rxe0 RDMAD_SHM_DIR=/dev/shm \
   "$bin/tests/conformance/conformance_test" --gtest_output="xml:$out/conformance.xml" "$@" || rc=$?
 
 # Shutdown: SIGTERM, a clean exit, the socket removed, every verbs object released. Reported as one more
-# test case in shutdown.xml so the summary counts it.
+# test case in shutdown.xml (tests/lib/junit-case.sh) so the summary counts it.
 kill -TERM "$rdmad_pid"
 shutdown_rc=0
 wait "$rdmad_pid" || shutdown_rc=$?
@@ -54,18 +54,7 @@ problems=()
 grep -q "every resource released" "$out/rdmad.log" || problems+=("rdmad did not report a complete release")
 diff -q "$out/resources-before.txt" "$out/resources-after.txt" >/dev/null ||
   problems+=("device resources differ before start and after shutdown: $(diff "$out/resources-before.txt" "$out/resources-after.txt" | tr '\n' ' ')")
-{
-  echo '<?xml version="1.0" encoding="UTF-8"?>'
-  echo "<testsuites tests=\"1\" failures=\"${#problems[@]}\" name=\"shutdown\">"
-  echo '  <testsuite name="RdmadShutdown" tests="1">'
-  if ((${#problems[@]})); then
-    echo '    <testcase name="SigtermReleasesEverything"><failure message="shutdown"/></testcase>'
-  else
-    echo '    <testcase name="SigtermReleasesEverything"/>'
-  fi
-  echo '  </testsuite>'
-  echo '</testsuites>'
-} >"$out/shutdown.xml"
+"$root/tests/lib/junit-case.sh" "$out/shutdown.xml" RdmadShutdown SigtermReleasesEverything "${problems[*]:-}"
 if ((${#problems[@]})); then
   printf 'shutdown check failed: %s\n' "${problems[@]}" >&2
   rc=1
