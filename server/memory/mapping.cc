@@ -35,7 +35,8 @@ class Fd {
 
 bool UnderRoot(const std::string& real, const std::string& root) {
   if (root.empty()) return false;
-  std::string r = root;
+  char resolved[PATH_MAX];
+  std::string r = realpath(root.c_str(), resolved) ? std::string(resolved) : root;
   while (r.size() > 1 && r.back() == '/') r.pop_back();
   if (r == "/") return true;
   return real.size() > r.size() && real.compare(0, r.size(), r) == 0 && real[r.size()] == '/';
@@ -88,22 +89,32 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   if (length == 0) return InvalidArgument(field + ".length", "must be > 0");
   if (offset > UINT64_MAX - length) return OutOfRange(field + ".length", "offset + length overflows");
 
-  char real[PATH_MAX];
-  if (realpath(path.c_str(), real) == nullptr) {
-    return ErrnoError(errno == ENOENT ? absl::StatusCode::kNotFound : absl::ErrnoToStatusCode(errno),
-                      "realpath", errno, path, field + ".path");
+  // Open first, then check what was opened: a check of the path followed by an open of the same string
+  // would let a local user swap a directory for a symlink in between (/dev/shm is world-writable) and
+  // make rdmad, as root, map a file outside every allowed root. O_PATH opens without side effects and
+  // without needing read permission; the kernel's name for the opened file is then checked, and the
+  // same inode is reopened read-write through /proc/self/fd.
+  Fd pathfd(open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (pathfd.get() < 0) {
+    return ErrnoError(errno == ENOENT ? absl::StatusCode::kNotFound : absl::ErrnoToStatusCode(errno), "open",
+                      errno, path, field + ".path");
   }
+  struct stat st {};
+  if (fstat(pathfd.get(), &st) != 0) return ErrnoError("fstat", errno, path, field + ".path");
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(field + ".path", absl::StrCat(path, " is not a regular file"));
+  const std::string self = absl::StrCat("/proc/self/fd/", pathfd.get());
+  char real[PATH_MAX];
+  const ssize_t n = readlink(self.c_str(), real, sizeof real - 1);
+  if (n < 0) return ErrnoError("readlink", errno, self, field + ".path");
+  real[n] = '\0';
   bool allowed = false;
   for (const auto& root : allowed_roots) allowed = allowed || UnderRoot(real, root);
   if (!allowed) {
     return FieldError(absl::StatusCode::kPermissionDenied, field + ".path",
                       absl::StrCat(real, " is not under an allowed file root (config allowed_file_roots)"));
   }
-  Fd fd(open(real, O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  Fd fd(open(self.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError("open", errno, real, field + ".path");
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return ErrnoError("fstat", errno, real, field + ".path");
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(field + ".path", absl::StrCat(real, " is not a regular file"));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (offset >= size) {
     return OutOfRange(field + ".offset", absl::StrCat("offset ", offset, " is at or past the end of ", real,

@@ -29,8 +29,10 @@ absl::StatusOr<uint64_t> ParseName(const std::string& name, const char* kind, co
   if (name.empty()) return InvalidArgument(field, absl::StrCat("is required (", kind, "/N)"));
   const std::string prefix = absl::StrCat(kind, "/");
   uint64_t id = 0;
-  if (!absl::StartsWith(name, prefix) || !absl::SimpleAtoi(name.substr(prefix.size()), &id) || id == 0 ||
-      name.substr(prefix.size()).find_first_not_of("0123456789") != std::string::npos) {
+  const std::string digits = name.substr(std::min(prefix.size(), name.size()));
+  // Exactly the canonical form: digits only, no sign, no leading zero ("pds/01" is not "pds/1").
+  if (!absl::StartsWith(name, prefix) || digits.empty() || digits[0] == '0' ||
+      digits.find_first_not_of("0123456789") != std::string::npos || !absl::SimpleAtoi(digits, &id)) {
     return InvalidArgument(field, absl::StrCat("'", name, "' is not a name of the form ", kind, "/N"));
   }
   return id;
@@ -441,8 +443,9 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregisterMr(const v1::Reregi
   RDMAD_ASSIGN_OR_RETURN(MrEntry * e, FindMr(request.name(), "name"));
   auto refuse = [](absl::Status s) { return WithOutcome(std::move(s), v1::OUTCOME_OLD_MR_VALID); };
   if (e->unusable) {
-    return FailedPrecondition("name", absl::StrCat(request.name(), " is unusable (", e->unusable_reason,
-                                                   "): only deregister is accepted"));
+    return WithOutcome(FailedPrecondition("name", absl::StrCat(request.name(), " is unusable (", e->unusable_reason,
+                                                               "): only deregister is accepted")),
+                       v1::OUTCOME_MR_UNUSABLE);
   }
   int flags = 0;
   for (int f : request.flags()) {
@@ -666,6 +669,7 @@ absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& re
     return InvalidArgument("remote.qpn", "must be a 24-bit QP number other than 0");
   }
   if (request.remote().psn() > 0xffffff) return InvalidArgument("remote.psn", "must fit in 24 bits");
+  if (request.remote().lid() > 0xffff) return InvalidArgument("remote.lid", "must fit in 16 bits");
   if (e->bound_windows > 0) {
     return Busy("name", absl::StrCat(request.name(), " has ", e->bound_windows,
                                      " type 2 window(s) bound on it; reconnecting would reset it"));
@@ -686,7 +690,10 @@ absl::Status Registry::DeleteQp(const std::string& name) {
                                      " type 2 window(s) bound on it: invalidate or deallocate them first"));
   }
   for (auto& [id, w] : mws_) {
-    if (w->qp == e) w->qp = nullptr;  // a type 1 window bound through this QP does not depend on it
+    if (w->qp == e) {  // a type 1 window bound through this QP does not depend on it
+      w->qp = nullptr;
+      w->binding.clear_qp();
+    }
   }
   e->pd->qps--;
   qps_.erase(e->id);

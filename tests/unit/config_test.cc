@@ -1,0 +1,194 @@
+// Unit tests of rdmad's configuration file parser (server/config.h, docs/config.md): every documented key
+// is accepted; unknown keys, wrong types, relative roots, bad log levels, an empty listen list and invalid
+// JSON are INVALID_ARGUMENT naming the key, never a silent default.
+#include "server/config.h"
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "server/common/status.h"
+#include "tests/unit/test_util.h"
+
+namespace rdmad {
+namespace {
+
+using ::rdmad::test::IsError;
+using ::rdmad::test::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(ParseConfigTest, AnEmptyObjectGivesTheDocumentedDefaults) {
+  absl::StatusOr<Config> c = ParseConfig("{}");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->listen, ElementsAre("unix:/run/rdmad/rdmad.sock"));
+  EXPECT_THAT(c->allowed_file_roots, ElementsAre("/dev/shm", "/dev/hugepages", "/run/rdmad"));
+  EXPECT_EQ(c->max_mr_bytes, 0u);
+  EXPECT_EQ(c->log_level, "info");
+}
+
+TEST(ParseConfigTest, AcceptsEveryDocumentedKey) {
+  absl::StatusOr<Config> c = ParseConfig(R"({
+    "listen": ["unix:/tmp/r.sock", "127.0.0.1:7070"],
+    "allowed_file_roots": ["/dev/shm", "/srv/share/"],
+    "max_mr_bytes": 1073741824,
+    "log_level": "debug"
+  })");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->listen, ElementsAre("unix:/tmp/r.sock", "127.0.0.1:7070"));
+  EXPECT_THAT(c->allowed_file_roots, ElementsAre("/dev/shm", "/srv/share/"));
+  EXPECT_EQ(c->max_mr_bytes, 1073741824u);
+  EXPECT_EQ(c->log_level, "debug");
+}
+
+TEST(ParseConfigTest, AKeyThatIsAbsentKeepsItsDefault) {
+  absl::StatusOr<Config> c = ParseConfig(R"({"max_mr_bytes": 4096})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_mr_bytes, 4096u);
+  EXPECT_THAT(c->listen, ElementsAre("unix:/run/rdmad/rdmad.sock"));
+  EXPECT_EQ(c->log_level, "info");
+}
+
+TEST(ParseConfigTest, AcceptsEveryLogLevel) {
+  for (const char* level : {"debug", "info", "warning", "error"}) {
+    absl::StatusOr<Config> c = ParseConfig(std::string(R"({"log_level": ")") + level + "\"}");
+    ASSERT_TRUE(c.ok()) << level << ": " << c.status();
+    EXPECT_EQ(c->log_level, level);
+  }
+}
+
+TEST(ParseConfigTest, AcceptsTheLargestByteCount) {
+  absl::StatusOr<Config> c = ParseConfig(R"({"max_mr_bytes": 18446744073709551615})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_mr_bytes, UINT64_MAX);
+}
+
+TEST(ParseConfigTest, AcceptsComments) {  // docs/config.md: "JSON (comments allowed)"
+  absl::StatusOr<Config> c = ParseConfig(R"({
+    // rdmad's settings
+    "log_level": "warning" /* quiet */
+  })");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->log_level, "warning");
+}
+
+TEST(ParseConfigTest, RejectsUnknownKeysNamingThem) {
+  for (const char* text : {R"({"listen_addr": ["unix:/x"]})", R"({"Listen": ["unix:/x"]})",
+                           R"({"log_level": "info", "max_mr_size": 1})", R"({"": 1})"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<Config> c = ParseConfig(text);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("unknown setting"));
+  }
+  EXPECT_TRUE(IsError(ParseConfig(R"({"listen_addr": []})"), absl::StatusCode::kInvalidArgument, "listen_addr"));
+  EXPECT_TRUE(IsError(ParseConfig(R"({"max_mr_size": 1})"), absl::StatusCode::kInvalidArgument, "max_mr_size"));
+}
+
+TEST(ParseConfigTest, RejectsWrongTypesNamingTheKey) {
+  struct Case {
+    const char* text;
+    const char* field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"listen": "unix:/x"})", "listen"},
+           {R"({"listen": [1]})", "listen"},
+           {R"({"listen": ["unix:/x", null]})", "listen"},
+           {R"({"listen": {"a": "unix:/x"}})", "listen"},
+           {R"({"allowed_file_roots": "/dev/shm"})", "allowed_file_roots"},
+           {R"({"allowed_file_roots": [true]})", "allowed_file_roots"},
+           {R"({"max_mr_bytes": "4096"})", "max_mr_bytes"},
+           {R"({"max_mr_bytes": -1})", "max_mr_bytes"},
+           {R"({"max_mr_bytes": 1.5})", "max_mr_bytes"},
+           {R"({"max_mr_bytes": true})", "max_mr_bytes"},
+           {R"({"max_mr_bytes": null})", "max_mr_bytes"},
+           {R"({"max_mr_bytes": 18446744073709551616})", "max_mr_bytes"},  // 2^64: a float to JSON
+           {R"({"log_level": 1})", "log_level"},
+           {R"({"log_level": ["info"]})", "log_level"},
+       }) {
+    SCOPED_TRACE(c.text);
+    EXPECT_TRUE(IsError(ParseConfig(c.text), absl::StatusCode::kInvalidArgument, c.field));
+  }
+}
+
+TEST(ParseConfigTest, RejectsRelativeOrEmptyRoots) {
+  for (const char* text : {R"({"allowed_file_roots": ["dev/shm"]})", R"({"allowed_file_roots": [""]})",
+                           R"({"allowed_file_roots": ["/dev/shm", "./share"]})",
+                           R"({"allowed_file_roots": ["~/share"]})"}) {
+    SCOPED_TRACE(text);
+    EXPECT_TRUE(IsError(ParseConfig(text), absl::StatusCode::kInvalidArgument, "allowed_file_roots"));
+  }
+  // No roots at all is valid: then no file can be registered.
+  absl::StatusOr<Config> none = ParseConfig(R"({"allowed_file_roots": []})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->allowed_file_roots.empty());
+}
+
+TEST(ParseConfigTest, RejectsBadLogLevels) {
+  for (const char* level : {"verbose", "INFO", "Info", "warn", "", "info "}) {
+    SCOPED_TRACE(level);
+    EXPECT_TRUE(IsError(ParseConfig(std::string(R"({"log_level": ")") + level + "\"}"),
+                        absl::StatusCode::kInvalidArgument, "log_level"));
+  }
+}
+
+TEST(ParseConfigTest, RejectsAnEmptyListenList) {
+  absl::StatusOr<Config> c = ParseConfig(R"({"listen": []})");
+  EXPECT_TRUE(IsError(c, absl::StatusCode::kInvalidArgument, "listen"));
+}
+
+TEST(ParseConfigTest, RejectsInvalidJsonAndNonObjects) {
+  for (const char* text : {"", "{", "{\"listen\": [}", "{\"listen\": [\"unix:/x\",]}", "nul", "{'listen': []}",
+                           "{} {}"}) {
+    SCOPED_TRACE(text);
+    EXPECT_TRUE(IsError(ParseConfig(text), absl::StatusCode::kInvalidArgument, ""));
+  }
+  for (const char* text : {"[]", "\"listen\"", "42", "null"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<Config> c = ParseConfig(text);
+    EXPECT_TRUE(IsError(c, absl::StatusCode::kInvalidArgument, ""));
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("object"));
+  }
+}
+
+TEST(LoadConfigTest, ReadsAFile) {
+  TempDir dir;
+  const std::string path = dir.Sub("rdmad.json");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("{\n  // comment\n  \"listen\": [\"unix:/run/x.sock\"],\n  \"log_level\": \"error\"\n}\n", f);
+  std::fclose(f);
+  absl::StatusOr<Config> c = LoadConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->listen, ElementsAre("unix:/run/x.sock"));
+  EXPECT_EQ(c->log_level, "error");
+}
+
+TEST(LoadConfigTest, AnInvalidFileIsReportedWithItsPathAndTheKey) {
+  TempDir dir;
+  const std::string path = dir.Sub("bad.json");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("{\"log_level\": \"loud\"}", f);
+  std::fclose(f);
+  absl::StatusOr<Config> c = LoadConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(c.status()), "log_level");
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(path));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("log_level"));
+}
+
+TEST(LoadConfigTest, AMissingFileIsAnError) {
+  TempDir dir;
+  const std::string path = dir.Sub("missing.json");
+  absl::StatusOr<Config> c = LoadConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(path));
+  EXPECT_EQ(CallOf(c.status()), "open");
+}
+
+}  // namespace
+}  // namespace rdmad

@@ -1,0 +1,173 @@
+// FakeFabric: an in-memory implementation of the fabric seam (server/fabric/fabric.h) for host-side unit
+// tests of the registry. No RDMA device is needed.
+//
+// Every fake object reports to a FakeLedger that the test keeps (shared_ptr), so it outlives the Registry
+// that owns the fabric. The ledger
+//   - counts live PDs, MRs, MWs and QPs (and open devices);
+//   - keeps an ordered event log: "alloc_pd 1", "reg_mr 2", "dereg_mr 2", "dealloc_mw 3", "destroy_qp 4",
+//     "dealloc_pd 1", "close_device rxe0", ... (ids are the fake's own, per kind, starting at 1);
+//   - counts calls per verb (failed ones included): "reg_mr", "rereg_mr", "dereg_mr", "alloc_mw",
+//     "create_qp", "connect", "bind", "invalidate", "alloc_pd";
+//   - records *violations* of the verbs rules the real device would enforce or crash on: a PD destroyed
+//     while it holds children, an MR destroyed while a window is bound to it, a QP destroyed while a type 2
+//     window is bound on it, a device closed while it has PDs, a bind on a QP that is not in RTS, ...
+//     Tests assert violations() is empty.
+//   - injects faults: the next RegMr / Mr::Release / Qp::Bind / Qp::Invalidate / Qp::Connect / AllocPd /
+//     AllocMw / CreateQp fails; Mr::Rereg returns scripted codes.
+//
+// Key model: every registration (RegMr, and a successful native Rereg) takes a fresh, strictly increasing
+// lkey and rkey. A window starts with rkey (id << 8); every successful bind returns ibv_inc_rkey(rkey) (the
+// low 8 bits incremented), published in the fake Mw only on success.
+//
+// Window model: a bind names an MR (in the registry: the window's private bounds MR); the fake checks the
+// rules of ibv_bind_mw(3) against that MR (same PD, range inside it, MW_BIND, LOCAL_WRITE for remote write
+// or atomic, no zero-based type 1, a type 2 window not bound twice) and refuses to deregister an MR while a
+// window is bound to it (EBUSY), like ibv_dereg_mr(3). Type 1 invalidation is a zero-length bind naming
+// the MR the window is bound to (as the verbs backend does); type 2 is LOCAL_INV on the QP it is bound on.
+//
+// QP model: created in INIT (as the verbs backend does); Connect moves it to RTS; a failed bind or
+// invalidate completion moves it to ERROR (as a real completion error does); Connect from any state goes
+// back to RTS.
+//
+// Thread-safety: every fake object and the ledger may be used from any thread (one ledger mutex). Hooks
+// run without the mutex held, so they may call back into the registry.
+#ifndef RDMAD_TESTS_UNIT_FAKE_FABRIC_H_
+#define RDMAD_TESTS_UNIT_FAKE_FABRIC_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/fabric/fabric.h"
+
+namespace rdmad::fake {
+
+// ibv_inc_rkey(3): the low 8 bits (the key) are incremented, the index bits kept.
+inline uint32_t IncRkey(uint32_t rkey) { return (rkey & 0xffffff00u) | ((rkey + 1) & 0xffu); }
+
+// A device description with sensible defaults: one active Ethernet port with a link-local RoCEv2 GID at
+// index 0 and an IPv4-mapped RoCEv2 GID at index 1, type 1 and type 2B windows, no native rereg.
+fabric::DeviceInfo MakeDeviceInfo(const std::string& name, bool native_rereg = false);
+
+class FakeLedger {
+ public:
+  struct Counts {
+    int devices = 0, pds = 0, mrs = 0, mws = 0, qps = 0;
+    bool operator==(const Counts& o) const {
+      return devices == o.devices && pds == o.pds && mrs == o.mrs && mws == o.mws && qps == o.qps;
+    }
+  };
+  struct ReregScript {
+    fabric::ReregCode code = fabric::ReregCode::kOk;
+    int err = 0;
+  };
+
+  // --- observation
+  Counts live() const;
+  std::vector<std::string> events() const;
+  // Only the events whose verb (the part before the space) is one of `verbs`, in order.
+  std::vector<std::string> events_of(const std::vector<std::string>& verbs) const;
+  void ClearEvents();
+  int calls(const std::string& verb) const;
+  std::vector<std::string> violations() const;
+  // Fake ids of live objects, from what the registry exposes.
+  uint64_t MrIdByLkey(uint32_t lkey) const;   // 0 if no live MR has it
+  uint64_t MwIdByRkey(uint32_t rkey) const;   // 0 if no live MW has it
+  uint64_t QpIdByQpn(uint32_t qpn) const;     // 0 if none
+  // The fake's view of a live window's binding: the fake MR id it is bound to (0 if unbound).
+  uint64_t MwBoundMr(uint64_t mw_id) const;
+  // How many windows the fake believes are bound to a live MR.
+  int MrBoundWindows(uint64_t mr_id) const;
+  // What the fake knows about a live MR (all zero if there is none with that id).
+  struct MrView {
+    uint64_t id = 0, pd = 0, addr = 0, length = 0;
+    uint32_t access = 0, lkey = 0, rkey = 0;
+    bool unusable = false;
+  };
+  MrView Mr(uint64_t mr_id) const;
+
+  // --- fault injection (each applies to the next call of that kind, FIFO)
+  void FailNextRegMr(int err);
+  void FailNextRelease(int err);            // Mr::Release (ibv_dereg_mr)
+  void ScriptRereg(fabric::ReregCode code, int err);  // Mr::Rereg; unscripted calls return kOk
+  void FailNextBind();                       // a bind whose completion fails (QP -> ERROR)
+  void FailNextInvalidate();                 // completion error too
+  void FailNextConnect(int err);
+  void FailNextAllocPd(int err);
+  void FailNextAllocMw(int err);
+  void FailNextCreateQp(int err);
+  // Runs inside every Pd::RegMr, before the registration, without any lock held.
+  void SetRegMrHook(std::function<void()> hook);
+
+ private:
+  friend class FakeDevice;
+  friend class FakePd;
+  friend class FakeMr;
+  friend class FakeMw;
+  friend class FakeQp;
+
+  struct PdState { std::string device; };
+  struct MrState {
+    uint64_t pd = 0, addr = 0, length = 0;
+    uint32_t access = 0, lkey = 0, rkey = 0;
+    bool unusable = false;
+  };
+  struct MwState {
+    uint64_t pd = 0;
+    fabric::MwType type = fabric::MwType::kType1;
+    uint32_t rkey = 0;
+    uint64_t bound_mr = 0;  // 0: unbound
+    uint64_t bound_qp = 0;  // type 2: the QP it was bound on
+  };
+  struct QpState {
+    uint64_t pd = 0;
+    uint32_t qpn = 0;
+  };
+
+  // Callers hold mu_.
+  void Event(const std::string& verb, const std::string& what);
+  void Violation(const std::string& what);
+  void Call(const std::string& verb) { calls_[verb]++; }
+  int TakeErr(std::deque<int>& q);  // 0 if none scripted
+  int BoundWindowsLocked(uint64_t mr_id) const;
+
+  mutable std::mutex mu_;
+  int devices_ = 0;
+  uint64_t next_pd_ = 1, next_mr_ = 1, next_mw_ = 1, next_qp_ = 1;
+  uint32_t next_key_ = 0x1000;
+  std::map<uint64_t, PdState> pds_;
+  std::map<uint64_t, MrState> mrs_;
+  std::map<uint64_t, MwState> mws_;
+  std::map<uint64_t, QpState> qps_;
+  std::vector<std::string> events_;
+  std::vector<std::string> violations_;
+  std::map<std::string, int> calls_;
+
+  std::deque<int> fail_reg_mr_, fail_release_, fail_connect_, fail_alloc_pd_, fail_alloc_mw_, fail_create_qp_;
+  std::deque<ReregScript> rereg_script_;
+  int fail_bind_ = 0, fail_invalidate_ = 0;
+  std::function<void()> reg_mr_hook_;
+};
+
+class FakeFabric final : public fabric::Fabric {
+ public:
+  // Devices are kept in name order (the seam's contract).
+  FakeFabric(std::vector<fabric::DeviceInfo> devices, std::shared_ptr<FakeLedger> ledger);
+  ~FakeFabric() override;
+  const std::vector<fabric::Device*>& devices() const override { return view_; }
+
+ private:
+  std::vector<std::unique_ptr<fabric::Device>> owned_;
+  std::vector<fabric::Device*> view_;
+};
+
+}  // namespace rdmad::fake
+
+#endif  // RDMAD_TESTS_UNIT_FAKE_FABRIC_H_

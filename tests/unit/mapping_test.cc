@@ -1,0 +1,290 @@
+// Unit tests of rdmad::Mapping (server/memory/mapping.h): the memory a region covers. File mappings at any
+// offset alignment map exactly the requested bytes, MAP_SHARED; paths are resolved and confined to the
+// allowed roots; anonymous mappings are zero-filled and size-checked.
+#include "server/memory/mapping.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "server/common/status.h"
+#include "tests/unit/test_util.h"
+
+// open(2) interposer, to make a race deterministic: a test arms BeforeOpen() with the path it expects
+// Mapping::File to open and an action to run just before that open happens. Every other open passes
+// straight through.
+namespace {
+std::string g_open_path;
+std::function<void()> g_before_open;
+int PassThroughOpen(const char* path, int flags, va_list ap) {
+  int mode = 0;
+  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) mode = va_arg(ap, int);
+  if (g_before_open && path != nullptr && g_open_path == path) {
+    std::function<void()> action = std::move(g_before_open);
+    g_before_open = nullptr;
+    action();
+  }
+  return static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, flags, mode));
+}
+}  // namespace
+extern "C" int open(const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  int fd = PassThroughOpen(path, flags, ap);
+  va_end(ap);
+  return fd;
+}
+extern "C" int open64(const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  int fd = PassThroughOpen(path, flags, ap);
+  va_end(ap);
+  return fd;
+}
+
+namespace rdmad {
+namespace {
+
+using ::rdmad::test::IsError;
+using ::rdmad::test::TempDir;
+using ::testing::HasSubstr;
+
+const uint64_t kPage = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+
+class MappingFileTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<std::unique_ptr<Mapping>> Map(const std::string& path, uint64_t offset, uint64_t length) {
+    return Mapping::File(path, offset, length, {root_.path()}, "f");
+  }
+  TempDir root_;
+};
+
+TEST_F(MappingFileTest, MapsExactlyTheRequestedBytesAtAnyOffset) {
+  const std::string path = root_.WriteFile("data.bin", 4 * kPage + 123);
+  struct Range {
+    uint64_t offset, length;
+  };
+  for (const Range& r : std::vector<Range>{{0, 1},
+                                           {1, 10},
+                                           {kPage - 1, 2},
+                                           {kPage, kPage},
+                                           {kPage + 1, 2 * kPage},
+                                           {3 * kPage - 7, kPage + 14},
+                                           {12345, 4 * kPage + 123 - 12345},
+                                           {4 * kPage + 122, 1},
+                                           {0, 4 * kPage + 123}}) {
+    SCOPED_TRACE(testing::Message() << "offset " << r.offset << " length " << r.length);
+    absl::StatusOr<std::unique_ptr<Mapping>> m = Map(path, r.offset, r.length);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ((*m)->length(), r.length);
+    const auto* bytes = static_cast<const unsigned char*>((*m)->data());
+    for (uint64_t i = 0; i < r.length; ++i) {
+      if (bytes[i] != TempDir::Pattern(r.offset + i)) {
+        ADD_FAILURE() << "byte " << i << " (file offset " << r.offset + i << ") is " << int(bytes[i]) << ", expected "
+                      << int(TempDir::Pattern(r.offset + i));
+        break;
+      }
+    }
+  }
+}
+
+TEST_F(MappingFileTest, IsSharedWithTheFile) {
+  const std::string path = root_.WriteFile("shared.bin", 2 * kPage);
+  absl::StatusOr<std::unique_ptr<Mapping>> m = Map(path, kPage + 5, 10);
+  ASSERT_TRUE(m.ok()) << m.status();
+  static_cast<unsigned char*>((*m)->data())[0] = 0xAB;
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  unsigned char b = 0;
+  EXPECT_EQ(pread(fd, &b, 1, static_cast<off_t>(kPage + 5)), 1);
+  EXPECT_EQ(b, 0xAB);
+  // And what the file gets is visible in the mapping.
+  const unsigned char c = 0x5C;
+  EXPECT_EQ(pwrite(fd, &c, 1, static_cast<off_t>(kPage + 6)), 1);
+  EXPECT_EQ(static_cast<unsigned char*>((*m)->data())[1], 0x5C);
+  close(fd);
+}
+
+TEST_F(MappingFileTest, RefusesAnOffsetAtOrPastTheEnd) {
+  const std::string path = root_.WriteFile("f.bin", kPage + 10);
+  EXPECT_TRUE(IsError(Map(path, kPage + 10, 1), absl::StatusCode::kOutOfRange, "f.offset"));
+  EXPECT_TRUE(IsError(Map(path, 10 * kPage, 1), absl::StatusCode::kOutOfRange, "f.offset"));
+  EXPECT_TRUE(IsError(Map(path, kPage + 9, 2), absl::StatusCode::kOutOfRange, "f.length"));
+  EXPECT_TRUE(IsError(Map(path, 0, kPage + 11), absl::StatusCode::kOutOfRange, "f.length"));
+  EXPECT_TRUE(IsError(Map(path, UINT64_MAX, 1), absl::StatusCode::kOutOfRange, "f.length"));  // overflows
+  EXPECT_TRUE(IsError(Map(path, 1, UINT64_MAX), absl::StatusCode::kOutOfRange, "f.length"));
+  EXPECT_TRUE(Map(path, kPage + 9, 1).ok());
+  // An empty file has no offset to map at.
+  const std::string empty = root_.WriteFile("empty.bin", 0);
+  EXPECT_TRUE(IsError(Map(empty, 0, 1), absl::StatusCode::kOutOfRange, "f.offset"));
+}
+
+TEST_F(MappingFileTest, RefusesBadPathsAndLengths) {
+  const std::string path = root_.WriteFile("f.bin", kPage);
+  EXPECT_TRUE(IsError(Map("", 0, 1), absl::StatusCode::kInvalidArgument, "f.path"));
+  EXPECT_TRUE(IsError(Map("f.bin", 0, 1), absl::StatusCode::kInvalidArgument, "f.path"));
+  EXPECT_TRUE(IsError(Map(path, 0, 0), absl::StatusCode::kInvalidArgument, "f.length"));
+  absl::StatusOr<std::unique_ptr<Mapping>> missing = Map(root_.Sub("missing.bin"), 0, 1);
+  EXPECT_TRUE(IsError(missing, absl::StatusCode::kNotFound, "f.path"));
+  EXPECT_EQ(ErrnoOf(missing.status()), ENOENT);
+  EXPECT_EQ(CallOf(missing.status()), "open");
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("missing.bin"));
+}
+
+TEST_F(MappingFileTest, RefusesDirectoriesAndOtherNonRegularFiles) {
+  const std::string dir = root_.MakeDir("dir");
+  absl::StatusOr<std::unique_ptr<Mapping>> d = Map(dir, 0, 1);
+  // Opened with O_PATH, then refused as not a regular file, like any other non-regular file.
+  EXPECT_TRUE(IsError(d, absl::StatusCode::kInvalidArgument, "f.path"));
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("not a regular file"));
+  const std::string fifo = root_.Sub("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  absl::StatusOr<std::unique_ptr<Mapping>> p = Map(fifo, 0, 1);
+  EXPECT_TRUE(IsError(p, absl::StatusCode::kInvalidArgument, "f.path"));
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("not a regular file"));
+}
+
+TEST_F(MappingFileTest, ConfinesTheRealPathToTheAllowedRoots) {
+  TempDir outside;
+  const std::string secret = outside.WriteFile("secret.bin", kPage);
+  // Directly outside.
+  EXPECT_TRUE(IsError(Map(secret, 0, 1), absl::StatusCode::kPermissionDenied, "f.path"));
+  // Through a symlink inside the root that points outside it.
+  const std::string link = root_.Sub("escape.bin");
+  ASSERT_EQ(symlink(secret.c_str(), link.c_str()), 0) << std::strerror(errno);
+  absl::StatusOr<std::unique_ptr<Mapping>> escaped = Map(link, 0, 1);
+  EXPECT_TRUE(IsError(escaped, absl::StatusCode::kPermissionDenied, "f.path"));
+  EXPECT_THAT(std::string(escaped.status().message()), HasSubstr(secret));  // the real path is named
+  // Through a symlinked directory inside the root.
+  const std::string dirlink = root_.Sub("escape.d");
+  ASSERT_EQ(symlink(outside.path().c_str(), dirlink.c_str()), 0) << std::strerror(errno);
+  EXPECT_TRUE(IsError(Map(dirlink + "/secret.bin", 0, 1), absl::StatusCode::kPermissionDenied, "f.path"));
+  // With ".." components.
+  const std::string outside_name = outside.path().substr(outside.path().rfind('/') + 1);
+  EXPECT_TRUE(IsError(Map(root_.path() + "/../" + outside_name + "/secret.bin", 0, 1),
+                      absl::StatusCode::kPermissionDenied, "f.path"));
+  // A symlink that stays inside the root is fine: the real path decides.
+  const std::string inside = root_.WriteFile("inside.bin", kPage);
+  const std::string good_link = root_.Sub("good.bin");
+  ASSERT_EQ(symlink(inside.c_str(), good_link.c_str()), 0);
+  EXPECT_TRUE(Map(good_link, 0, 1).ok());
+  // A path reaching into the root through a symlink outside it is fine too.
+  const std::string in_link = outside.Sub("to-root");
+  ASSERT_EQ(symlink(root_.path().c_str(), in_link.c_str()), 0);
+  EXPECT_TRUE(Map(in_link + "/inside.bin", 0, 1).ok());
+}
+
+// Security (time of check / time of use): a directory on the requested path replaced by a symlink to
+// /etc just as rdmad opens the file must not make rdmad (root) map a file outside every allowed root.
+// /dev/shm, a default root, is world-writable, so any local user could try. Mapping::File opens first
+// (O_PATH) and checks the kernel's name for what it opened. The swap is made deterministic here by an
+// open(2) interposer that runs it immediately before rdmad's open of the requested path.
+TEST_F(MappingFileTest, ADirectorySwappedForASymlinkAfterTheCheckIsNotFollowed) {
+  TempDir outside;
+  const std::string secret = outside.WriteFile("target.bin", kPage);  // the Pattern() bytes
+  const std::string dir = root_.MakeDir("d");
+  const std::string decoy = dir + "/target.bin";
+  {
+    FILE* f = std::fopen(decoy.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(std::string(kPage, 'x').c_str(), f);
+    std::fclose(f);
+  }
+  g_open_path = decoy;  // realpath of the request: already the real path
+  g_before_open = [&] {
+    ASSERT_EQ(rename(dir.c_str(), (dir + ".old").c_str()), 0);
+    ASSERT_EQ(symlink(outside.path().c_str(), dir.c_str()), 0);
+  };
+  absl::StatusOr<std::unique_ptr<Mapping>> m = Map(decoy, 0, 16);
+  EXPECT_EQ(g_before_open, nullptr) << "the interposer did not see Mapping::File open " << decoy;
+  g_before_open = nullptr;
+  // Refused, or at worst the file that was checked; never the file outside the root.
+  if (m.ok()) {
+    EXPECT_EQ(static_cast<const char*>((*m)->data())[0], 'x')
+        << "mapped " << secret << ", outside the allowed root " << root_.path();
+  } else {
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kPermissionDenied) << m.status();
+  }
+}
+
+TEST_F(MappingFileTest, RootsMatchWholePathComponents) {
+  const std::string path = root_.WriteFile("f.bin", kPage);
+  // A root that is a string prefix of the directory but not a parent of it.
+  const std::string prefix = root_.path().substr(0, root_.path().size() - 1);
+  EXPECT_TRUE(IsError(Mapping::File(path, 0, 1, {prefix}, "f"), absl::StatusCode::kPermissionDenied, "f.path"));
+  // The file itself as a "root" does not allow it (it must lie under a root).
+  EXPECT_TRUE(IsError(Mapping::File(path, 0, 1, {path}, "f"), absl::StatusCode::kPermissionDenied, "f.path"));
+  // No roots, or an empty one: nothing is allowed.
+  EXPECT_TRUE(IsError(Mapping::File(path, 0, 1, {}, "f"), absl::StatusCode::kPermissionDenied, "f.path"));
+  EXPECT_TRUE(IsError(Mapping::File(path, 0, 1, {""}, "f"), absl::StatusCode::kPermissionDenied, "f.path"));
+  // A trailing slash on the root, a second root, and "/" all work.
+  EXPECT_TRUE(Mapping::File(path, 0, 1, {root_.path() + "/"}, "f").ok());
+  EXPECT_TRUE(Mapping::File(path, 0, 1, {"/nonexistent", root_.path()}, "f").ok());
+  EXPECT_TRUE(Mapping::File(path, 0, 1, {"/"}, "f").ok());
+}
+
+TEST(MappingAnonymousTest, IsZeroFilledAndWritable) {
+  for (uint64_t size : {uint64_t{1}, kPage - 1, kPage, 3 * kPage + 17}) {
+    SCOPED_TRACE(size);
+    absl::StatusOr<std::unique_ptr<Mapping>> m = Mapping::Anonymous(size, false, "a");
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ((*m)->length(), size);
+    auto* bytes = static_cast<unsigned char*>((*m)->data());
+    ASSERT_NE(bytes, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes) % kPage, 0u);
+    for (uint64_t i = 0; i < size; ++i) {
+      if (bytes[i] != 0) {
+        ADD_FAILURE() << "byte " << i << " is not zero";
+        break;
+      }
+    }
+    bytes[0] = 1;
+    bytes[size - 1] = 2;
+    EXPECT_EQ(bytes[size - 1], 2);
+  }
+}
+
+TEST(MappingAnonymousTest, RefusesSizeZero) {
+  EXPECT_TRUE(IsError(Mapping::Anonymous(0, false, "a"), absl::StatusCode::kInvalidArgument, "a.size"));
+  EXPECT_TRUE(IsError(Mapping::Anonymous(0, true, "a"), absl::StatusCode::kInvalidArgument, "a.size"));
+}
+
+TEST(MappingAnonymousTest, HugePagesNeedAMultipleOfTheHugePageSize) {
+  const uint64_t huge = DefaultHugePageSize();
+  ASSERT_GT(huge, 0u);
+  EXPECT_EQ(huge & (huge - 1), 0u) << "a power of two";
+  EXPECT_EQ(huge % kPage, 0u);
+  for (uint64_t size : {kPage, huge - 1, huge + 1, huge + kPage, 3 * huge / 2}) {
+    SCOPED_TRACE(size);
+    absl::StatusOr<std::unique_ptr<Mapping>> m = Mapping::Anonymous(size, true, "src.anonymous");
+    EXPECT_TRUE(IsError(m, absl::StatusCode::kInvalidArgument, "src.anonymous.size"));
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(std::to_string(huge)));
+  }
+}
+
+TEST(MappingAnonymousTest, AnImpossibleSizeIsAnMmapError) {
+  // Larger than any address space: mmap fails (ENOMEM), reported with the call and errno.
+  absl::StatusOr<std::unique_ptr<Mapping>> m = Mapping::Anonymous(uint64_t{1} << 62, false, "a");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << m.status();
+  EXPECT_EQ(ErrnoOf(m.status()), ENOMEM);
+  EXPECT_EQ(CallOf(m.status()), "mmap");
+  EXPECT_EQ(FieldOf(m.status()), "a.size");
+}
+
+}  // namespace
+}  // namespace rdmad
