@@ -127,7 +127,7 @@ struct QpEndpoint {
 enum class QpState { kReset, kInit, kRtr, kRts, kSqd, kSqe, kError, kUnknown };
 
 struct BindSpec {
-  Mr* mr = nullptr;       // null with length 0: unbind (type 1 invalidation)
+  Mr* mr = nullptr;       // the MR the window is bound to (with length 0: a type 1 unbind)
   uint64_t addr = 0;      // virtual address of the first byte, inside mr
   uint64_t length = 0;
   uint32_t access = 0;    // kRemoteRead | kRemoteWrite | kRemoteAtomic | kZeroBased

@@ -19,7 +19,7 @@ force=0
 case "${1:-}" in
   --force) force=1 ;;
   "") ;;
-  -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument '$1' (usage: $0 [--force])" ;;
 esac
 
@@ -53,7 +53,7 @@ KVER=$(find_kver)
 VMLINUZ=/boot/vmlinuz-$KVER
 CACHE=${RDMAD_GUEST_CACHE:-/var/cache/rdmad-guest}
 OUTDIR=$CACHE/$KVER
-mkdir -p "$OUTDIR" || die "cannot create cache dir $OUTDIR"
+mkdir -p "$OUTDIR" || die "cannot create the cache dir $OUTDIR (set RDMAD_GUEST_CACHE)"
 
 # Module list, in load order, deduplicated.
 mapfile -t KOS < <(
@@ -64,7 +64,8 @@ mapfile -t KOS < <(
 )
 for ko in "${KOS[@]}"; do
   [[ $ko == MISSING* ]] && die "module ${ko#MISSING } not found for kernel $KVER"
-  [[ $ko == *.ko ]] || die "module $ko is compressed or unexpected; only plain .ko is supported"
+  [[ $ko == *.ko || $ko == *.ko.xz || $ko == *.ko.zst || $ko == *.ko.gz ]] ||
+    die "unexpected module file $ko"
 done
 
 # Everything the output depends on; any change triggers a rebuild.
@@ -74,14 +75,19 @@ stamp_of_inputs() {
 }
 want_stamp=$(stamp_of_inputs | sha256sum | cut -d' ' -f1)
 
-exec 9>"$CACHE/.lock-$KVER"
-flock 9
+up_to_date() {
+  ((force == 0)) && [[ -f $OUTDIR/stamp && $(<"$OUTDIR/stamp") == "$want_stamp" &&
+                       -s $OUTDIR/vmlinux && -s $OUTDIR/initramfs.cpio ]]
+}
+print_paths() { printf 'KERNEL=%s\nINITRD=%s\n' "$OUTDIR/vmlinux" "$OUTDIR/initramfs.cpio"; }
 
-if ((force == 0)) && [[ -f $OUTDIR/stamp && $(<"$OUTDIR/stamp") == "$want_stamp" &&
-      -s $OUTDIR/vmlinux && -s $OUTDIR/initramfs.cpio ]]; then
-  printf 'KERNEL=%s\nINITRD=%s\n' "$OUTDIR/vmlinux" "$OUTDIR/initramfs.cpio"
-  exit 0
-fi
+# Fast path without the lock (the cache may be read-only, e.g. inside a build sandbox): files are
+# moved into place before the stamp is written, so a matching stamp means complete files.
+if up_to_date; then print_paths; exit 0; fi
+
+exec 9>"$CACHE/.lock-$KVER" || die "cannot write to the cache dir $CACHE (set RDMAD_GUEST_CACHE)"
+flock 9
+if up_to_date; then print_paths; exit 0; fi # built meanwhile by another caller
 
 log "building guest boot files for kernel $KVER in $OUTDIR"
 work=$(mktemp -d "$OUTDIR/.build.XXXXXX")
@@ -108,7 +114,7 @@ extract_vmlinux() {
   return 1
 }
 if extract_vmlinux "$VMLINUZ" "$work/vmlinux"; then
-  log "extracted uncompressed vmlinux ($(du -h "$work/vmlinux" | cut -f1))"
+  log "extracted uncompressed vmlinux ($(($(stat -c %s "$work/vmlinux") / 1048576)) MiB)"
 else
   log "warning: could not extract vmlinux from $VMLINUZ; booting the compressed image (slower)"
   cp "$VMLINUZ" "$work/vmlinux"
@@ -126,8 +132,14 @@ mknod -m 666 "$root/dev/null" c 1 3
 : >"$root/modules/load.list"
 i=0
 for ko in "${KOS[@]}"; do
-  name=$(printf '%02d-%s' "$i" "$(basename "$ko")")
-  cp "$ko" "$root/modules/$name"
+  base=$(basename "$ko")
+  name=$(printf '%02d-%s.ko' "$i" "${base%%.ko*}")
+  case $ko in # busybox insmod wants plain .ko files
+    *.ko) cp "$ko" "$root/modules/$name" ;;
+    *.xz) xz -dc "$ko" >"$root/modules/$name" ;;
+    *.zst) zstd -dcq "$ko" >"$root/modules/$name" ;;
+    *.gz) gzip -dc "$ko" >"$root/modules/$name" ;;
+  esac
   echo "/modules/$name" >>"$root/modules/load.list"
   i=$((i + 1))
 done
@@ -177,5 +189,5 @@ chmod 755 "$root/init"
 mv -f "$work/vmlinux" "$OUTDIR/vmlinux"
 mv -f "$work/initramfs.cpio" "$OUTDIR/initramfs.cpio"
 echo "$want_stamp" >"$OUTDIR/stamp"
-log "done ($(du -h "$OUTDIR/initramfs.cpio" | cut -f1) initramfs, ${#KOS[@]} modules)"
-printf 'KERNEL=%s\nINITRD=%s\n' "$OUTDIR/vmlinux" "$OUTDIR/initramfs.cpio"
+log "done ($(($(stat -c %s "$OUTDIR/initramfs.cpio") / 1024)) KiB initramfs, ${#KOS[@]} modules)"
+print_paths

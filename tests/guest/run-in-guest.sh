@@ -19,15 +19,18 @@
 # Exit status: COMMAND's; 124 if --timeout expired; 125 if the harness or the guest failed
 # (bad usage, boot failure or hang after one retry, rxe0 never ACTIVE, guest died mid-command).
 #
-# Tuning (environment): RDMAD_GUEST_BOOT_TIMEOUT (s until stage 1 reports, default 40),
-# RDMAD_GUEST_READY_TIMEOUT (s until rxe0 is ACTIVE, default 150), RDMAD_GUEST_SMP (2),
-# RDMAD_GUEST_MEM (2G), RDMAD_GUEST_CACHE (boot files, /var/cache/rdmad-guest),
-# RDMAD_GUEST_APPEND (extra kernel arguments, e.g. loglevel=7 for the full kernel log),
-# RDMAD_GUEST_INJECT_HANG=1 (test hook: the first boot attempt hangs with an empty console).
+# Tuning (environment):
+#   RDMAD_GUEST_BOOT_TIMEOUT   s until stage 1 reports, else retry once (default 40; doubled on retry)
+#   RDMAD_GUEST_READY_TIMEOUT  s until rxe0 is ACTIVE (default 150)
+#   RDMAD_GUEST_SMP, RDMAD_GUEST_MEM   guest CPUs and memory (default 2, 2G)
+#   RDMAD_GUEST_CACHE          boot files (default /var/cache/rdmad-guest)
+#   RDMAD_GUEST_APPEND         extra kernel arguments (e.g. quiet; the console log has the full log)
+#   RDMAD_GUEST_VERBOSE=1      same as --verbose
+#   RDMAD_GUEST_INJECT_HANG=1  test hook: the first boot attempt hangs with an empty console
 set -euo pipefail
 
 readonly PROG=run-in-guest
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 readonly HERE
 readonly EXIT_TIMEOUT=124 EXIT_HARNESS=125
 
@@ -110,8 +113,10 @@ harness_ok=0
 stop_qemu() {
   [[ -n $qpid ]] || return 0
   if kill -0 "$qpid" 2>/dev/null; then
+    # timeout passes TERM on to QEMU and sends KILL 5 s later; QEMU also dies with timeout.
     kill -TERM "$qpid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$qpid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 80); do kill -0 "$qpid" 2>/dev/null || break; sleep 0.1; done
+    pkill -KILL -P "$qpid" 2>/dev/null || true
     kill -KILL "$qpid" 2>/dev/null || true
   fi
   wait "$qpid" 2>/dev/null || true
@@ -138,7 +143,7 @@ cleanup() {
   [[ -n $ctl ]] && rm -rf -- "$ctl"
   if ((own_out)); then
     # Kept only when the harness itself failed (boot, timeout, crash), for the console log.
-    if ((harness_ok)); then rm -rf -- "$out_dir"
+    if ((harness_ok || rc >= 128)); then rm -rf -- "$out_dir"
     else echo "$PROG: guest logs kept in $out_dir" >&2
     fi
   fi
@@ -187,14 +192,15 @@ launch() {
   remaining=$(((deadline - $(now)) / 1000000 + 1))
   ((remaining > 0)) || remaining=1
   [[ ${RDMAD_GUEST_INJECT_HANG:-0} == 1 && $attempt == 1 ]] && extra+=(-S) # CPUs never start
-  # setpriv: if this script dies (even by SIGKILL), timeout gets SIGTERM and takes QEMU down;
-  # timeout: a hard bound on QEMU's life whatever happens to this script's own loop.
+  # setpriv: if this script dies (even by SIGKILL), timeout gets SIGTERM and takes QEMU down, and
+  # QEMU dies with timeout; timeout: a hard bound on QEMU's life whatever happens to this script.
   setpriv --pdeathsig TERM -- \
     timeout --kill-after=5 "$remaining" \
+    setpriv --pdeathsig KILL -- \
     qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot \
       -machine pc -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
       -kernel "$kernel" -initrd "$initrd" \
-      -append "console=ttyS0 panic=-1 quiet loglevel=4 rdmad.attempt=$attempt ${RDMAD_GUEST_APPEND:-}" \
+      -append "console=ttyS0 panic=-1 rdmad.attempt=$attempt ${RDMAD_GUEST_APPEND:-}" \
       -chardev "file,id=con,path=$(qesc "$console")" -serial chardev:con \
       -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
       -virtfs "local,path=$(qesc "$ctl"),mount_tag=ctl,security_model=none,multidevs=remap" \
@@ -225,7 +231,7 @@ attempt=1
 max_attempts=2
 ready=0
 while :; do
-  info "booting the guest (kernel ${kernel##*/}, attempt $attempt)"
+  info "booting the guest (kernel $(basename "$(dirname "$kernel")"), attempt $attempt)"
   t_attempt=$(now)
   launch "$attempt"
   booted=0 ready=0 retry_reason=
@@ -242,8 +248,8 @@ while :; do
     if ((!ready)); then
       [[ -e $ctl/failed ]] && break
       ((booted)) || { [[ -e $ctl/booted ]] && booted=1; }
-      if ((!booted && t - t_attempt > boot_timeout * 1000000)); then
-        retry_reason="no sign of life from the guest after $boot_timeout s (console: $(wc -c <"$console") bytes)"
+      if ((!booted && t - t_attempt > boot_timeout * attempt * 1000000)); then
+        retry_reason="no sign of life from the guest after $((boot_timeout * attempt)) s (console: $(wc -c <"$console" 2>/dev/null || echo 0) bytes)"
         break
       fi
       if ((t - t_attempt > ready_timeout * 1000000)); then
@@ -263,7 +269,7 @@ while :; do
   fi
   if (($(now) >= deadline)); then
     stop_qemu
-    stop_tails
+    stop_tails 2
     err "timed out after $timeout_s s ($([[ $ready == 1 ]] && echo "command still running" || echo "guest not ready yet"))"
     explain_failure
     exit "$EXIT_TIMEOUT"

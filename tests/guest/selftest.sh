@@ -7,7 +7,7 @@
 # Ends with a line "N passed, N failed"; exits 0 only if every check passed.
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 readonly HERE RUN="$HERE/run-in-guest.sh"
 
 all=0
@@ -24,7 +24,7 @@ export TMPDIR=$work/tmp
 mkdir -p "$TMPDIR"
 trap 'rm -rf -- "$work"' EXIT
 
-passed=0 failed=0
+passed=0 failed=0 mark=0
 check() { # name, then a command that must succeed
   local name=$1; shift
   if "$@"; then
@@ -34,9 +34,10 @@ check() { # name, then a command that must succeed
   fi
 }
 has() { grep -q -- "$2" "$1"; }
-show_on_failure() { # label file...: print the files when the previous checks failed
+group_start() { mark=$failed; }
+show_on_failure() { # label file...: print the files when a check since group_start failed
   local label=$1; shift
-  ((failed == 0)) && return 0
+  ((failed > mark)) || return 0
   echo "---- $label ----"
   cat -- "$@" || true
   echo "----"
@@ -53,6 +54,7 @@ no_leftovers() {
 out1=$work/out1
 mkdir -p "$work/cwd dir" "$out1"
 cd "$work/cwd dir"
+group_start
 t0=$(now)
 set +e
 # shellcheck disable=SC2016 # expanded in the guest
@@ -98,6 +100,7 @@ echo "      (devices+rping round trip $(elapsed "$t0" "$t1") s)"
 
 # ---- 2: a failing command's status comes back ----------------------------------------------------
 cd "$work"
+group_start
 t0=$(now)
 set +e
 "$RUN" -- false </dev/null >"$work/2.out" 2>"$work/2.err"
@@ -111,9 +114,10 @@ check "no leftover processes or temp dirs" no_leftovers
 
 if ((all)); then
   # ---- 3: boot watchdog: the first boot hangs with an empty console, the retry succeeds ----------
+  group_start
   out3=$work/out3
   set +e
-  RDMAD_GUEST_INJECT_HANG=1 RDMAD_GUEST_BOOT_TIMEOUT=5 "$RUN" --out "$out3" -- sh -c 'exit 7' \
+  RDMAD_GUEST_INJECT_HANG=1 RDMAD_GUEST_BOOT_TIMEOUT=8 "$RUN" --out "$out3" -- sh -c 'exit 7' \
     <&- >"$work/3.out" 2>"$work/3.err"
   rc=$?
   set -e
@@ -123,6 +127,7 @@ if ((all)); then
   show_on_failure "run 3 stderr" "$work/3.err"
 
   # ---- 4: --timeout ends a hung command with 124 ------------------------------------------------
+  group_start
   t0=$(now)
   set +e
   "$RUN" --timeout 12 -- sleep 600 </dev/null >"$work/4.out" 2>"$work/4.err"
@@ -139,6 +144,7 @@ if ((all)); then
   check "no leftover processes or temp dirs" no_leftovers
 
   # ---- 5: two guests side by side ---------------------------------------------------------------
+  group_start
   t0=$(now)
   set +e
   "$RUN" -- sh -c 'ibv_devinfo -d rxe0 | grep -q PORT_ACTIVE && exit 11' </dev/null >"$work/5a.out" 2>"$work/5a.err" &
