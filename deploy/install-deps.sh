@@ -10,7 +10,7 @@ PKGS=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   # tests and the Soft-RoCE guest
-  qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2
+  qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils iproute2 util-linux procps
   ibverbs-utils rdmacm-utils perftest
 )
 

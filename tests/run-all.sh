@@ -22,6 +22,13 @@ step "host tests (bazel test //...)"
 bazel test --keep_going //... || rc=1
 mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
 
+step "the Soft-RoCE guest harness checks itself (tests/guest/selftest.sh)"
+selftest_problem=""
+tests/guest/selftest.sh >"$out/guest-selftest.log" 2>&1 || selftest_problem="tests/guest/selftest.sh failed (see $out/guest-selftest.log)"
+tail -n 3 "$out/guest-selftest.log"
+tests/lib/junit-case.sh "$out/guest-selftest.xml" GuestHarness SelfTest "$selftest_problem"
+[ -z "$selftest_problem" ] || { echo "$selftest_problem" >&2; rc=1; }
+
 step "conformance suite on rxe0 in the Soft-RoCE guest"
 guest_rc=0
 tests/guest/run-in-guest.sh --timeout 1200 --out "$out/guest" -- \
@@ -62,7 +69,7 @@ done
 for x in conformance.xml shutdown.xml; do
   if [ -f "$out/guest/$x" ]; then xmls+=("$out/guest/$x"); else echo "no $x from the guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
 done
-xmls+=("$out/demo.xml")
+xmls+=("$out/demo.xml" "$out/guest-selftest.xml")
 read -r total failed skipped < <(count "${xmls[@]}")
 failed=$((failed + missing))
 passed=$((total - failed + missing - skipped))
