@@ -25,7 +25,7 @@ mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
 step "the Soft-RoCE guest harness checks itself (tests/guest/selftest.sh)"
 selftest_problem=""
 tests/guest/selftest.sh >"$out/guest-selftest.log" 2>&1 || selftest_problem="tests/guest/selftest.sh failed (see $out/guest-selftest.log)"
-tail -n 3 "$out/guest-selftest.log"
+tail -n 3 "$out/guest-selftest.log" | sed "s/^/  selftest: /"
 tests/lib/junit-case.sh "$out/guest-selftest.xml" GuestHarness SelfTest "$selftest_problem"
 [ -z "$selftest_problem" ] || { echo "$selftest_problem" >&2; rc=1; }
 
