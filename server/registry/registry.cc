@@ -379,8 +379,7 @@ absl::StatusOr<v1::MemoryRegion> Registry::RegisterMr(const v1::RegisterMrReques
   // Without the lock: mapping and pinning can take long for large regions.
   absl::StatusOr<std::unique_ptr<Mapping>> mapping = MapSource(request.source(), *pd->device, "source");
   absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
-      mapping.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access)
-                   : absl::StatusOr<std::unique_ptr<fabric::Mr>>(mapping.status());
+      mapping.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : mapping.status();
 
   std::lock_guard<std::mutex> lock(mu_);
   pd->pending--;

@@ -79,9 +79,11 @@ class MrsService final : public v1::MemoryRegions::Service {
     return Serve("GetMr", ctx, [&] { return r_->GetMr(req->name()); }, resp);
   }
   Status ListMrs(ServerContext* ctx, const v1::ListMrsRequest* req, v1::ListMrsResponse* resp) override {
-    auto mrs = r_->ListMrs(*req);
-    if (mrs.ok()) Fill(std::move(*mrs), resp->mutable_mrs());
-    return ToGrpc(mrs.status());
+    return Serve("ListMrs", ctx, [&]() -> absl::Status {
+      auto mrs = r_->ListMrs(*req);
+      if (mrs.ok()) Fill(std::move(*mrs), resp->mutable_mrs());
+      return mrs.status();
+    }, resp);
   }
   Status ReregisterMr(ServerContext* ctx, const v1::ReregisterMrRequest* req,
                       v1::ReregisterMrResponse* resp) override {
@@ -130,9 +132,11 @@ class MwsService final : public v1::MemoryWindows::Service {
     return Serve("GetMw", ctx, [&] { return r_->GetMw(req->name()); }, resp);
   }
   Status ListMws(ServerContext* ctx, const v1::ListMwsRequest* req, v1::ListMwsResponse* resp) override {
-    auto mws = r_->ListMws(*req);
-    if (mws.ok()) Fill(std::move(*mws), resp->mutable_mws());
-    return ToGrpc(mws.status());
+    return Serve("ListMws", ctx, [&]() -> absl::Status {
+      auto mws = r_->ListMws(*req);
+      if (mws.ok()) Fill(std::move(*mws), resp->mutable_mws());
+      return mws.status();
+    }, resp);
   }
   Status BindMw(ServerContext* ctx, const v1::BindMwRequest* req, v1::MemoryWindow* resp) override {
     return Serve("BindMw", ctx, [&] { return r_->BindMw(*req); }, resp);

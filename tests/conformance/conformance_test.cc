@@ -251,8 +251,8 @@ class Conformance : public ::testing::Test {
     return qp->name();
   }
 
-  // Reads [remote_addr, +length) through `rkey` on a fresh link and checks the bytes against the file's
-  // pattern at file_offset. Returns the completion status.
+  // Reads [remote_addr, +length) through `rkey` on a fresh link (an access error kills both QPs) and
+  // returns the completion status; the bytes are in last_peer_->buffer() for ExpectPattern.
   ibv_wc_status ReadOnFreshLink(const std::string& pd, uint64_t remote_addr, uint32_t rkey, uint32_t length) {
     TestPeer* peer = nullptr;
     auto qp = Link(pd, &peer);
