@@ -63,6 +63,17 @@ absl::Status ErrnoError(absl::string_view call, int err, absl::string_view conte
   return ErrnoError(code, call, err, context, field);
 }
 
+absl::Status FromReturn(absl::string_view call, int ret, absl::string_view context) {
+  if (ret == 0) return absl::OkStatus();
+  // Some providers return -1 and set errno instead of returning the errno value.
+  return ErrnoError(call, ret < 0 ? errno : ret, context);
+}
+
+absl::Status FromRdmaCm(absl::string_view call, int ret, absl::string_view context) {
+  if (ret == 0) return absl::OkStatus();
+  return ErrnoError(call, errno, context);
+}
+
 absl::Status WithField(absl::Status status, absl::string_view field) {
   if (status.ok() || field.empty() || status.GetPayload(kFieldPayload)) return status;
   absl::Status out(status.code(), absl::StrCat(field, ": ", status.message()));

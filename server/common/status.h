@@ -14,7 +14,9 @@
 #define RDMAD_SERVER_COMMON_STATUS_H_
 
 
+#include <cerrno>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -51,6 +53,16 @@ absl::Status ErrnoError(absl::string_view call, int err, absl::string_view conte
 // The same with a chosen code (e.g. FAILED_PRECONDITION + EBUSY for a refusal rdmad makes itself).
 absl::Status ErrnoError(absl::StatusCode code, absl::string_view call, int err,
                         absl::string_view context, absl::string_view field);
+
+// rdma-core's three error conventions, converted here and nowhere else (`context` prefixes the message):
+//   creators (ibv_reg_mr, ibv_alloc_pd, rdma_create_event_channel, ...) return NULL and set errno:
+inline absl::Status FromErrno(absl::string_view call, absl::string_view context = {}) {
+  return ErrnoError(call, errno, context);
+}
+//   ibv_dereg_mr, ibv_dealloc_pd, ibv_post_send, ibv_modify_qp, ... return the errno value itself:
+absl::Status FromReturn(absl::string_view call, int ret, absl::string_view context = {});
+//   rdma_* (librdmacm) return 0 or -1 and set errno:
+absl::Status FromRdmaCm(absl::string_view call, int ret, absl::string_view context = {});
 
 // Attach a field name to a status that has none (keeps an existing one).
 absl::Status WithField(absl::Status status, absl::string_view field);

@@ -10,8 +10,11 @@
 // releases the underlying resource; explicit Release() exists where the caller must see a failure (an MR
 // that cannot be deregistered stays registered and owned).
 //
-// Thread-safety: objects are not internally synchronized; the registry serializes every call on an object
-// and its parents (see server/registry/registry.h). Device::info() is immutable after creation.
+// Thread-safety: objects are not internally synchronized; the registry never runs two calls on one object
+// at once (see server/registry/registry.h). Device::info() is immutable after creation. Posting on a QP
+// may happen on any thread; its completions arrive on the device's dispatcher thread only. A QP may be
+// destroyed on any thread that holds no registry lock (ibv_destroy_cq waits, briefly, for the dispatcher
+// to acknowledge an event it already took for that CQ).
 #ifndef RDMAD_SERVER_FABRIC_FABRIC_H_
 #define RDMAD_SERVER_FABRIC_FABRIC_H_
 
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -133,8 +137,16 @@ struct BindSpec {
   uint32_t access = 0;    // kRemoteRead | kRemoteWrite | kRemoteAtomic | kZeroBased
 };
 
-// An RC queue pair with its own completion queue. Binds and invalidations are posted signaled and
-// completed synchronously: a call returns only after the completion was polled (ibv_bind_mw(3) NOTES).
+// Completion callbacks of posted work. They run on the thread that calls Device::DrainCompletions (the
+// device's dispatcher), exactly once for every post that returned OK, never for one that failed.
+using BindDone = absl::AnyInvocable<void(absl::StatusOr<uint32_t> rkey) &&>;
+using WorkDone = absl::AnyInvocable<void(absl::Status status) &&>;
+
+// An RC queue pair with its own completion queue, attached to its device's completion channel. Binds and
+// invalidations are posted signaled; nothing waits for them: their completion is delivered through
+// Device::DrainCompletions (ibv_bind_mw(3) NOTES: the bind is done only when its completion says so).
+// A QP must not be destroyed while a post on it is outstanding (the registry guarantees it); destroying
+// one drops outstanding callbacks unrun.
 class Qp {
  public:
   virtual ~Qp() = default;
@@ -142,12 +154,13 @@ class Qp {
   virtual QpState state() const = 0;  // queried from the device
   // RESET/INIT -> RTR -> RTS against `remote`.
   virtual absl::Status Connect(const QpEndpoint& remote) = 0;
-  // Type 1: ibv_bind_mw. Type 2: IBV_WR_BIND_MW with ibv_inc_rkey. Returns the window's new rkey after a
-  // successful completion; on any failure the window keeps its previous rkey.
-  virtual absl::StatusOr<uint32_t> Bind(Mw& mw, const BindSpec& spec) = 0;
+  // Type 1: ibv_bind_mw. Type 2: IBV_WR_BIND_MW with ibv_inc_rkey. `done` receives the window's new rkey
+  // after a successful completion; on a failed completion the window keeps its previous rkey (and the QP
+  // is in the error state). A failed post returns the error and never calls `done`.
+  virtual absl::Status PostBind(Mw& mw, const BindSpec& spec, BindDone done) = 0;
   // Type 1: a bind with zero length, naming the MR the window is bound to (providers such as rxe read the
   // MR's lkey even for a zero-length bind). Type 2: IBV_WR_LOCAL_INV of the window's rkey.
-  virtual absl::Status Invalidate(Mw& mw, Mr& bound_to) = 0;
+  virtual absl::Status PostInvalidate(Mw& mw, Mr& bound_to, WorkDone done) = 0;
 };
 
 struct QpOptions {
@@ -168,6 +181,11 @@ class Device {
   virtual ~Device() = default;
   virtual const DeviceInfo& info() const = 0;
   virtual absl::StatusOr<std::unique_ptr<Pd>> AllocPd() = 0;
+  // The completion channel: readable when a CQ of this device has a completion event. Its one reader is
+  // the device's dispatcher, which then calls DrainCompletions: every CQ with an event is acknowledged,
+  // re-armed and polled empty, and the callbacks of the completed work requests run, on that thread.
+  virtual int completion_fd() const = 0;
+  virtual void DrainCompletions() = 0;
 };
 
 class Fabric {

@@ -2,150 +2,150 @@
 
 #include <utility>
 
-#include "server/common/log.h"
-#include "server/rpc/status.h"
+#include "server/rpc/reply.h"
 
 namespace rdmad {
 namespace {
 
-using grpc::ServerContext;
-using grpc::Status;
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+using rpc_internal::Fill;
+using rpc_internal::Replier;
+using rpc_internal::Reply;
 
-// Runs `fn` (returning absl::StatusOr<T> or absl::Status) and turns its result into the RPC's outcome.
-template <typename Fn, typename Response>
-Status Serve(const char* method, ServerContext* ctx, Fn&& fn, Response* response) {
-  auto result = fn();
-  absl::Status status;
-  if constexpr (std::is_same_v<decltype(result), absl::Status>) {
-    status = result;
-  } else {
-    status = result.status();
-    if (status.ok()) *response = std::move(result).value();
-  }
-  if (!status.ok()) {
-    RDMAD_LOG_INFO("%s from %s: %s", method, ctx->peer().c_str(), std::string(status.message()).c_str());
-  }
-  return ToGrpc(status);
-}
-
-template <typename T, typename Repeated>
-void Fill(std::vector<T> items, Repeated* out) {
-  for (auto& i : items) *out->Add() = std::move(i);
-}
-
-class DevicesService final : public v1::Devices::Service {
+class DevicesService final : public v1::Devices::CallbackService {
  public:
   explicit DevicesService(Registry* r) : r_(r) {}
-  Status ListDevices(ServerContext* ctx, const v1::ListDevicesRequest*, v1::ListDevicesResponse* resp) override {
+  ServerUnaryReactor* ListDevices(CallbackServerContext* ctx, const v1::ListDevicesRequest*,
+                                  v1::ListDevicesResponse* resp) override {
     Fill(r_->ListDevices(), resp->mutable_devices());
-    return Status::OK;
+    return Reply(ctx, "ListDevices", absl::OkStatus(), resp);
   }
-  Status GetDevice(ServerContext* ctx, const v1::GetDeviceRequest* req, v1::Device* resp) override {
-    return Serve("GetDevice", ctx, [&] { return r_->GetDevice(req->name()); }, resp);
+  ServerUnaryReactor* GetDevice(CallbackServerContext* ctx, const v1::GetDeviceRequest* req, v1::Device* resp) override {
+    return Reply(ctx, "GetDevice", r_->GetDevice(req->name()), resp);
   }
 
  private:
   Registry* const r_;
 };
 
-class PdsService final : public v1::ProtectionDomains::Service {
+class PdsService final : public v1::ProtectionDomains::CallbackService {
  public:
   explicit PdsService(Registry* r) : r_(r) {}
-  Status CreatePd(ServerContext* ctx, const v1::CreatePdRequest* req, v1::ProtectionDomain* resp) override {
-    return Serve("CreatePd", ctx, [&] { return r_->CreatePd(*req); }, resp);
+  ServerUnaryReactor* CreatePd(CallbackServerContext* ctx, const v1::CreatePdRequest* req,
+                               v1::ProtectionDomain* resp) override {
+    return Reply(ctx, "CreatePd", r_->CreatePd(*req), resp);
   }
-  Status GetPd(ServerContext* ctx, const v1::GetPdRequest* req, v1::ProtectionDomain* resp) override {
-    return Serve("GetPd", ctx, [&] { return r_->GetPd(req->name()); }, resp);
+  ServerUnaryReactor* GetPd(CallbackServerContext* ctx, const v1::GetPdRequest* req,
+                            v1::ProtectionDomain* resp) override {
+    return Reply(ctx, "GetPd", r_->GetPd(req->name()), resp);
   }
-  Status ListPds(ServerContext* ctx, const v1::ListPdsRequest*, v1::ListPdsResponse* resp) override {
+  ServerUnaryReactor* ListPds(CallbackServerContext* ctx, const v1::ListPdsRequest*,
+                              v1::ListPdsResponse* resp) override {
     Fill(r_->ListPds(), resp->mutable_pds());
-    return Status::OK;
+    return Reply(ctx, "ListPds", absl::OkStatus(), resp);
   }
-  Status DeletePd(ServerContext* ctx, const v1::DeletePdRequest* req, v1::DeletePdResponse* resp) override {
-    return Serve("DeletePd", ctx, [&] { return r_->DeletePd(*req); }, resp);
+  ServerUnaryReactor* DeletePd(CallbackServerContext* ctx, const v1::DeletePdRequest* req,
+                               v1::DeletePdResponse* resp) override {
+    return Reply(ctx, "DeletePd", r_->DeletePd(*req), resp);
   }
 
  private:
   Registry* const r_;
 };
 
-class MrsService final : public v1::MemoryRegions::Service {
+class MrsService final : public v1::MemoryRegions::CallbackService {
  public:
   explicit MrsService(Registry* r) : r_(r) {}
-  Status RegisterMr(ServerContext* ctx, const v1::RegisterMrRequest* req, v1::MemoryRegion* resp) override {
-    return Serve("RegisterMr", ctx, [&] { return r_->RegisterMr(*req); }, resp);
+  ServerUnaryReactor* RegisterMr(CallbackServerContext* ctx, const v1::RegisterMrRequest* req,
+                                 v1::MemoryRegion* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    r_->RegisterMrAsync(*req, Replier<v1::MemoryRegion>(ctx, "RegisterMr", reactor, resp));
+    return reactor;
   }
-  Status GetMr(ServerContext* ctx, const v1::GetMrRequest* req, v1::MemoryRegion* resp) override {
-    return Serve("GetMr", ctx, [&] { return r_->GetMr(req->name()); }, resp);
+  ServerUnaryReactor* GetMr(CallbackServerContext* ctx, const v1::GetMrRequest* req, v1::MemoryRegion* resp) override {
+    return Reply(ctx, "GetMr", r_->GetMr(req->name()), resp);
   }
-  Status ListMrs(ServerContext* ctx, const v1::ListMrsRequest* req, v1::ListMrsResponse* resp) override {
-    return Serve("ListMrs", ctx, [&]() -> absl::Status {
-      auto mrs = r_->ListMrs(*req);
-      if (mrs.ok()) Fill(std::move(*mrs), resp->mutable_mrs());
-      return mrs.status();
-    }, resp);
+  ServerUnaryReactor* ListMrs(CallbackServerContext* ctx, const v1::ListMrsRequest* req,
+                              v1::ListMrsResponse* resp) override {
+    auto mrs = r_->ListMrs(*req);
+    if (mrs.ok()) Fill(std::move(*mrs), resp->mutable_mrs());
+    return Reply(ctx, "ListMrs", mrs.status(), resp);
   }
-  Status ReregisterMr(ServerContext* ctx, const v1::ReregisterMrRequest* req,
-                      v1::ReregisterMrResponse* resp) override {
-    return Serve("ReregisterMr", ctx, [&] { return r_->ReregisterMr(*req); }, resp);
+  ServerUnaryReactor* ReregisterMr(CallbackServerContext* ctx, const v1::ReregisterMrRequest* req,
+                                   v1::ReregisterMrResponse* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    r_->ReregisterMrAsync(*req, Replier<v1::ReregisterMrResponse>(ctx, "ReregisterMr", reactor, resp));
+    return reactor;
   }
-  Status DeregisterMr(ServerContext* ctx, const v1::DeregisterMrRequest* req,
-                      v1::DeregisterMrResponse* resp) override {
-    return Serve("DeregisterMr", ctx, [&] { return r_->DeregisterMr(req->name()); }, resp);
+  ServerUnaryReactor* DeregisterMr(CallbackServerContext* ctx, const v1::DeregisterMrRequest* req,
+                                   v1::DeregisterMrResponse* resp) override {
+    return Reply(ctx, "DeregisterMr", r_->DeregisterMr(req->name()), resp);
   }
 
  private:
   Registry* const r_;
 };
 
-class QpsService final : public v1::QueuePairs::Service {
+class QpsService final : public v1::QueuePairs::CallbackService {
  public:
   explicit QpsService(Registry* r) : r_(r) {}
-  Status CreateQp(ServerContext* ctx, const v1::CreateQpRequest* req, v1::QueuePair* resp) override {
-    return Serve("CreateQp", ctx, [&] { return r_->CreateQp(*req); }, resp);
+  ServerUnaryReactor* CreateQp(CallbackServerContext* ctx, const v1::CreateQpRequest* req,
+                               v1::QueuePair* resp) override {
+    return Reply(ctx, "CreateQp", r_->CreateQp(*req), resp);
   }
-  Status GetQp(ServerContext* ctx, const v1::GetQpRequest* req, v1::QueuePair* resp) override {
-    return Serve("GetQp", ctx, [&] { return r_->GetQp(req->name()); }, resp);
+  ServerUnaryReactor* GetQp(CallbackServerContext* ctx, const v1::GetQpRequest* req, v1::QueuePair* resp) override {
+    return Reply(ctx, "GetQp", r_->GetQp(req->name()), resp);
   }
-  Status ListQps(ServerContext* ctx, const v1::ListQpsRequest*, v1::ListQpsResponse* resp) override {
+  ServerUnaryReactor* ListQps(CallbackServerContext* ctx, const v1::ListQpsRequest*,
+                              v1::ListQpsResponse* resp) override {
     Fill(r_->ListQps(), resp->mutable_qps());
-    return Status::OK;
+    return Reply(ctx, "ListQps", absl::OkStatus(), resp);
   }
-  Status ConnectQp(ServerContext* ctx, const v1::ConnectQpRequest* req, v1::QueuePair* resp) override {
-    return Serve("ConnectQp", ctx, [&] { return r_->ConnectQp(*req); }, resp);
+  ServerUnaryReactor* ConnectQp(CallbackServerContext* ctx, const v1::ConnectQpRequest* req,
+                                v1::QueuePair* resp) override {
+    return Reply(ctx, "ConnectQp", r_->ConnectQp(*req), resp);
   }
-  Status DeleteQp(ServerContext* ctx, const v1::DeleteQpRequest* req, v1::DeleteQpResponse* resp) override {
-    return Serve("DeleteQp", ctx, [&] { return r_->DeleteQp(req->name()); }, resp);
+  ServerUnaryReactor* DeleteQp(CallbackServerContext* ctx, const v1::DeleteQpRequest* req,
+                               v1::DeleteQpResponse* resp) override {
+    return Reply(ctx, "DeleteQp", r_->DeleteQp(req->name()), resp);
   }
 
  private:
   Registry* const r_;
 };
 
-class MwsService final : public v1::MemoryWindows::Service {
+class MwsService final : public v1::MemoryWindows::CallbackService {
  public:
   explicit MwsService(Registry* r) : r_(r) {}
-  Status AllocMw(ServerContext* ctx, const v1::AllocMwRequest* req, v1::MemoryWindow* resp) override {
-    return Serve("AllocMw", ctx, [&] { return r_->AllocMw(*req); }, resp);
+  ServerUnaryReactor* AllocMw(CallbackServerContext* ctx, const v1::AllocMwRequest* req,
+                              v1::MemoryWindow* resp) override {
+    return Reply(ctx, "AllocMw", r_->AllocMw(*req), resp);
   }
-  Status GetMw(ServerContext* ctx, const v1::GetMwRequest* req, v1::MemoryWindow* resp) override {
-    return Serve("GetMw", ctx, [&] { return r_->GetMw(req->name()); }, resp);
+  ServerUnaryReactor* GetMw(CallbackServerContext* ctx, const v1::GetMwRequest* req, v1::MemoryWindow* resp) override {
+    return Reply(ctx, "GetMw", r_->GetMw(req->name()), resp);
   }
-  Status ListMws(ServerContext* ctx, const v1::ListMwsRequest* req, v1::ListMwsResponse* resp) override {
-    return Serve("ListMws", ctx, [&]() -> absl::Status {
-      auto mws = r_->ListMws(*req);
-      if (mws.ok()) Fill(std::move(*mws), resp->mutable_mws());
-      return mws.status();
-    }, resp);
+  ServerUnaryReactor* ListMws(CallbackServerContext* ctx, const v1::ListMwsRequest* req,
+                              v1::ListMwsResponse* resp) override {
+    auto mws = r_->ListMws(*req);
+    if (mws.ok()) Fill(std::move(*mws), resp->mutable_mws());
+    return Reply(ctx, "ListMws", mws.status(), resp);
   }
-  Status BindMw(ServerContext* ctx, const v1::BindMwRequest* req, v1::MemoryWindow* resp) override {
-    return Serve("BindMw", ctx, [&] { return r_->BindMw(*req); }, resp);
+  ServerUnaryReactor* BindMw(CallbackServerContext* ctx, const v1::BindMwRequest* req,
+                             v1::MemoryWindow* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    r_->BindMwAsync(*req, Replier<v1::MemoryWindow>(ctx, "BindMw", reactor, resp));
+    return reactor;
   }
-  Status InvalidateMw(ServerContext* ctx, const v1::InvalidateMwRequest* req, v1::MemoryWindow* resp) override {
-    return Serve("InvalidateMw", ctx, [&] { return r_->InvalidateMw(req->name()); }, resp);
+  ServerUnaryReactor* InvalidateMw(CallbackServerContext* ctx, const v1::InvalidateMwRequest* req,
+                                   v1::MemoryWindow* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    r_->InvalidateMwAsync(req->name(), Replier<v1::MemoryWindow>(ctx, "InvalidateMw", reactor, resp));
+    return reactor;
   }
-  Status DeallocMw(ServerContext* ctx, const v1::DeallocMwRequest* req, v1::DeallocMwResponse* resp) override {
-    return Serve("DeallocMw", ctx, [&] { return r_->DeallocMw(req->name()); }, resp);
+  ServerUnaryReactor* DeallocMw(CallbackServerContext* ctx, const v1::DeallocMwRequest* req,
+                                v1::DeallocMwResponse* resp) override {
+    return Reply(ctx, "DeallocMw", r_->DeallocMw(req->name()), resp);
   }
 
  private:

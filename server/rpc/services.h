@@ -1,9 +1,10 @@
-// The gRPC services of rdmad.v1: thin adapters from RPCs to the Registry.
+// The gRPC services of rdmad.v1: thin adapters from RPCs to the Registry, on gRPC's callback API.
 //
-// Threads: gRPC's synchronous server runs each RPC on a thread of its pool. Handlers block on verbs calls
-// (pinning memory, polling a bind's completion), which the callback API's reactors must not do, hence the
-// synchronous API. All state lives in the Registry, which is safe for concurrent calls; services hold only
-// a pointer to it, and the Registry must outlive the grpc::Server they are registered with.
+// Threads: handlers run on gRPC's callback threads and never block there. Quick RPCs (lookups, creations,
+// deletions: a short registry lock and non-waiting verbs calls) finish inline. RegisterMr, ReregisterMr,
+// BindMw and InvalidateMw hand their work to the registry, which finishes the RPC's reactor from a worker
+// (pinning) or from the device's dispatcher (the bind's completion). Services hold only a pointer to the
+// Registry, which must outlive the grpc::Server they are registered with.
 #ifndef RDMAD_SERVER_RPC_SERVICES_H_
 #define RDMAD_SERVER_RPC_SERVICES_H_
 

@@ -1,6 +1,8 @@
 #include "server/verbs/device.h"
 
 #include <endian.h>
+#include <fcntl.h>
+#include <rdma/rdma_cma.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "server/common/status.h"
 #include "server/verbs/gid.h"
 #include "server/verbs/pd.h"
+#include "server/verbs/qp.h"
 
 namespace rdmad::verbs {
 namespace {
@@ -79,31 +82,70 @@ const char* GidTypeName(uint32_t type) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Device>> Device::Open(ibv_device* device) {
-  ibv_context* ctx = ibv_open_device(device);
-  if (ctx == nullptr) {
-    return ErrnoError("ibv_open_device", errno, ibv_get_device_name(device));
-  }
-  std::unique_ptr<Device> d(new Device(ctx));
-  RDMAD_RETURN_IF_ERROR(d->Query(device));
+absl::StatusOr<std::unique_ptr<Device>> Device::Open(ibv_context* context, bool owned) {
+  std::unique_ptr<Device> d(new Device(context, owned));
+  RDMAD_RETURN_IF_ERROR(d->Query());
+  d->channel_ = ibv_create_comp_channel(context);
+  if (d->channel_ == nullptr) return FromErrno("ibv_create_comp_channel", d->info_.name);
+  // Non-blocking: the dispatcher drains it until EAGAIN and goes back to epoll.
+  int flags = fcntl(d->channel_->fd, F_GETFL);
+  if (fcntl(d->channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) return FromErrno("fcntl(O_NONBLOCK)", d->info_.name);
   d->ProbeRereg();
   return d;
 }
 
 Device::~Device() {
-  if (int ret = ibv_close_device(context_); ret != 0) {
-    RDMAD_LOG_ERROR("ibv_close_device(%s) failed: errno %d", info_.name.c_str(), ret);
+  if (channel_ != nullptr) {
+    if (int ret = ibv_destroy_comp_channel(channel_); ret != 0) {
+      RDMAD_LOG_ERROR("ibv_destroy_comp_channel(%s) failed: errno %d", info_.name.c_str(), ret);
+    }
+  }
+  if (owned_) {
+    if (int ret = ibv_close_device(context_); ret != 0) {
+      RDMAD_LOG_ERROR("ibv_close_device(%s) failed: errno %d", info_.name.c_str(), ret);
+    }
   }
 }
 
-absl::Status Device::Query(ibv_device* device) {
-  info_.name = ibv_get_device_name(device);
+uint64_t Device::HookCq(Qp* qp) {
+  absl::MutexLock lock(&cq_mu_);
+  const uint64_t id = next_cq_id_++;
+  cqs_.emplace(id, qp);
+  qp->cq()->cq_context = reinterpret_cast<void*>(static_cast<uintptr_t>(id));
+  return id;
+}
+
+void Device::UnhookCq(uint64_t id) {
+  absl::MutexLock lock(&cq_mu_);
+  cqs_.erase(id);
+}
+
+void Device::DrainCompletions() {
+  for (;;) {
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    if (ibv_get_cq_event(channel_, &cq, &context) != 0) return;  // EAGAIN: drained
+    std::vector<absl::AnyInvocable<void() &&>> ready;
+    {
+      absl::MutexLock lock(&cq_mu_);
+      auto it = cqs_.find(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(context)));
+      if (it != cqs_.end()) ready = it->second->PollCompletions();
+      // Acknowledged at once (a QP being destroyed waits in ibv_destroy_cq for exactly this).
+      ibv_ack_cq_events(cq, 1);
+    }
+    for (auto& r : ready) std::move(r)();
+  }
+}
+
+absl::Status Device::Query() {
+  info_.name = ibv_get_device_name(context_->device);
+  ibv_device* device = context_->device;
   info_.transport = TransportName(device->transport_type);
   info_.node_type = ibv_node_type_str(device->node_type);
 
   ibv_device_attr attr{};
   if (int ret = ibv_query_device(context_, &attr); ret != 0) {
-    return ErrnoError("ibv_query_device", ret, info_.name);
+    return FromReturn("ibv_query_device", ret, info_.name);
   }
   uint64_t guid = be64toh(attr.node_guid);
   char guid_text[24];
@@ -125,7 +167,7 @@ absl::Status Device::Query(ibv_device* device) {
   for (uint32_t p = 1; p <= attr.phys_port_cnt; ++p) {
     ibv_port_attr pa{};
     if (int ret = ibv_query_port(context_, static_cast<uint8_t>(p), &pa); ret != 0) {
-      return ErrnoError("ibv_query_port", ret, absl::StrCat(info_.name, " port ", p));
+      return FromReturn("ibv_query_port", ret, absl::StrCat(info_.name, " port ", p));
     }
     fabric::PortInfo port;
     port.number = p;
@@ -197,29 +239,45 @@ ibv_mtu Device::active_mtu_enum(uint32_t port) const {
 
 absl::StatusOr<std::unique_ptr<fabric::Pd>> Device::AllocPd() {
   ibv_pd* pd = ibv_alloc_pd(context_);
-  if (pd == nullptr) return ErrnoError("ibv_alloc_pd", errno, info_.name);
+  if (pd == nullptr) return FromErrno("ibv_alloc_pd", info_.name);
   return std::unique_ptr<fabric::Pd>(new Pd(this, pd));
+}
+
+void VerbsFabric::Add(ibv_context* context, bool owned) {
+  auto d = Device::Open(context, owned);
+  if (!d.ok()) {
+    RDMAD_LOG_ERROR("skipping device %s: %s", ibv_get_device_name(context->device),
+                    std::string(d.status().message()).c_str());
+    return;  // an owned context was closed with the half-opened Device
+  }
+  devices_.push_back(std::move(d).value());
 }
 
 absl::StatusOr<std::unique_ptr<VerbsFabric>> VerbsFabric::Open() {
   auto fabric = std::make_unique<VerbsFabric>();
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) {
-    // No uverbs support in the kernel at all (ENOSYS) is the same as no devices for rdmad.
-    RDMAD_LOG_WARN("ibv_get_device_list: errno %d (%s): no RDMA devices", errno, ErrnoName(errno).c_str());
-    return fabric;
-  }
-  for (int i = 0; i < n; ++i) {
-    auto d = Device::Open(list[i]);
-    if (!d.ok()) {
-      RDMAD_LOG_ERROR("skipping device %s: %s", ibv_get_device_name(list[i]),
-                      std::string(d.status().message()).c_str());
-      continue;
+  if (ibv_context** contexts = rdma_get_devices(&n); contexts != nullptr) {
+    for (int i = 0; i < n; ++i) fabric->Add(contexts[i], /*owned=*/false);
+    rdma_free_devices(contexts);
+  } else {
+    RDMAD_LOG_WARN("rdma_get_devices: errno %d (%s): rdma_cm is unavailable; opening verbs devices directly",
+                   errno, ErrnoName(errno).c_str());
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list == nullptr) {
+      // No uverbs support in the kernel at all (ENOSYS) is the same as no devices for rdmad.
+      RDMAD_LOG_WARN("ibv_get_device_list: errno %d (%s): no RDMA devices", errno, ErrnoName(errno).c_str());
+      return fabric;
     }
-    fabric->devices_.push_back(std::move(d).value());
+    for (int i = 0; i < n; ++i) {
+      if (ibv_context* ctx = ibv_open_device(list[i]); ctx != nullptr) {
+        fabric->Add(ctx, /*owned=*/true);
+      } else {
+        RDMAD_LOG_ERROR("skipping device %s: %s", ibv_get_device_name(list[i]),
+                        std::string(FromErrno("ibv_open_device").message()).c_str());
+      }
+    }
+    ibv_free_device_list(list);
   }
-  ibv_free_device_list(list);
   std::sort(fabric->devices_.begin(), fabric->devices_.end(),
             [](const auto& a, const auto& b) { return a->info().name < b->info().name; });
   for (auto& d : fabric->devices_) fabric->views_.push_back(d.get());

@@ -1,18 +1,26 @@
-// verbs::Device: one opened ibv_context and what rdmad knows about it; VerbsFabric owns all of them.
+// verbs::Device: one ibv_context, its completion channel, and what rdmad knows about it; VerbsFabric owns
+// all of them.
 //
-// Ownership: VerbsFabric owns its Devices; a Device owns its ibv_context (ibv_close_device in the
-// destructor) and must outlive every Pd allocated on it (the registry releases PDs first).
-// Thread-safety: info() is immutable after Open(); AllocPd may be called from any thread (libibverbs
-// serializes on the context).
+// Ownership: VerbsFabric owns its Devices. The context comes from librdmacm (rdma_get_devices), so that
+// rdma_cm ids resolved to this device use the very context rdmad's PDs live on (rdma_create_qp requires
+// it); librdmacm keeps it open. Where rdma_cm is unavailable the context is opened with ibv_open_device and
+// closed by the destructor. A Device owns its ibv_comp_channel and must outlive every Pd allocated on it.
+// Threads: info() is immutable after Open(); AllocPd from any thread (libibverbs serializes on the
+// context). The completion channel's one reader is the device's dispatcher (DrainCompletions); QPs hook
+// and unhook their CQs from any thread, behind cq_mu_.
 #ifndef RDMAD_SERVER_VERBS_DEVICE_H_
 #define RDMAD_SERVER_VERBS_DEVICE_H_
 
 #include <infiniband/verbs.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/fabric/fabric.h"
 
 namespace rdmad::verbs {
@@ -21,36 +29,51 @@ class Device final : public fabric::Device {
  public:
   // Opens the device, queries ports, GID table and caps, and probes native ibv_rereg_mr once on a
   // throwaway MR in a throwaway PD.
-  static absl::StatusOr<std::unique_ptr<Device>> Open(ibv_device* device);
+  // `owned`: the context was opened by rdmad (ibv_open_device) and is closed by the destructor.
+  static absl::StatusOr<std::unique_ptr<Device>> Open(ibv_context* context, bool owned);
   ~Device() override;
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
   const fabric::DeviceInfo& info() const override { return info_; }
   absl::StatusOr<std::unique_ptr<fabric::Pd>> AllocPd() override;
+  int completion_fd() const override { return channel_->fd; }
+  void DrainCompletions() override;
+
+  ibv_comp_channel* comp_channel() const { return channel_; }
+  // A QP's CQ is known to the dispatcher between these two calls; UnhookCq returns once the dispatcher
+  // can no longer reach the QP.
+  uint64_t HookCq(class Qp* qp);
+  void UnhookCq(uint64_t id);
 
   ibv_context* context() const { return context_; }
   const fabric::PortInfo* port(uint32_t number) const;
   ibv_mtu active_mtu_enum(uint32_t port) const;
 
  private:
-  explicit Device(ibv_context* context) : context_(context) {}
-  absl::Status Query(ibv_device* device);
+  Device(ibv_context* context, bool owned) : context_(context), owned_(owned) {}
+  absl::Status Query();
   void ProbeRereg();
 
   ibv_context* const context_;
+  const bool owned_;
+  ibv_comp_channel* channel_ = nullptr;
+  absl::Mutex cq_mu_;
+  uint64_t next_cq_id_ ABSL_GUARDED_BY(cq_mu_) = 1;
+  std::map<uint64_t, class Qp*> cqs_ ABSL_GUARDED_BY(cq_mu_);
   fabric::DeviceInfo info_;
   std::vector<ibv_mtu> active_mtu_;  // indexed by port number - 1
 };
 
 class VerbsFabric final : public fabric::Fabric {
  public:
-  // Opens every verbs device. Zero devices is not an error (the list is then empty); a device that fails
-  // to open is logged and skipped.
+  // Opens every verbs device (through librdmacm where it is available). Zero devices is not an error (the
+  // list is then empty); a device that fails to open is logged and skipped.
   static absl::StatusOr<std::unique_ptr<VerbsFabric>> Open();
   const std::vector<fabric::Device*>& devices() const override { return views_; }
 
  private:
+  void Add(ibv_context* context, bool owned);
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<fabric::Device*> views_;
 };

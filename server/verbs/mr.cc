@@ -17,7 +17,7 @@ Mr::~Mr() {
 
 absl::Status Mr::Release() {
   if (mr_ == nullptr) return absl::OkStatus();
-  if (int ret = ibv_dereg_mr(mr_); ret != 0) return ErrnoError("ibv_dereg_mr", ret);
+  if (int ret = ibv_dereg_mr(mr_); ret != 0) return FromReturn("ibv_dereg_mr", ret);
   mr_ = nullptr;
   return absl::OkStatus();
 }

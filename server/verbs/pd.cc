@@ -19,13 +19,13 @@ Pd::~Pd() {
 
 absl::StatusOr<std::unique_ptr<fabric::Mr>> Pd::RegMr(void* addr, size_t length, uint32_t access) {
   ibv_mr* mr = ibv_reg_mr(pd_, addr, length, static_cast<int>(access));
-  if (mr == nullptr) return ErrnoError("ibv_reg_mr", errno);
+  if (mr == nullptr) return FromErrno("ibv_reg_mr");
   return std::unique_ptr<fabric::Mr>(new Mr(mr, access));
 }
 
 absl::StatusOr<std::unique_ptr<fabric::Mw>> Pd::AllocMw(fabric::MwType type) {
   ibv_mw* mw = ibv_alloc_mw(pd_, type == fabric::MwType::kType1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
-  if (mw == nullptr) return ErrnoError("ibv_alloc_mw", errno);
+  if (mw == nullptr) return FromErrno("ibv_alloc_mw");
   return std::unique_ptr<fabric::Mw>(new Mw(mw));
 }
 

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
@@ -21,8 +19,6 @@ namespace {
 
 constexpr int kCqDepth = 16;
 constexpr int kSendDepth = 8;
-// A bind completes in microseconds on hardware and in milliseconds on Soft-RoCE under emulation.
-constexpr auto kCompletionDeadline = std::chrono::seconds(10);
 constexpr uint8_t kMinRnrTimer = 12;
 constexpr uint8_t kTimeout = 14;  // 4.096 us * 2^14 = 67 ms
 constexpr uint8_t kRetries = 7;
@@ -53,8 +49,10 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
     return InvalidArgument("port", absl::StrCat("device ", device->info().name, " has no port ", options.port));
   }
   std::unique_ptr<Qp> qp(new Qp(device, options));
-  qp->cq_ = ibv_create_cq(device->context(), kCqDepth, nullptr, nullptr, 0);
-  if (qp->cq_ == nullptr) return ErrnoError("ibv_create_cq", errno);
+  qp->cq_ = ibv_create_cq(device->context(), kCqDepth, nullptr, device->comp_channel(), 0);
+  if (qp->cq_ == nullptr) return FromErrno("ibv_create_cq");
+  if (int ret = ibv_req_notify_cq(qp->cq_, 0); ret != 0) return FromReturn("ibv_req_notify_cq", ret);
+  qp->cq_id_ = device->HookCq(qp.get());
 
   ibv_qp_init_attr init{};
   init.send_cq = qp->cq_;
@@ -66,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   qp->qp_ = ibv_create_qp(pd, &init);
-  if (qp->qp_ == nullptr) return ErrnoError("ibv_create_qp", errno);  // ~Qp destroys the CQ
+  if (qp->qp_ == nullptr) return FromErrno("ibv_create_qp");  // ~Qp unhooks and destroys the CQ
 
   qp->local_.qpn = qp->qp_->qp_num;
   qp->local_.psn = RandomPsn();
@@ -83,6 +81,8 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
 }
 
 Qp::~Qp() {
+  // The dispatcher stops seeing this CQ first; outstanding callbacks are dropped unrun.
+  if (cq_id_ != 0) device_->UnhookCq(cq_id_);
   // Reverse order of creation: the QP, then its CQ (rping's teardown order).
   if (qp_ != nullptr) {
     if (int ret = ibv_destroy_qp(qp_); ret != 0) {
@@ -111,7 +111,7 @@ absl::Status Qp::ToInit() {
   attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
   if (int ret = ibv_modify_qp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
       ret != 0) {
-    return ErrnoError("ibv_modify_qp", ret, "RESET->INIT");
+    return FromReturn("ibv_modify_qp", ret, "RESET->INIT");
   }
   return absl::OkStatus();
 }
@@ -122,7 +122,7 @@ absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
     ibv_qp_attr reset{};
     reset.qp_state = IBV_QPS_RESET;
     if (int ret = ibv_modify_qp(qp_, &reset, IBV_QP_STATE); ret != 0) {
-      return ErrnoError("ibv_modify_qp", ret, "->RESET");
+      return FromReturn("ibv_modify_qp", ret, "->RESET");
     }
     local_.psn = RandomPsn();
     RDMAD_RETURN_IF_ERROR(ToInit());
@@ -154,7 +154,7 @@ absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
       ret != 0) {
-    return ErrnoError("ibv_modify_qp", ret, "INIT->RTR");
+    return FromReturn("ibv_modify_qp", ret, "INIT->RTR");
   }
 
   ibv_qp_attr rts{};
@@ -168,41 +168,61 @@ absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
                               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                   IBV_QP_MAX_QP_RD_ATOMIC);
       ret != 0) {
-    return ErrnoError("ibv_modify_qp", ret, "RTR->RTS");
+    return FromReturn("ibv_modify_qp", ret, "RTR->RTS");
   }
   return absl::OkStatus();
 }
 
-absl::Status Qp::AwaitCompletion(uint64_t wr_id, const char* what) {
-  const auto deadline = std::chrono::steady_clock::now() + kCompletionDeadline;
-  int idle = 0;
-  for (;;) {
-    ibv_wc wc{};
-    int n = ibv_poll_cq(cq_, 1, &wc);
-    if (n < 0) return ErrnoError("ibv_poll_cq", errno ? errno : EIO, what);
-    if (n == 1) {
-      if (wc.wr_id != wr_id) continue;  // a stale (flushed) completion of an earlier request
-      if (wc.status != IBV_WC_SUCCESS) {
-        return absl::AbortedError(absl::StrCat(what, ": completion failed: ", ibv_wc_status_str(wc.status),
-                                               " (status ", static_cast<int>(wc.status), ", vendor error ",
-                                               wc.vendor_err, "); the QP is now in the error state"));
-      }
-      return absl::OkStatus();
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(what, ": no completion within ",
-                                                      kCompletionDeadline.count(), " s"));
-    }
-    // Spin briefly, then back off: binds are rare control-path operations, not a hot path.
-    if (++idle > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+absl::Status Qp::Post(ibv_send_wr& wr, const char* what, Finish finish) {
+  ibv_send_wr* bad = nullptr;
+  absl::MutexLock lock(&mu_);
+  wr.wr_id = next_wr_id_++;
+  wr.send_flags |= IBV_SEND_SIGNALED;
+  // Registered before posting: the completion may be polled before ibv_post_send returns.
+  pending_.emplace(wr.wr_id, Pending{what, std::move(finish)});
+  if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) {
+    pending_.erase(wr.wr_id);
+    return FromReturn(what, ret);
   }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> Qp::Bind(fabric::Mw& fmw, const fabric::BindSpec& spec) {
+std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions() {
+  std::vector<absl::AnyInvocable<void() &&>> ready;
+  // Re-arm before polling, so a completion that arrives after the last poll raises a new event.
+  if (int ret = ibv_req_notify_cq(cq_, 0); ret != 0) {
+    RDMAD_LOG_ERROR("qp %u: ibv_req_notify_cq: errno %d (%s)", local_.qpn, ret, ErrnoName(ret).c_str());
+  }
+  ibv_wc wcs[kCqDepth];
+  for (;;) {
+    int n = ibv_poll_cq(cq_, kCqDepth, wcs);
+    if (n < 0) {
+      RDMAD_LOG_ERROR("qp %u: ibv_poll_cq failed", local_.qpn);
+      break;
+    }
+    if (n == 0) break;
+    absl::MutexLock lock(&mu_);
+    for (int i = 0; i < n; ++i) {
+      auto it = pending_.find(wcs[i].wr_id);
+      if (it == pending_.end()) continue;  // not ours to report (already failed at post)
+      absl::Status status;
+      if (wcs[i].status != IBV_WC_SUCCESS) {
+        status = absl::AbortedError(absl::StrCat(it->second.what, ": completion failed: ",
+                                                 ibv_wc_status_str(wcs[i].status), " (status ",
+                                                 static_cast<int>(wcs[i].status), ", vendor error ",
+                                                 wcs[i].vendor_err, "); the QP is now in the error state"));
+      }
+      ready.push_back([finish = std::move(it->second.finish), status]() mutable { std::move(finish)(status); });
+      pending_.erase(it);
+    }
+  }
+  return ready;
+}
+
+absl::Status Qp::PostBind(fabric::Mw& fmw, const fabric::BindSpec& spec, fabric::BindDone done) {
   ibv_mw* mw = static_cast<Mw&>(fmw).raw();
   ibv_mr* mr = spec.mr ? static_cast<Mr*>(spec.mr)->raw() : nullptr;
   const uint32_t old_rkey = mw->rkey;
-  const uint64_t wr_id = next_wr_id_++;
   ibv_mw_bind_info info{};
   info.mr = mr;
   info.addr = spec.addr;
@@ -210,54 +230,58 @@ absl::StatusOr<uint32_t> Qp::Bind(fabric::Mw& fmw, const fabric::BindSpec& spec)
   info.mw_access_flags = spec.access;
 
   if (mw->type == IBV_MW_TYPE_1) {
-    ibv_mw_bind bind{};
-    bind.wr_id = wr_id;
-    bind.send_flags = IBV_SEND_SIGNALED;
-    bind.bind_info = info;
-    if (int ret = ibv_bind_mw(qp_, mw, &bind); ret != 0) {
-      mw->rkey = old_rkey;
-      return ErrnoError("ibv_bind_mw", ret);
+    // ibv_bind_mw posts by itself; the pending entry is registered first, under the same lock as in Post,
+    // so its completion cannot be polled before it is known.
+    {
+      absl::MutexLock lock(&mu_);
+      const uint64_t wr_id = next_wr_id_++;
+      ibv_mw_bind bind{};
+      bind.wr_id = wr_id;
+      bind.send_flags = IBV_SEND_SIGNALED;
+      bind.bind_info = info;
+      auto finish = [mw, old_rkey, done = std::move(done)](absl::Status s) mutable {
+        if (s.ok()) return std::move(done)(mw->rkey);
+        mw->rkey = old_rkey;  // ibv_bind_mw(3) NOTES: fix the mw if the bind's CQE indicates a failure
+        std::move(done)(s);
+      };
+      pending_.emplace(wr_id, Pending{"ibv_bind_mw", std::move(finish)});
+      if (int ret = ibv_bind_mw(qp_, mw, &bind); ret != 0) {
+        pending_.erase(wr_id);
+        mw->rkey = old_rkey;
+        return FromReturn("ibv_bind_mw", ret);
+      }
     }
-    if (absl::Status s = AwaitCompletion(wr_id, "ibv_bind_mw"); !s.ok()) {
-      mw->rkey = old_rkey;  // ibv_bind_mw(3) NOTES: fix the mw if the bind's CQE indicates a failure
-      return s;
-    }
-    return mw->rkey;
+    return absl::OkStatus();
   }
 
   const uint32_t new_rkey = ibv_inc_rkey(old_rkey);
   ibv_send_wr wr{};
-  ibv_send_wr* bad = nullptr;
-  wr.wr_id = wr_id;
   wr.opcode = IBV_WR_BIND_MW;
-  wr.send_flags = IBV_SEND_SIGNALED;
   wr.bind_mw.mw = mw;
   wr.bind_mw.rkey = new_rkey;
   wr.bind_mw.bind_info = info;
-  if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) return ErrnoError("ibv_post_send(BIND_MW)", ret);
-  RDMAD_RETURN_IF_ERROR(AwaitCompletion(wr_id, "ibv_post_send(BIND_MW)"));
-  mw->rkey = new_rkey;
-  return new_rkey;
+  return Post(wr, "ibv_post_send(BIND_MW)", [mw, new_rkey, done = std::move(done)](absl::Status s) mutable {
+    if (!s.ok()) return std::move(done)(s);
+    mw->rkey = new_rkey;  // published only after the completion succeeded
+    std::move(done)(new_rkey);
+  });
 }
 
-absl::Status Qp::Invalidate(fabric::Mw& fmw, fabric::Mr& bound_to) {
+absl::Status Qp::PostInvalidate(fabric::Mw& fmw, fabric::Mr& bound_to, fabric::WorkDone done) {
   ibv_mw* mw = static_cast<Mw&>(fmw).raw();
   if (mw->type == IBV_MW_TYPE_1) {
     // Zero length unbinds the window. The MR is named anyway: rxe's provider reads its lkey.
     fabric::BindSpec unbind;
     unbind.mr = &bound_to;
     unbind.addr = bound_to.addr();
-    return Bind(fmw, unbind).status();
+    return PostBind(fmw, unbind, [done = std::move(done)](absl::StatusOr<uint32_t> r) mutable {
+      std::move(done)(r.status());
+    });
   }
-  const uint64_t wr_id = next_wr_id_++;
   ibv_send_wr wr{};
-  ibv_send_wr* bad = nullptr;
-  wr.wr_id = wr_id;
   wr.opcode = IBV_WR_LOCAL_INV;
-  wr.send_flags = IBV_SEND_SIGNALED;
   wr.invalidate_rkey = mw->rkey;
-  if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) return ErrnoError("ibv_post_send(LOCAL_INV)", ret);
-  return AwaitCompletion(wr_id, "ibv_post_send(LOCAL_INV)");
+  return Post(wr, "ibv_post_send(LOCAL_INV)", std::move(done));
 }
 
 }  // namespace rdmad::verbs

@@ -1,14 +1,21 @@
-// verbs::Qp: one RC ibv_qp with its own ibv_cq (send and receive). Owns both: the destructor destroys the
-// QP, then the CQ. Binds and invalidations are posted signaled and their completion is polled before the
-// call returns (bounded by a deadline), so at most one work request is outstanding at a time.
-// Thread-safety: none of its own; the registry serializes calls on a QP.
+// verbs::Qp: one RC ibv_qp with its own ibv_cq (send and receive) on its device's completion channel.
+// Owns both: the destructor unhooks the CQ from the device's dispatcher, then destroys the QP, then the
+// CQ. Binds and invalidations are posted signaled; their completions are polled by the device's
+// dispatcher (Device::DrainCompletions -> Qp::PollCompletions), which runs the posted callbacks.
+// Threads: Post* and Connect on any thread (never two at once on one QP: the registry's reservations);
+// PollCompletions on the dispatcher only. `pending_` is shared by both, behind `mu_`.
 #ifndef RDMAD_SERVER_VERBS_QP_H_
 #define RDMAD_SERVER_VERBS_QP_H_
 
 #include <infiniband/verbs.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/fabric/fabric.h"
 
 namespace rdmad::verbs {
@@ -26,21 +33,34 @@ class Qp final : public fabric::Qp {
   fabric::QpEndpoint local() const override { return local_; }
   fabric::QpState state() const override;
   absl::Status Connect(const fabric::QpEndpoint& remote) override;
-  absl::StatusOr<uint32_t> Bind(fabric::Mw& mw, const fabric::BindSpec& spec) override;
-  absl::Status Invalidate(fabric::Mw& mw, fabric::Mr& bound_to) override;
+  absl::Status PostBind(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) override;
+  absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& bound_to, fabric::WorkDone done) override;
+
+  // Dispatcher thread: re-arms and polls the CQ empty; returns the callbacks to run (outside any lock).
+  std::vector<absl::AnyInvocable<void() &&>> PollCompletions();
+  ibv_cq* cq() const { return cq_; }
 
  private:
   Qp(Device* device, const fabric::QpOptions& options) : device_(device), options_(options) {}
   absl::Status ToInit();
-  // Polls the CQ until the completion of wr_id arrives (older ones are discarded) or the deadline passes.
-  absl::Status AwaitCompletion(uint64_t wr_id, const char* what);
+  // What a completion does: the status of the work completion (OK, or why it failed).
+  using Finish = absl::AnyInvocable<void(absl::Status) &&>;
+  absl::Status Post(ibv_send_wr& wr, const char* what, Finish finish);
 
   Device* const device_;
   const fabric::QpOptions options_;
   ibv_cq* cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
+  uint64_t cq_id_ = 0;  // the CQ's key in the device's dispatcher table (0: not hooked)
   fabric::QpEndpoint local_;
-  uint64_t next_wr_id_ = 1;
+
+  absl::Mutex mu_;
+  uint64_t next_wr_id_ ABSL_GUARDED_BY(mu_) = 1;
+  struct Pending {
+    const char* what;
+    Finish finish;
+  };
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rdmad::verbs

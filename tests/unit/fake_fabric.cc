@@ -1,5 +1,8 @@
 #include "tests/unit/fake_fabric.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -182,6 +185,31 @@ void FakeLedger::SetRegMrHook(std::function<void()> hook) {
   reg_mr_hook_ = std::move(hook);
 }
 
+void FakeLedger::HoldCompletions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_ = true;
+}
+void FakeLedger::ReleaseCompletions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_ = false;
+  for (const auto& c : completions_) Signal(c.device);
+}
+int FakeLedger::QueuedCompletions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(completions_.size());
+}
+void FakeLedger::Complete(const std::string& device, absl::AnyInvocable<void() &&> run) {
+  completions_.push_back({device, std::move(run)});
+  if (!held_) Signal(device);
+}
+void FakeLedger::Signal(const std::string& device) {
+  auto it = completion_fds_.find(device);
+  if (it == completion_fds_.end()) return;
+  uint64_t one = 1;
+  ssize_t n = write(it->second, &one, sizeof one);
+  (void)n;
+}
+
 void FakeLedger::Event(const std::string& verb, const std::string& what) {
   events_.push_back(absl::StrCat(verb, " ", what));
 }
@@ -323,10 +351,30 @@ class FakeQp final : public fabric::Qp {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<uint32_t> Bind(fabric::Mw& mw, const fabric::BindSpec& spec) override;
-  absl::Status Invalidate(fabric::Mw& mw, fabric::Mr& bound_to) override;
+  absl::Status PostBind(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) override {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    ledger_->Call("bind");
+    absl::StatusOr<uint32_t> r = BindLocked(dynamic_cast<FakeMw*>(&mw), spec);
+    if (!r.ok() && r.status().code() != absl::StatusCode::kAborted) return r.status();  // the post failed
+    ledger_->Complete(DeviceLocked(), [done = std::move(done), r]() mutable { std::move(done)(r); });
+    return absl::OkStatus();
+  }
+  absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& bound_to, fabric::WorkDone done) override {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    ledger_->Call("invalidate");
+    absl::Status s = InvalidateLocked(mw, bound_to);
+    if (!s.ok() && s.code() != absl::StatusCode::kAborted) return s;
+    ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
+    return absl::OkStatus();
+  }
 
  private:
+  std::string DeviceLocked() const {
+    auto it = ledger_->pds_.find(pd_);
+    return it == ledger_->pds_.end() ? std::string() : it->second.device;
+  }
+  // Callers hold the ledger mutex.
+  absl::Status InvalidateLocked(fabric::Mw& mw, fabric::Mr& bound_to);
   // Callers hold the ledger mutex.
   absl::StatusOr<uint32_t> BindLocked(FakeMw* mw, const fabric::BindSpec& spec);
 
@@ -498,12 +546,6 @@ fabric::ReregCode FakeMr::Rereg(int flags, fabric::Pd* new_pd, void* addr, size_
   return script.code;
 }
 
-absl::StatusOr<uint32_t> FakeQp::Bind(fabric::Mw& fmw, const fabric::BindSpec& spec) {
-  std::lock_guard<std::mutex> lock(ledger_->mu_);
-  ledger_->Call("bind");
-  return BindLocked(dynamic_cast<FakeMw*>(&fmw), spec);
-}
-
 absl::StatusOr<uint32_t> FakeQp::BindLocked(FakeMw* mw, const fabric::BindSpec& spec) {
   auto wit = mw ? ledger_->mws_.find(mw->id()) : ledger_->mws_.end();
   if (wit == ledger_->mws_.end()) {
@@ -575,9 +617,7 @@ absl::StatusOr<uint32_t> FakeQp::BindLocked(FakeMw* mw, const fabric::BindSpec& 
   return w.rkey;
 }
 
-absl::Status FakeQp::Invalidate(fabric::Mw& fmw, fabric::Mr& bound_to) {
-  std::lock_guard<std::mutex> lock(ledger_->mu_);
-  ledger_->Call("invalidate");
+absl::Status FakeQp::InvalidateLocked(fabric::Mw& fmw, fabric::Mr& bound_to) {
   auto* mw = dynamic_cast<FakeMw*>(&fmw);
   auto wit = mw ? ledger_->mws_.find(mw->id()) : ledger_->mws_.end();
   if (wit == ledger_->mws_.end()) {
@@ -620,8 +660,9 @@ absl::Status FakeQp::Invalidate(fabric::Mw& fmw, fabric::Mr& bound_to) {
 class FakeDevice final : public fabric::Device {
  public:
   FakeDevice(std::shared_ptr<FakeLedger> ledger, fabric::DeviceInfo info)
-      : ledger_(std::move(ledger)), info_(std::move(info)) {
+      : ledger_(std::move(ledger)), info_(std::move(info)), fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
+    ledger_->completion_fds_[info_.name] = fd_;
     ledger_->devices_++;
     ledger_->Event("open_device", info_.name);
   }
@@ -634,8 +675,34 @@ class FakeDevice final : public fabric::Device {
     }
     ledger_->devices_--;
     ledger_->Event("close_device", info_.name);
+    ledger_->completion_fds_.erase(info_.name);
+    // Completions never drained are dropped, as a destroyed CQ's are.
+    for (auto it = ledger_->completions_.begin(); it != ledger_->completions_.end();) {
+      it = it->device == info_.name ? ledger_->completions_.erase(it) : std::next(it);
+    }
+    close(fd_);
   }
   const fabric::DeviceInfo& info() const override { return info_; }
+  int completion_fd() const override { return fd_; }
+  void DrainCompletions() override {
+    uint64_t count;
+    ssize_t n = read(fd_, &count, sizeof count);
+    (void)n;
+    std::vector<absl::AnyInvocable<void() &&>> ready;
+    {
+      std::lock_guard<std::mutex> lock(ledger_->mu_);
+      if (ledger_->held_) return;
+      for (auto it = ledger_->completions_.begin(); it != ledger_->completions_.end();) {
+        if (it->device != info_.name) {
+          ++it;
+          continue;
+        }
+        ready.push_back(std::move(it->run));
+        it = ledger_->completions_.erase(it);
+      }
+    }
+    for (auto& r : ready) std::move(r)();  // without the mutex: they call back into the registry
+  }
   absl::StatusOr<std::unique_ptr<fabric::Pd>> AllocPd() override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("alloc_pd");
@@ -649,6 +716,7 @@ class FakeDevice final : public fabric::Device {
  private:
   std::shared_ptr<FakeLedger> ledger_;
   const fabric::DeviceInfo info_;
+  const int fd_;
 };
 
 // ---------------------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@
 //     while it holds children, an MR destroyed while a window is bound to it, a QP destroyed while a type 2
 //     window is bound on it, a device closed while it has PDs, a bind on a QP that is not in RTS, ...
 //     Tests assert violations() is empty.
+//   - delivers bind and invalidate completions through a per-device eventfd, and can hold them (a latch
+//     for tests of what the registry does while a bind is "inside the fabric");
 //   - injects faults: the next RegMr / Mr::Release / Qp::Bind / Qp::Invalidate / Qp::Connect / AllocPd /
 //     AllocMw / CreateQp fails; Mr::Rereg returns scripted codes.
 //
@@ -44,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "server/fabric/fabric.h"
 
@@ -106,6 +109,14 @@ class FakeLedger {
   // Runs inside every Pd::RegMr, before the registration, without any lock held.
   void SetRegMrHook(std::function<void()> hook);
 
+  // --- completions. A posted bind or invalidation takes effect in the fake at once, but its completion
+  // is delivered like the verbs backend's: through the device's completion fd, to whoever calls
+  // Device::DrainCompletions (the registry's device dispatcher). While held, completions queue up: the
+  // work is "inside the fabric", and the RPC that posted it has not finished.
+  void HoldCompletions();
+  void ReleaseCompletions();
+  int QueuedCompletions() const;
+
  private:
   friend class FakeDevice;
   friend class FakePd;
@@ -154,6 +165,17 @@ class FakeLedger {
   std::deque<ReregScript> rereg_script_;
   int fail_bind_ = 0, fail_invalidate_ = 0;
   std::function<void()> reg_mr_hook_;
+
+  struct Completion {
+    std::string device;
+    absl::AnyInvocable<void() &&> run;
+  };
+  // Callers hold mu_. Queues a completion and signals the device's fd unless held.
+  void Complete(const std::string& device, absl::AnyInvocable<void() &&> run);
+  void Signal(const std::string& device);
+  std::deque<Completion> completions_;
+  bool held_ = false;
+  std::map<std::string, int> completion_fds_;  // device name -> eventfd
 };
 
 class FakeFabric final : public fabric::Fabric {

@@ -1755,17 +1755,27 @@ TEST(FakeFabricTest, CatchesVerbsRuleViolations) {
     spec.addr = (*mr)->addr();
     spec.length = kPage;
     spec.access = fabric::kRemoteRead;
-    EXPECT_FALSE((*qp)->Bind(**mw, spec).ok());  // not in RTS
+    fabric::Device* device = fabric.devices()[0];
+    // Post, then drain the device's completions on this thread, as the dispatcher would.
+    auto bind = [&](const fabric::BindSpec& s) -> absl::StatusOr<uint32_t> {
+      absl::StatusOr<uint32_t> out = absl::UnknownError("no completion");
+      if (absl::Status posted = (*qp)->PostBind(**mw, s, [&](absl::StatusOr<uint32_t> r) { out = r; }); !posted.ok()) {
+        return posted;
+      }
+      device->DrainCompletions();
+      return out;
+    };
+    EXPECT_FALSE(bind(spec).ok());  // not in RTS
     EXPECT_EQ(ledger->violations().size(), 1u);
     ASSERT_TRUE((*qp)->Connect((*qp)->local()).ok());
     EXPECT_EQ((*qp)->state(), fabric::QpState::kRts);
     spec.length = 3 * kPage;
-    EXPECT_FALSE((*qp)->Bind(**mw, spec).ok());  // past the MR
+    EXPECT_FALSE(bind(spec).ok());  // past the MR
     EXPECT_EQ((*qp)->state(), fabric::QpState::kError);
     ASSERT_TRUE((*qp)->Connect((*qp)->local()).ok());
     spec.length = kPage;
     const uint32_t before = (*mw)->rkey();
-    absl::StatusOr<uint32_t> rkey = (*qp)->Bind(**mw, spec);
+    absl::StatusOr<uint32_t> rkey = bind(spec);
     ASSERT_TRUE(rkey.ok());
     EXPECT_EQ(*rkey, fake::IncRkey(before));
     EXPECT_EQ((*mw)->rkey(), *rkey);
@@ -1773,7 +1783,10 @@ TEST(FakeFabricTest, CatchesVerbsRuleViolations) {
     absl::Status busy = (*mr)->Release();
     EXPECT_EQ(ErrnoOf(busy), EBUSY);
     EXPECT_EQ(ledger->live().mrs, 1);
-    ASSERT_TRUE((*qp)->Invalidate(**mw, **mr).ok());
+    absl::Status invalidated = absl::UnknownError("no completion");
+    ASSERT_TRUE((*qp)->PostInvalidate(**mw, **mr, [&](absl::Status r) { invalidated = r; }).ok());
+    device->DrainCompletions();
+    ASSERT_TRUE(invalidated.ok());
     EXPECT_TRUE((*mr)->Release().ok());
     EXPECT_EQ(ledger->live().mrs, 0);
     EXPECT_EQ(ledger->violations().size(), 2u);

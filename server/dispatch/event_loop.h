@@ -1,0 +1,81 @@
+// EventLoop: one thread that owns a set of file descriptors and runs tasks, in the style of rping's
+// cm_thread: it epoll()s the fds it watches plus a wake-up eventfd, runs each ready fd's handler, then the
+// tasks posted to it, in FIFO order.
+//
+// rdmad's dispatchers are EventLoops: one per device (its completion channel: bind and invalidate
+// completions) and one per rdma_cm event channel (the channel's fd: CM events, acknowledged as soon as
+// they are copied out). Whatever a loop owns is touched only on its thread; other threads hand it work
+// with Post().
+//
+// Threads: the loop's own thread runs handlers and tasks. Post(), InLoop(), stats() may be called from any
+// thread. Watch()/Unwatch() only on the loop thread (or through Post), so a handler is never removed while
+// it runs. RunSync() blocks the caller until the task ran: only for set-up, tear-down and tests, never on a
+// loop thread. The destructor stops the thread and joins it; tasks still queued are destroyed, not run.
+#ifndef RDMAD_SERVER_DISPATCH_EVENT_LOOP_H_
+#define RDMAD_SERVER_DISPATCH_EVENT_LOOP_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace rdmad::dispatch {
+
+class EventLoop {
+ public:
+  using Task = absl::AnyInvocable<void() &&>;
+
+  // Starts the thread, named `name` (at most 15 characters are kept by the kernel).
+  explicit EventLoop(std::string name);
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Queues `task` to run on the loop thread. Returns false (and destroys the task) once the loop stops.
+  bool Post(Task task);
+  // Posts and waits until the task ran (or the loop stopped). Never call it on a loop thread.
+  bool RunSync(Task task);
+
+  // Loop thread only. `on_ready` runs on the loop thread whenever fd is readable (level-triggered).
+  absl::Status Watch(int fd, std::function<void()> on_ready);
+  void Unwatch(int fd);
+
+  bool InLoop() const { return std::this_thread::get_id() == thread_.get_id(); }
+  const std::string& name() const { return name_; }
+  pid_t tid() const { return tid_.load(); }
+  uint64_t tasks_run() const { return tasks_run_.load(); }
+
+  // Stops the thread after the handler or task that runs now; idempotent. The destructor calls it.
+  void Stop();
+
+ private:
+  void Run();
+  void Wake();
+
+  const std::string name_;
+  const int epoll_fd_;
+  const int wake_fd_;
+  std::atomic<pid_t> tid_{0};
+  std::atomic<uint64_t> tasks_run_{0};
+  std::map<int, std::function<void()>> handlers_;  // loop thread only
+
+  absl::Mutex mu_;
+  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread thread_;  // last: started after everything above exists
+};
+
+}  // namespace rdmad::dispatch
+
+#endif  // RDMAD_SERVER_DISPATCH_EVENT_LOOP_H_

@@ -1,0 +1,107 @@
+// The registry's entries (private to server/registry/): one per managed object, owning its fabric object.
+//
+// Two kinds of field, two rules:
+//   - bookkeeping (names, links between entries, cached attributes, reservations) is guarded by
+//     Registry::mu_ and read or written only with it held;
+//   - a fabric object (the unique_ptr members) is used without the lock, and only by the operation that
+//     holds the entry's reservation (`busy`, or a PD's type 1 lane for bind_qp), or at teardown. So
+//     nothing reads a fabric object to answer Get/List: what they show is cached here, under mu_.
+// Parents keep their children (by id, so a cascade releases them in creation order): a PD its regions,
+// windows and QPs; a region the windows bound to it; a QP the windows bound through it.
+#ifndef RDMAD_SERVER_REGISTRY_ENTRIES_H_
+#define RDMAD_SERVER_REGISTRY_ENTRIES_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "rdmad/v1/rdmad.pb.h"
+#include "server/fabric/fabric.h"
+#include "server/memory/mapping.h"
+
+namespace rdmad::registry_internal {
+
+struct MrEntry;
+struct MwEntry;
+struct QpEntry;
+
+struct PdEntry {
+  uint64_t id = 0;
+  fabric::Device* device = nullptr;
+  std::string label;
+  std::unique_ptr<fabric::Pd> pd;
+  // rdmad's own loopback-connected QP in this PD, for type 1 binds and invalidations. Used only by the
+  // holder of the type 1 lane. Declared after `pd`, so it is destroyed first.
+  std::unique_ptr<fabric::Qp> bind_qp;
+  fabric::QpState bind_qp_state = fabric::QpState::kReset;  // lane holder only
+  // Type 1 operations of this PD run one at a time (they share bind_qp): the lane's holder, and those
+  // waiting for it (each re-validated when its turn comes).
+  bool lane_busy = false;
+  std::deque<absl::AnyInvocable<void() &&>> lane;
+
+  std::map<uint64_t, MrEntry*> mrs;
+  std::map<uint64_t, MwEntry*> mws;
+  std::map<uint64_t, QpEntry*> qps;
+  uint32_t pending = 0;          // registrations and re-registrations in flight that target this PD
+  const char* busy = nullptr;    // the operation that holds the PD (DeletePd)
+};
+
+struct MrEntry {
+  uint64_t id = 0;
+  PdEntry* pd = nullptr;
+  v1::MemorySource source;
+  std::shared_ptr<Mapping> mapping;
+  // After a native rereg left the MR unusable: every mapping it may still reference, kept until dereg.
+  std::vector<std::shared_ptr<Mapping>> retained;
+  std::unique_ptr<fabric::Mr> mr;  // declared after the mappings: deregistered before they are unmapped
+  // Cached attributes of `mr`.
+  uint64_t addr = 0, length = 0;
+  uint32_t lkey = 0, rkey = 0, access = 0;
+  bool unusable = false;
+  std::string unusable_reason;
+  uint32_t generation = 0;
+  std::map<uint64_t, MwEntry*> windows;  // bound to it, or being bound
+  const char* busy = nullptr;            // ReregisterMr, DeregisterMr, DeletePd
+};
+
+struct QpEntry {
+  uint64_t id = 0;
+  PdEntry* pd = nullptr;
+  fabric::QpOptions options;
+  std::unique_ptr<fabric::Qp> qp;
+  fabric::QpEndpoint local;
+  // As of rdmad's last operation on the QP or the last completion on it.
+  fabric::QpState state = fabric::QpState::kInit;
+  bool has_remote = false;
+  fabric::QpEndpoint remote;
+  std::map<uint64_t, MwEntry*> windows;  // bound (or being bound) through it, type 1 and type 2
+  uint32_t type2_windows = 0;            // of those, type 2: they work only on this QP
+  const char* busy = nullptr;            // ConnectQp, DeleteQp, DeletePd
+};
+
+struct MwEntry {
+  uint64_t id = 0;
+  PdEntry* pd = nullptr;
+  fabric::MwType type = fabric::MwType::kType1;
+  uint32_t rkey = 0;  // published only after a bind's completion succeeded
+  // While bound: an MR registered over exactly the window's range (access: the parent MR's LOCAL_WRITE
+  // and MW_BIND, no remote access of its own), which the window is bound to instead of the parent MR.
+  // Some devices check a window access against the bounds of the window's MR only (rxe in Linux 6.1:
+  // rxe_resp.c check_rkey calls mr_check_range(mw->mr, ...)); this makes the window's own range the
+  // enforced one everywhere. Declared before `mw`, so the window is deallocated before it is
+  // deregistered (ibv_dereg_mr fails while a window is bound).
+  std::unique_ptr<fabric::Mr> bounds_mr;
+  std::unique_ptr<fabric::Mw> mw;
+  MrEntry* mr = nullptr;  // set while bound
+  QpEntry* qp = nullptr;  // the user QP the bind was posted on (type 2: the only QP it works on)
+  v1::MwBinding binding;  // valid while mr != nullptr
+  const char* busy = nullptr;  // BindMw, InvalidateMw, DeallocMw, DeletePd
+};
+
+}  // namespace rdmad::registry_internal
+
+#endif  // RDMAD_SERVER_REGISTRY_ENTRIES_H_

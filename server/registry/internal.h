@@ -1,0 +1,43 @@
+// Helpers shared by the registry's .cc files (private to server/registry/).
+// Threads: stateless; callable from any thread.
+#ifndef RDMAD_SERVER_REGISTRY_INTERNAL_H_
+#define RDMAD_SERVER_REGISTRY_INTERNAL_H_
+
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "rdmad/v1/rdmad.pb.h"
+#include "server/fabric/fabric.h"
+
+namespace rdmad::registry_internal {
+
+inline constexpr size_t kMaxLabel = 128;
+
+// A refusal rdmad makes itself because an object is in use: FAILED_PRECONDITION with errno EBUSY.
+absl::Status Busy(const std::string& field, const std::string& message);
+// Another operation holds the object: ABORTED, retry.
+absl::Status InProgress(const std::string& field, const std::string& name, const char* operation);
+absl::Status WithOutcome(absl::Status s, v1::ReregOutcome outcome);
+
+v1::QpState ToProto(fabric::QpState s);
+v1::QpEndpoint ToProto(const fabric::QpEndpoint& e);
+v1::Device ToProto(const fabric::DeviceInfo& info);
+
+// Runs an asynchronous operation (a function taking its Done callback) and waits for its result.
+template <typename T, typename Start>
+absl::StatusOr<T> Await(Start&& start) {
+  absl::Notification finished;
+  absl::StatusOr<T> result = absl::UnknownError("not finished");
+  std::forward<Start>(start)([&](absl::StatusOr<T> r) {
+    result = std::move(r);
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  return result;
+}
+
+}  // namespace rdmad::registry_internal
+
+#endif  // RDMAD_SERVER_REGISTRY_INTERNAL_H_

@@ -1,0 +1,188 @@
+// Memory regions: register (mapped and pinned on a worker), get, list, deregister. Re-registration is in
+// rereg.cc. Threads: see registry.h. No fabric call is made with mu_ held.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/registry.h"
+
+namespace rdmad {
+
+using registry_internal::Await;
+using registry_internal::Busy;
+using registry_internal::InProgress;
+
+uint64_t Registry::MaxMrBytes(const fabric::Device& device) const {
+  // The smallest of: the device's max_mr_size (rxe reports 2^64-1), this host's physical memory (more can
+  // never be pinned), and the configured max_mr_bytes.
+  uint64_t max = device.info().max_mr_size ? device.info().max_mr_size : UINT64_MAX;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) max = std::min<uint64_t>(max, static_cast<uint64_t>(pages) * static_cast<uint64_t>(page));
+  if (options_.max_mr_bytes) max = std::min(max, options_.max_mr_bytes);
+  return max;
+}
+
+absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySource& source,
+                                                             const fabric::Device& device,
+                                                             const std::string& field) const {
+  const uint64_t max = MaxMrBytes(device);
+  switch (source.kind_case()) {
+    case v1::MemorySource::kAnonymous: {
+      const auto& a = source.anonymous();
+      if (max && a.size() > max) {
+        return OutOfRange(field + ".anonymous.size",
+                          absl::StrCat(a.size(), " bytes exceeds the largest region allowed (", max, " bytes)"));
+      }
+      return Mapping::Anonymous(a.size(), a.huge_pages(), field + ".anonymous");
+    }
+    case v1::MemorySource::kFile: {
+      const auto& f = source.file();
+      if (max && f.length() > max) {
+        return OutOfRange(field + ".file.length",
+                          absl::StrCat(f.length(), " bytes exceeds the largest region allowed (", max, " bytes)"));
+      }
+      return Mapping::File(f.path(), f.offset(), f.length(), options_.allowed_file_roots, field + ".file");
+    }
+    default:
+      return InvalidArgument(field, "is required: anonymous {size} or file {path, offset, length}");
+  }
+}
+
+v1::MemoryRegion Registry::ToProto(const MrEntry& e) const {
+  v1::MemoryRegion mr;
+  mr.set_name(Name("mrs", e.id));
+  mr.set_pd(Name("pds", e.pd->id));
+  *mr.mutable_source() = e.source;
+  mr.set_addr(e.addr);
+  mr.set_length(e.length);
+  mr.set_lkey(e.lkey);
+  mr.set_rkey(e.rkey);
+  AccessList(e.access, mr.mutable_access());
+  mr.set_state(e.unusable ? v1::MR_UNUSABLE : v1::MR_READY);
+  mr.set_unusable_reason(e.unusable_reason);
+  mr.set_bound_windows(static_cast<uint32_t>(e.windows.size()));
+  mr.set_generation(e.generation);
+  return mr;
+}
+
+void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done) {
+  absl::StatusOr<uint32_t> access = AccessBits(request.access(), "access");
+  if (access.ok()) {
+    if (absl::Status s = CheckMrAccessRule(*access, "access"); !s.ok()) access = s;
+  }
+  if (!access.ok()) return std::move(done)(access.status());
+  PdEntry* pd = nullptr;
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<PdEntry*> found = FindPd(request.pd(), "pd");
+    if (found.ok() && (*found)->busy) found = InProgress("pd", request.pd(), (*found)->busy);
+    if (found.ok()) {
+      pd = *found;
+      pd->pending++;  // the PD cannot be deleted until this registration is inserted or abandoned
+    } else {
+      refused = found.status();
+    }
+  }
+  if (!refused.ok()) return std::move(done)(refused);
+  // Reserve -> work (a worker maps and pins: seconds for a large region) -> commit.
+  auto work = [this, pd, request, access = *access, done = std::move(done)]() mutable {
+    absl::StatusOr<std::unique_ptr<Mapping>> mapping = MapSource(request.source(), *pd->device, "source");
+    absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
+        mapping.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : mapping.status();
+    absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
+    {
+      absl::MutexLock lock(&mu_);
+      pd->pending--;
+      if (!mr.ok()) {
+        out = mr.status();
+      } else {
+        auto e = std::make_unique<MrEntry>();
+        e->id = next_mr_++;
+        e->pd = pd;
+        e->source = request.source();
+        e->mapping = std::move(mapping).value();
+        e->mr = std::move(mr).value();
+        e->addr = e->mr->addr();
+        e->length = e->mr->length();
+        e->lkey = e->mr->lkey();
+        e->rkey = e->mr->rkey();
+        e->access = e->mr->access();
+        pd->mrs.emplace(e->id, e.get());
+        out = ToProto(*e);
+        mrs_.emplace(e->id, std::move(e));
+      }
+    }
+    if (out.ok()) {
+      RDMAD_LOG_INFO("%s registered in %s: %" PRIu64 " bytes, rkey 0x%x", out->name().c_str(), out->pd().c_str(),
+                     out->length(), out->rkey());
+    }
+    std::move(done)(std::move(out));  // a failed mapping is unmapped when the closure ends
+  };
+  if (!workers_->Post(std::move(work))) {
+    // Shutting down: the closure (and `done` in it) was destroyed unrun; nobody waits on a stopped pool.
+    absl::MutexLock lock(&mu_);
+    pd->pending--;
+  }
+}
+
+absl::StatusOr<v1::MemoryRegion> Registry::RegisterMr(const v1::RegisterMrRequest& request) {
+  return Await<v1::MemoryRegion>([&](Done<v1::MemoryRegion> d) { RegisterMrAsync(request, std::move(d)); });
+}
+
+absl::StatusOr<v1::MemoryRegion> Registry::GetMr(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(MrEntry * e, FindMr(name, "name"));
+  return ToProto(*e);
+}
+
+absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMrsRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::MemoryRegion> out;
+  if (!request.pd().empty()) {
+    RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
+    for (const auto& [id, e] : pd->mrs) out.push_back(ToProto(*e));
+    return out;
+  }
+  for (const auto& [id, e] : mrs_) out.push_back(ToProto(*e));
+  return out;
+}
+
+absl::Status Registry::DeregisterMr(const std::string& name) {
+  MrEntry* e = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(e, FindMr(name, "name"));
+    if (e->busy) return InProgress("name", name, e->busy);
+    if (!e->windows.empty()) {
+      std::vector<std::string> bound;
+      for (const auto& [id, w] : e->windows) bound.push_back(Name("mws", id));
+      return Busy("name", absl::StrCat(name, " has ", e->windows.size(), " bound memory window(s) (",
+                                       absl::StrJoin(bound, ", "),
+                                       "): invalidate or deallocate them first (ibv_dereg_mr(3) NOTES)"));
+    }
+    e->busy = "DeregisterMr";
+  }
+  absl::Status released = WithContext(e->mr->Release(), name);
+  std::unique_ptr<MrEntry> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    e->busy = nullptr;
+    if (!released.ok()) return released;  // still registered, still ours
+    e->pd->mrs.erase(e->id);
+    owned = std::move(mrs_[e->id]);
+    mrs_.erase(e->id);
+  }
+  owned.reset();  // unmaps, without the lock
+  RDMAD_LOG_INFO("%s deregistered", name.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace rdmad

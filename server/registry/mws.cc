@@ -1,0 +1,324 @@
+// Memory windows: allocate, get, list, bind, invalidate, deallocate. A bind or an invalidation is posted
+// and finishes on the device's dispatcher when its completion arrives; nothing waits for it. Type 1
+// operations of a PD take its lane (they share the PD's bind QP); type 2 ones run on the caller's QP.
+// Threads: see registry.h. No fabric call is made with mu_ held.
+#include <cinttypes>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/registry.h"
+
+namespace rdmad {
+
+using registry_internal::Await;
+using registry_internal::InProgress;
+
+v1::MemoryWindow Registry::ToProto(const MwEntry& e) const {
+  v1::MemoryWindow mw;
+  mw.set_name(Name("mws", e.id));
+  mw.set_pd(Name("pds", e.pd->id));
+  mw.set_type(e.type == fabric::MwType::kType1 ? v1::TYPE_1 : v1::TYPE_2);
+  mw.set_rkey(e.rkey);
+  mw.set_bound(e.mr != nullptr);
+  if (e.mr != nullptr) *mw.mutable_binding() = e.binding;
+  return mw;
+}
+
+std::unique_ptr<fabric::Mr> Registry::Unbind(MwEntry& mw) {
+  if (mw.mr == nullptr) return nullptr;
+  mw.mr->windows.erase(mw.id);
+  if (mw.qp != nullptr) {
+    mw.qp->windows.erase(mw.id);
+    if (mw.type == fabric::MwType::kType2) mw.qp->type2_windows--;
+  }
+  mw.mr = nullptr;
+  mw.qp = nullptr;
+  mw.binding.Clear();
+  return std::move(mw.bounds_mr);
+}
+
+absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& request) {
+  PdEntry* pd = nullptr;
+  fabric::MwType type;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.pd(), "pd"));
+    if (pd->busy) return InProgress("pd", request.pd(), pd->busy);
+    const fabric::DeviceInfo& info = pd->device->info();
+    if (request.type() == v1::TYPE_1) {
+      if (!info.mw_type1) {
+        return FailedPrecondition("type", absl::StrCat("devices/", info.name, " does not support memory windows"));
+      }
+      type = fabric::MwType::kType1;
+    } else if (request.type() == v1::TYPE_2) {
+      if (!info.mw_type2a && !info.mw_type2b) {
+        return FailedPrecondition("type", absl::StrCat("devices/", info.name,
+                                                       " does not support type 2 memory windows"));
+      }
+      type = fabric::MwType::kType2;
+    } else {
+      return InvalidArgument("type", "must be TYPE_1 or TYPE_2");
+    }
+    pd->pending++;
+  }
+  absl::StatusOr<std::unique_ptr<fabric::Mw>> mw = pd->pd->AllocMw(type);
+  absl::MutexLock lock(&mu_);
+  pd->pending--;
+  if (!mw.ok()) return mw.status();
+  auto e = std::make_unique<MwEntry>();
+  e->id = next_mw_++;
+  e->pd = pd;
+  e->type = type;
+  e->mw = std::move(mw).value();
+  e->rkey = e->mw->rkey();
+  pd->mws.emplace(e->id, e.get());
+  v1::MemoryWindow out = ToProto(*e);
+  mws_.emplace(e->id, std::move(e));
+  return out;
+}
+
+absl::StatusOr<v1::MemoryWindow> Registry::GetMw(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(MwEntry * e, FindMw(name, "name"));
+  return ToProto(*e);
+}
+
+absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMwsRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::MemoryWindow> out;
+  if (!request.pd().empty()) {
+    RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
+    for (const auto& [id, e] : pd->mws) out.push_back(ToProto(*e));
+    return out;
+  }
+  for (const auto& [id, e] : mws_) out.push_back(ToProto(*e));
+  return out;
+}
+
+void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done) {
+  MwEntry* w = nullptr;
+  MrEntry* mr = nullptr;
+  QpEntry* user_qp = nullptr;
+  uint32_t access = 0, mr_access = 0;
+  uint64_t addr = 0;
+  bool queued = false;
+  absl::Status refused = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(w, FindMw(request.name(), "name"));
+    RDMAD_ASSIGN_OR_RETURN(mr, FindMr(request.mr(), "mr"));
+    if (w->busy) return InProgress("name", request.name(), w->busy);
+    if (mr->busy) return InProgress("mr", request.mr(), mr->busy);
+    const bool type1 = w->type == fabric::MwType::kType1;
+    if (mr->unusable) {
+      return FailedPrecondition("mr", absl::StrCat(request.mr(), " is unusable (", mr->unusable_reason, ")"));
+    }
+    if (mr->pd != w->pd) {
+      return InvalidArgument("mr", absl::StrCat(request.mr(), " is in ", Name("pds", mr->pd->id), ", the window in ",
+                                                Name("pds", w->pd->id), " (ibv_bind_mw(3): same PD)"));
+    }
+    BindCheck check{request.mr(), mr->length, mr->access, type1, w->mr != nullptr,
+                    request.offset(), request.length(), request.zero_based()};
+    RDMAD_ASSIGN_OR_RETURN(access, CheckBind(check, request.access()));
+    if (!type1 && w->mr != nullptr) {
+      return FailedPrecondition("name", absl::StrCat(request.name(), " is bound; a type 2 window must be "
+                                                     "invalidated before it is bound again"));
+    }
+    if (!request.qp().empty()) {
+      RDMAD_ASSIGN_OR_RETURN(user_qp, FindQp(request.qp(), "qp"));
+      if (user_qp->busy) return InProgress("qp", request.qp(), user_qp->busy);
+      if (user_qp->pd != w->pd) {
+        return InvalidArgument("qp", absl::StrCat(request.qp(), " is in ", Name("pds", user_qp->pd->id),
+                                                  ", the window in ", Name("pds", w->pd->id)));
+      }
+      if (user_qp->state != fabric::QpState::kRts) {
+        return FailedPrecondition("qp", absl::StrCat(request.qp(), " is not connected (ConnectQp first)"));
+      }
+    } else if (!type1) {
+      return InvalidArgument("qp", "is required for a type 2 window: it will be usable only on that QP");
+    }
+    if (user_qp == nullptr && !TakeLane(*w->pd)) {
+      // Runs again, re-validated, when the PD's type 1 lane is free.
+      w->pd->lane.push_back([this, request, done = std::move(done)]() mutable { BindMwAsync(request, std::move(done)); });
+      queued = true;
+      return absl::OkStatus();
+    }
+    // Reserve: the window, and links that keep the region and the QP from going while the bind is out.
+    w->busy = "BindMw";
+    mr->windows.emplace(w->id, w);
+    if (user_qp) user_qp->windows.emplace(w->id, w);
+    if (user_qp && !type1) user_qp->type2_windows++;
+    mr_access = mr->access;
+    addr = mr->addr + request.offset();
+    return absl::OkStatus();
+  }();
+  if (queued) return;
+  if (!refused.ok()) return std::move(done)(refused);
+
+  // Without the lock: the bind QP (type 1), the bounds region, the post. The completion finishes it.
+  absl::StatusOr<fabric::Qp*> qp = user_qp ? user_qp->qp.get() : PrepareBindQp(*w->pd);
+  absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds =
+      qp.ok() ? w->pd->pd->RegMr(reinterpret_cast<void*>(addr), request.length(),
+                                 mr_access & (fabric::kLocalWrite | fabric::kMwBind))
+              : qp.status();
+  if (!bounds.ok() && qp.ok()) bounds = WithContext(bounds.status(), absl::StrCat("binding ", request.name(), ": bounds region"));
+  if (!bounds.ok()) {
+    return FinishBind(w, mr, user_qp, request, addr, nullptr, bounds.status(), std::move(done));
+  }
+  fabric::BindSpec spec;
+  spec.mr = bounds->get();
+  spec.addr = addr;
+  spec.length = request.length();
+  spec.access = access;
+  auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
+  auto bounds_holder = std::make_shared<std::unique_ptr<fabric::Mr>>(std::move(bounds).value());
+  absl::Status posted = (*qp)->PostBind(*w->mw, spec, [=](absl::StatusOr<uint32_t> rkey) mutable {
+    FinishBind(w, mr, user_qp, request, addr, std::move(*bounds_holder), std::move(rkey), std::move(*shared_done));
+  });
+  if (!posted.ok()) {
+    FinishBind(w, mr, user_qp, request, addr, std::move(*bounds_holder), posted, std::move(*shared_done));
+  }
+}
+
+// Commits (or undoes) a bind's reservation. On the dispatcher when the completion arrived, or on the
+// caller's thread when nothing was posted.
+void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
+                          std::unique_ptr<fabric::Mr> bounds, absl::StatusOr<uint32_t> rkey,
+                          Done<v1::MemoryWindow> done) {
+  const bool type1 = w->type == fabric::MwType::kType1;
+  std::unique_ptr<fabric::Mr> released;  // whichever bounds region is no longer referenced
+  absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
+  {
+    absl::MutexLock lock(&mu_);
+    w->busy = nullptr;
+    const bool rebound_same = w->mr == mr && (w->qp == user_qp);
+    if (!rkey.ok()) {
+      // Undo the reservation's links unless they belong to the binding the window keeps.
+      if (w->mr != mr) mr->windows.erase(w->id);
+      if (user_qp && w->qp != user_qp) {
+        user_qp->windows.erase(w->id);
+        if (!type1) user_qp->type2_windows--;
+      }
+      if (user_qp && ErrnoOf(rkey.status()) == 0 && rkey.status().code() == absl::StatusCode::kAborted) {
+        user_qp->state = fabric::QpState::kError;  // a failed completion moved it to the error state
+      }
+      if (!user_qp && rkey.status().code() == absl::StatusCode::kAborted) w->pd->bind_qp_state = fabric::QpState::kError;
+      released = std::move(bounds);
+      out = WithContext(rkey.status(), absl::StrCat("binding ", request.name()));
+    } else {
+      if (!rebound_same) {
+        // A type 1 window bound again: its previous binding's links go (the new ones are in place).
+        if (w->mr && w->mr != mr) w->mr->windows.erase(w->id);
+        if (w->qp && w->qp != user_qp) w->qp->windows.erase(w->id);
+      }
+      released = std::exchange(w->bounds_mr, std::move(bounds));
+      w->mr = mr;
+      w->qp = user_qp;
+      w->rkey = *rkey;
+      v1::MwBinding& b = w->binding;
+      b.Clear();
+      b.set_mr(request.mr());
+      b.set_offset(request.offset());
+      b.set_length(request.length());
+      *b.mutable_access() = request.access();
+      b.set_zero_based(request.zero_based());
+      b.set_addr(addr);
+      b.set_remote_addr(request.zero_based() ? 0 : addr);
+      b.set_qp(request.qp());
+      out = ToProto(*w);
+    }
+  }
+  released.reset();  // ibv_dereg_mr of the bounds region no window uses any more, without the lock
+  if (out.ok()) {
+    RDMAD_LOG_INFO("%s bound to %s [+%" PRIu64 ", %" PRIu64 " bytes], rkey 0x%x", request.name().c_str(),
+                   request.mr().c_str(), request.offset(), request.length(), out->rkey());
+  }
+  if (user_qp == nullptr) ReleaseLane(*w->pd);
+  std::move(done)(std::move(out));
+}
+
+absl::StatusOr<v1::MemoryWindow> Registry::BindMw(const v1::BindMwRequest& request) {
+  return Await<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { BindMwAsync(request, std::move(d)); });
+}
+
+void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done) {
+  MwEntry* w = nullptr;
+  bool queued = false;
+  absl::StatusOr<v1::MemoryWindow> early = absl::UnknownError("");
+  absl::Status refused = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(w, FindMw(name, "name"));
+    if (w->busy) return InProgress("name", name, w->busy);
+    if (w->mr == nullptr) {
+      early = ToProto(*w);  // already unbound: invalidation is idempotent
+      return absl::OkStatus();
+    }
+    if (w->type == fabric::MwType::kType1 && !TakeLane(*w->pd)) {
+      w->pd->lane.push_back([this, name, done = std::move(done)]() mutable { InvalidateMwAsync(name, std::move(done)); });
+      queued = true;
+      return absl::OkStatus();
+    }
+    w->busy = "InvalidateMw";
+    return absl::OkStatus();
+  }();
+  if (queued) return;
+  if (!refused.ok()) return std::move(done)(refused);
+  if (early.ok()) return std::move(done)(std::move(early));
+
+  const bool type1 = w->type == fabric::MwType::kType1;
+  // Type 2: invalidated on the QP it is bound on (reserved through the window's link to it).
+  absl::StatusOr<fabric::Qp*> qp = type1 ? PrepareBindQp(*w->pd) : w->qp->qp.get();
+  auto finish = [this, w, name, type1](absl::Status s, Done<v1::MemoryWindow> done) {
+    std::unique_ptr<fabric::Mr> released;
+    absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
+    {
+      absl::MutexLock lock(&mu_);
+      w->busy = nullptr;
+      if (s.ok()) {
+        released = Unbind(*w);
+        out = ToProto(*w);
+      } else {
+        if (s.code() == absl::StatusCode::kAborted) {
+          if (type1) w->pd->bind_qp_state = fabric::QpState::kError;
+          else if (w->qp) w->qp->state = fabric::QpState::kError;
+        }
+        out = WithContext(s, name);
+      }
+    }
+    released.reset();  // the window no longer references it
+    if (out.ok()) RDMAD_LOG_INFO("%s invalidated", name.c_str());
+    if (type1) ReleaseLane(*w->pd);
+    std::move(done)(std::move(out));
+  };
+  if (!qp.ok()) return finish(qp.status(), std::move(done));
+  auto shared = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
+  absl::Status posted = (*qp)->PostInvalidate(*w->mw, *w->bounds_mr, [finish, shared](absl::Status s) mutable {
+    finish(std::move(s), std::move(*shared));
+  });
+  if (!posted.ok()) finish(posted, std::move(*shared));
+}
+
+absl::StatusOr<v1::MemoryWindow> Registry::InvalidateMw(const std::string& name) {
+  return Await<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { InvalidateMwAsync(name, std::move(d)); });
+}
+
+absl::Status Registry::DeallocMw(const std::string& name) {
+  std::unique_ptr<MwEntry> owned;
+  std::unique_ptr<fabric::Mr> bounds;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(MwEntry * w, FindMw(name, "name"));
+    if (w->busy) return InProgress("name", name, w->busy);
+    bounds = Unbind(*w);  // deallocation invalidates a bound window
+    w->pd->mws.erase(w->id);
+    owned = std::move(mws_[w->id]);
+    mws_.erase(w->id);
+  }
+  owned.reset();   // ibv_dealloc_mw first: the window stops referencing its bounds region
+  bounds.reset();  // then ibv_dereg_mr of that region
+  return absl::OkStatus();
+}
+
+}  // namespace rdmad

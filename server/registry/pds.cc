@@ -1,0 +1,180 @@
+// Protection domains: create, get, list, delete (with cascade), and the PD's type 1 lane and bind QP.
+// Threads: see registry.h. No fabric call is made with mu_ held.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/registry.h"
+
+namespace rdmad {
+
+using registry_internal::Busy;
+using registry_internal::InProgress;
+using registry_internal::kMaxLabel;
+
+v1::ProtectionDomain Registry::ToProto(const PdEntry& e) const {
+  v1::ProtectionDomain pd;
+  pd.set_name(Name("pds", e.id));
+  pd.set_device(absl::StrCat("devices/", e.device->info().name));
+  pd.set_label(e.label);
+  pd.set_mr_count(static_cast<uint32_t>(e.mrs.size()));
+  pd.set_mw_count(static_cast<uint32_t>(e.mws.size()));
+  pd.set_qp_count(static_cast<uint32_t>(e.qps.size()));
+  return pd;
+}
+
+absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdRequest& request) {
+  if (request.label().size() > kMaxLabel) {
+    return InvalidArgument("label", absl::StrCat("at most ", kMaxLabel, " bytes"));
+  }
+  RDMAD_ASSIGN_OR_RETURN(fabric::Device * device, FindDevice(request.device(), "device"));
+  RDMAD_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Pd> pd, device->AllocPd());
+  auto e = std::make_unique<PdEntry>();
+  e->device = device;
+  e->label = request.label();
+  e->pd = std::move(pd);
+  absl::MutexLock lock(&mu_);
+  e->id = next_pd_++;
+  v1::ProtectionDomain out = ToProto(*e);
+  pds_.emplace(e->id, std::move(e));
+  RDMAD_LOG_INFO("%s created on %s", out.name().c_str(), out.device().c_str());
+  return out;
+}
+
+absl::StatusOr<v1::ProtectionDomain> Registry::GetPd(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(PdEntry * e, FindPd(name, "name"));
+  return ToProto(*e);
+}
+
+std::vector<v1::ProtectionDomain> Registry::ListPds() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::ProtectionDomain> out;
+  for (const auto& [id, e] : pds_) out.push_back(ToProto(*e));
+  return out;
+}
+
+absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdRequest& request) {
+  PdEntry* pd = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.name(), "name"));
+    if (pd->busy) return InProgress("name", request.name(), pd->busy);
+    if (pd->pending > 0 || pd->lane_busy) {
+      return Busy("name", absl::StrCat(request.name(), " has a memory registration or a bind in progress; retry"));
+    }
+    if (!request.cascade() && (!pd->mrs.empty() || !pd->mws.empty() || !pd->qps.empty())) {
+      return Busy("name", absl::StrCat(request.name(), " still holds ", pd->mrs.size(), " memory region(s), ",
+                                       pd->mws.size(), " memory window(s) and ", pd->qps.size(),
+                                       " queue pair(s): delete them first or ask for a cascade"));
+    }
+    for (const auto& [id, w] : pd->mws) if (w->busy) return InProgress("name", Name("mws", id), w->busy);
+    for (const auto& [id, m] : pd->mrs) if (m->busy) return InProgress("name", Name("mrs", id), m->busy);
+    for (const auto& [id, q] : pd->qps) if (q->busy) return InProgress("name", Name("qps", id), q->busy);
+    // Reserve the PD and every child: from here nothing else touches them.
+    pd->busy = "DeletePd";
+    for (auto& [id, w] : pd->mws) w->busy = "DeletePd";
+    for (auto& [id, m] : pd->mrs) m->busy = "DeletePd";
+    for (auto& [id, q] : pd->qps) q->busy = "DeletePd";
+  }
+  // Without the lock, children first: windows (with their bounds regions), regions, QPs, then the PD.
+  // Only a region can refuse (ibv_dereg_mr); the cascade stops there and what is left stays, unreserved.
+  v1::DeletePdResponse response;
+  std::vector<uint64_t> released_mws, released_mrs;
+  for (auto& [id, w] : pd->mws) {
+    w->mw.reset();
+    w->bounds_mr.reset();
+    released_mws.push_back(id);
+  }
+  absl::Status failed;
+  for (auto& [id, m] : pd->mrs) {
+    if (failed = m->mr->Release(); !failed.ok()) {
+      failed = WithContext(failed, absl::StrCat("cascade stopped at ", Name("mrs", id)));
+      break;
+    }
+    released_mrs.push_back(id);
+  }
+  // Commit: the released entries leave the index; they, the QPs and the PD are destroyed after the lock.
+  std::vector<std::unique_ptr<MrEntry>> mrs;  // their mappings are unmapped on destruction
+  std::vector<std::unique_ptr<QpEntry>> qps;
+  std::unique_ptr<PdEntry> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t id : released_mws) {
+      MwEntry* w = pd->mws[id];
+      if (w->mr) w->mr->windows.erase(id);
+      if (w->qp) w->qp->windows.erase(id);
+      pd->mws.erase(id);
+      mws_.erase(id);
+      response.add_deleted(Name("mws", id));
+    }
+    for (uint64_t id : released_mrs) {
+      pd->mrs.erase(id);
+      mrs.push_back(std::move(mrs_[id]));
+      mrs_.erase(id);
+      response.add_deleted(Name("mrs", id));
+    }
+    if (!failed.ok()) {
+      pd->busy = nullptr;
+      for (auto& [id, m] : pd->mrs) m->busy = nullptr;
+      for (auto& [id, q] : pd->qps) q->busy = nullptr;
+      return WithContext(failed, absl::StrCat("released so far: ", absl::StrJoin(response.deleted(), ", ")));
+    }
+    for (auto& [id, q] : pd->qps) {
+      qps.push_back(std::move(qps_[id]));
+      qps_.erase(id);
+      response.add_deleted(Name("qps", id));
+    }
+    owned = std::move(pds_[pd->id]);
+    pds_.erase(pd->id);
+    response.add_deleted(request.name());
+  }
+  mrs.clear();
+  qps.clear();  // QPs (and their CQs), then the bind QP, then the PD
+  owned.reset();
+  RDMAD_LOG_INFO("deleted %s", absl::StrJoin(response.deleted(), ", ").c_str());
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The type 1 lane and the bind QP
+
+bool Registry::TakeLane(PdEntry& pd) {
+  if (pd.lane_busy) return false;
+  pd.lane_busy = true;
+  return true;
+}
+
+void Registry::ReleaseLane(PdEntry& pd) {
+  absl::AnyInvocable<void() &&> next;
+  {
+    absl::MutexLock lock(&mu_);
+    pd.lane_busy = false;
+    if (pd.lane.empty()) return;
+    next = std::move(pd.lane.front());
+    pd.lane.pop_front();
+  }
+  std::move(next)();  // re-validates and takes the lane (or queues again behind a newcomer)
+}
+
+absl::StatusOr<fabric::Qp*> Registry::PrepareBindQp(PdEntry& pd) {
+  if (pd.bind_qp && pd.bind_qp_state == fabric::QpState::kRts) return pd.bind_qp.get();
+  if (!pd.bind_qp) {
+    const auto& ports = pd.device->info().ports;
+    if (ports.empty()) return absl::FailedPreconditionError("the device has no port to bind windows on");
+    fabric::QpOptions options;
+    options.port = 1;
+    options.gid_index = DefaultGidIndex(ports[0]);
+    RDMAD_ASSIGN_OR_RETURN(pd.bind_qp, pd.pd->CreateQp(options));
+  }
+  // Connected to itself: a bind is a local operation, but the QP must be in RTS to execute it. Also the
+  // way back after a failed bind completion left it in the error state.
+  RDMAD_RETURN_IF_ERROR(WithContext(pd.bind_qp->Connect(pd.bind_qp->local()), "preparing the bind QP"));
+  pd.bind_qp_state = fabric::QpState::kRts;
+  return pd.bind_qp.get();
+}
+
+}  // namespace rdmad

@@ -1,0 +1,141 @@
+// Queue pairs created through the API: create, get, list, connect (manual endpoint exchange), delete.
+// Threads: see registry.h. No fabric call is made with mu_ held; states shown are cached (entries.h).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/registry.h"
+
+namespace rdmad {
+
+using registry_internal::Busy;
+using registry_internal::InProgress;
+
+v1::QueuePair Registry::ToProto(const QpEntry& e) const {
+  v1::QueuePair qp;
+  qp.set_name(Name("qps", e.id));
+  qp.set_pd(Name("pds", e.pd->id));
+  *qp.mutable_local() = registry_internal::ToProto(e.local);
+  if (e.has_remote) *qp.mutable_remote() = registry_internal::ToProto(e.remote);
+  qp.set_state(registry_internal::ToProto(e.state));
+  qp.set_port(e.options.port);
+  qp.set_gid_index(e.options.gid_index);
+  qp.set_bound_windows(e.type2_windows);
+  return qp;
+}
+
+absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& request) {
+  PdEntry* pd = nullptr;
+  fabric::QpOptions options;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.pd(), "pd"));
+    if (pd->busy) return InProgress("pd", request.pd(), pd->busy);
+    options.port = request.port() ? request.port() : 1;
+    const auto& ports = pd->device->info().ports;
+    if (options.port > ports.size()) {
+      return InvalidArgument("port", absl::StrCat("devices/", pd->device->info().name, " has ", ports.size(),
+                                                  " port(s); got ", options.port));
+    }
+    const fabric::PortInfo& port = ports[options.port - 1];
+    options.gid_index = request.has_gid_index() ? request.gid_index() : DefaultGidIndex(port);
+    if (port.link_layer == "Ethernet") {
+      bool found = false;
+      for (const auto& g : port.gids) found = found || g.index == options.gid_index;
+      if (!found) {
+        return InvalidArgument("gid_index", absl::StrCat("port ", options.port, " has no GID at index ",
+                                                         options.gid_index));
+      }
+    }
+    pd->pending++;
+  }
+  absl::StatusOr<std::unique_ptr<fabric::Qp>> qp = pd->pd->CreateQp(options);
+  absl::MutexLock lock(&mu_);
+  pd->pending--;
+  if (!qp.ok()) return qp.status();
+  auto e = std::make_unique<QpEntry>();
+  e->id = next_qp_++;
+  e->pd = pd;
+  e->options = options;
+  e->qp = std::move(qp).value();
+  e->local = e->qp->local();
+  e->state = fabric::QpState::kInit;
+  pd->qps.emplace(e->id, e.get());
+  v1::QueuePair out = ToProto(*e);
+  qps_.emplace(e->id, std::move(e));
+  return out;
+}
+
+absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "name"));
+  return ToProto(*e);
+}
+
+std::vector<v1::QueuePair> Registry::ListQps() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::QueuePair> out;
+  for (const auto& [id, e] : qps_) out.push_back(ToProto(*e));
+  return out;
+}
+
+absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& request) {
+  if (request.remote().qpn() == 0 || request.remote().qpn() > 0xffffff) {
+    return InvalidArgument("remote.qpn", "must be a 24-bit QP number other than 0");
+  }
+  if (request.remote().psn() > 0xffffff) return InvalidArgument("remote.psn", "must fit in 24 bits");
+  if (request.remote().lid() > 0xffff) return InvalidArgument("remote.lid", "must fit in 16 bits");
+  QpEntry* e = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(e, FindQp(request.name(), "name"));
+    if (e->busy) return InProgress("name", request.name(), e->busy);
+    if (e->type2_windows > 0) {
+      return Busy("name", absl::StrCat(request.name(), " has ", e->type2_windows,
+                                       " type 2 window(s) bound on it; reconnecting would reset it"));
+    }
+    e->busy = "ConnectQp";
+  }
+  fabric::QpEndpoint remote{request.remote().qpn(), request.remote().psn(), request.remote().gid(),
+                            static_cast<uint16_t>(request.remote().lid())};
+  absl::Status connected = e->qp->Connect(remote);
+  const fabric::QpState state = e->qp->state();
+  const fabric::QpEndpoint local = e->qp->local();  // a reconnect draws a new PSN
+  absl::MutexLock lock(&mu_);
+  e->busy = nullptr;
+  e->state = state;
+  e->local = local;
+  if (!connected.ok()) return connected;
+  e->has_remote = true;
+  e->remote = remote;
+  return ToProto(*e);
+}
+
+absl::Status Registry::DeleteQp(const std::string& name) {
+  std::unique_ptr<QpEntry> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "name"));
+    if (e->busy) return InProgress("name", name, e->busy);
+    if (e->type2_windows > 0) {
+      return Busy("name", absl::StrCat(name, " has ", e->type2_windows,
+                                       " type 2 window(s) bound on it: invalidate or deallocate them first"));
+    }
+    for (const auto& [id, w] : e->windows) {
+      if (w->busy) return InProgress("name", Name("mws", id), w->busy);
+    }
+    for (auto& [id, w] : e->windows) {  // a type 1 window bound through this QP does not depend on it
+      w->qp = nullptr;
+      w->binding.clear_qp();
+    }
+    e->pd->qps.erase(e->id);
+    owned = std::move(qps_[e->id]);
+    qps_.erase(e->id);
+  }
+  owned.reset();  // ibv_destroy_qp, ibv_destroy_cq, without the lock
+  return absl::OkStatus();
+}
+
+}  // namespace rdmad

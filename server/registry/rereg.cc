@@ -1,0 +1,188 @@
+// ibv_rereg_mr(3) semantics for ReregisterMr: validate and reserve under mu_, re-register on a worker
+// (native where the device has it, else emulated: register the new, then deregister the old), commit
+// under mu_. Which MR survives each failure is the man page's (docs/api.md). Threads: see registry.h.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/registry.h"
+
+namespace rdmad {
+
+using registry_internal::Await;
+using registry_internal::Busy;
+using registry_internal::InProgress;
+using registry_internal::WithOutcome;
+
+struct Registry::ReregPlan {
+  int flags = 0;
+  PdEntry* new_pd = nullptr;
+  uint32_t access = 0;
+  v1::MemorySource new_source;
+};
+
+void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done) {
+  auto refuse = [](absl::Status s) { return WithOutcome(std::move(s), v1::OUTCOME_OLD_MR_VALID); };
+  MrEntry* e = nullptr;
+  ReregPlan plan;
+  absl::Status refused = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(e, FindMr(request.name(), "name"));
+    if (e->busy) return refuse(InProgress("name", request.name(), e->busy));
+    if (e->unusable) {
+      return WithOutcome(FailedPrecondition("name", absl::StrCat(request.name(), " is unusable (", e->unusable_reason,
+                                                                 "): only deregister is accepted")),
+                         v1::OUTCOME_MR_UNUSABLE);
+    }
+    absl::StatusOr<int> flags = ReregFlags(request);
+    if (!flags.ok()) return refuse(flags.status());
+    plan.flags = *flags;
+    if (!e->windows.empty()) {
+      return refuse(Busy("name", absl::StrCat(request.name(), " has ", e->windows.size(),
+                                              " bound memory window(s): a rereg deregisters the region "
+                                              "(ibv_rereg_mr(3)), which ibv_dereg_mr(3) refuses while windows "
+                                              "are bound; invalidate them first")));
+    }
+    plan.new_pd = e->pd;
+    if (plan.flags & fabric::kChangePd) {
+      absl::StatusOr<PdEntry*> pd = FindPd(request.pd(), "pd");
+      if (!pd.ok()) return refuse(pd.status());
+      if ((*pd)->busy) return refuse(InProgress("pd", request.pd(), (*pd)->busy));
+      plan.new_pd = *pd;
+      if (plan.new_pd->device != e->pd->device) {
+        return refuse(InvalidArgument("pd", absl::StrCat(request.pd(), " is on devices/",
+                                                         plan.new_pd->device->info().name, ", the region on devices/",
+                                                         e->pd->device->info().name)));
+      }
+    }
+    plan.access = e->access;
+    if (plan.flags & fabric::kChangeAccess) {
+      absl::StatusOr<uint32_t> bits = AccessBits(request.access(), "access");
+      if (!bits.ok()) return refuse(bits.status());
+      plan.access = *bits;
+      if (absl::Status s = CheckMrAccessRule(plan.access, "access"); !s.ok()) return refuse(s);
+    }
+    plan.new_source = (plan.flags & fabric::kChangeTranslation) ? request.source() : e->source;
+    e->busy = "ReregisterMr";
+    plan.new_pd->pending++;  // neither PD can go while the region may move between them
+    return absl::OkStatus();
+  }();
+  if (!refused.ok()) return std::move(done)(refused);
+  auto work = [this, e, plan = std::move(plan), done = std::move(done)]() mutable {
+    PdEntry* new_pd = plan.new_pd;
+    absl::StatusOr<v1::ReregisterMrResponse> out = ReregWorkAndCommit(e, std::move(plan));
+    {
+      absl::MutexLock lock(&mu_);
+      e->busy = nullptr;
+      new_pd->pending--;
+    }
+    std::move(done)(std::move(out));
+  };
+  if (!workers_->Post(std::move(work))) RDMAD_LOG_WARN("ReregisterMr dropped: shutting down");
+}
+
+absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregisterMr(const v1::ReregisterMrRequest& request) {
+  return Await<v1::ReregisterMrResponse>(
+      [&](Done<v1::ReregisterMrResponse> d) { ReregisterMrAsync(request, std::move(d)); });
+}
+
+// On a worker, holding e's reservation: the fabric calls without mu_, then the commit with it.
+absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e, ReregPlan plan) {
+  const std::string name = Name("mrs", e->id);
+  const bool translate = plan.flags & fabric::kChangeTranslation;
+  std::shared_ptr<Mapping> new_mapping = e->mapping;
+  if (translate) {
+    absl::StatusOr<std::unique_ptr<Mapping>> m = MapSource(plan.new_source, *e->pd->device, "source");
+    if (!m.ok()) return WithOutcome(m.status(), v1::OUTCOME_OLD_MR_VALID);
+    new_mapping = std::move(m).value();
+  }
+  v1::ReregisterMrResponse response;
+  const bool native = e->pd->device->info().native_rereg;
+  response.set_method(native ? v1::NATIVE : v1::EMULATED);
+  response.set_old_lkey(e->mr->lkey());
+  response.set_old_rkey(e->mr->rkey());
+  // What the commit applies: the new PD, mapping and source, and the registration's (new) attributes.
+  auto commit = [&]() {
+    absl::MutexLock lock(&mu_);
+    if (plan.new_pd != e->pd) {
+      e->pd->mrs.erase(e->id);
+      plan.new_pd->mrs.emplace(e->id, e);
+      e->pd = plan.new_pd;
+    }
+    if (translate) {
+      e->mapping = new_mapping;
+      e->source = plan.new_source;
+    }
+    e->addr = e->mr->addr();
+    e->length = e->mr->length();
+    e->lkey = e->mr->lkey();
+    e->rkey = e->mr->rkey();
+    e->access = e->mr->access();
+    e->generation++;
+    *response.mutable_mr() = ToProto(*e);
+    response.set_keys_changed(e->lkey != response.old_lkey() || e->rkey != response.old_rkey());
+  };
+
+  if (!native) {
+    // Register the new region first: if that fails, the old one is untouched and still valid.
+    absl::StatusOr<std::unique_ptr<fabric::Mr>> fresh =
+        plan.new_pd->pd->RegMr(new_mapping->data(), new_mapping->length(), plan.access);
+    if (!fresh.ok()) {
+      return WithOutcome(WithContext(fresh.status(), absl::StrCat("rereg ", name, " (emulated): registering the "
+                                                                 "new region failed; ", name, " is unchanged")),
+                         v1::OUTCOME_OLD_MR_VALID);
+    }
+    if (absl::Status s = e->mr->Release(); !s.ok()) {
+      // The old registration is still in place: undo the new one so exactly one MR remains.
+      if (absl::Status undo = (*fresh)->Release(); !undo.ok()) {
+        RDMAD_LOG_ERROR("rereg %s: undoing the new registration failed too: %s", name.c_str(),
+                        std::string(undo.message()).c_str());
+      }
+      return WithOutcome(WithContext(s, absl::StrCat("rereg ", name, " (emulated): deregistering the old region "
+                                                     "failed; the new one was undone and ", name, " is unchanged")),
+                         v1::OUTCOME_OLD_MR_VALID);
+    }
+    std::unique_ptr<fabric::Mr> old = std::exchange(e->mr, std::move(fresh).value());
+    commit();  // the old mapping is unmapped when the last reference (old MR's, commit's) goes
+    RDMAD_LOG_INFO("%s reregistered (emulated), rkey 0x%x -> 0x%x", name.c_str(), response.old_rkey(),
+                   response.mr().rkey());
+    return response;
+  }
+
+  int err = 0;
+  fabric::ReregCode code = e->mr->Rereg(plan.flags, plan.new_pd->pd.get(), translate ? new_mapping->data() : nullptr,
+                                        translate ? new_mapping->length() : 0, plan.access, &err);
+  const std::string what = absl::StrCat("ibv_rereg_mr returned ", fabric::ReregCodeName(code));
+  switch (code) {
+    case fabric::ReregCode::kOk:
+    case fabric::ReregCode::kErrDoForkOld:
+      // ERR_DO_FORK_OLD: the new MR is valid; only madvise on the old range failed.
+      commit();
+      if (code == fabric::ReregCode::kErrDoForkOld) {
+        response.set_warning(absl::StrCat(what, " (errno ", err, ", ", ErrnoName(err),
+                                          "): the region has the new attributes; fork protection of the old "
+                                          "range could not be restored"));
+      }
+      return response;
+    case fabric::ReregCode::kErrInput:
+    case fabric::ReregCode::kErrDontForkNew:
+      return WithOutcome(ErrnoError("ibv_rereg_mr", err, absl::StrCat(what, "; ", name, " is valid and unchanged")),
+                         v1::OUTCOME_OLD_MR_VALID);
+    default: {
+      // ERR_CMD, ERR_CMD_AND_DO_FORK_NEW: the MR must not be used. Keep both mappings until deregistration,
+      // since the device may reference either.
+      absl::MutexLock lock(&mu_);
+      e->unusable = true;
+      e->unusable_reason = absl::StrCat(what, ", errno ", err, " (", ErrnoName(err), ")");
+      if (new_mapping != e->mapping) e->retained.push_back(std::move(new_mapping));
+      return WithOutcome(ErrnoError("ibv_rereg_mr", err, absl::StrCat(what, "; ", name,
+                                                                      " is now unusable: only deregister is "
+                                                                      "accepted")),
+                         v1::OUTCOME_MR_UNUSABLE);
+    }
+  }
+}
+
+}  // namespace rdmad
