@@ -5,7 +5,8 @@
 # not meant to be run on the host.
 #
 # Control share protocol (files in /run/rdmad-guest, read by run-in-guest.sh on the host):
-#   params   (in)  bash assignments: GUEST_CWD, GUEST_OUT, GUEST_CMD, GUEST_ENV (array NAME=VALUE)
+#   params   (in)  bash assignments: GUEST_CWD, GUEST_OUT, GUEST_CMD, GUEST_ENV (array NAME=VALUE),
+#                  GUEST_ADDR (eth0's address/prefix), GUEST_HOSTNAME
 #   stdout, stderr (out) the command's output (appended; the host streams them)
 #   ready    (out) guest uptime when rxe0 was ACTIVE and the command was about to start
 #   failed   (out) reason, when the guest setup failed (no command was run)
@@ -51,18 +52,19 @@ ln -sfn /proc/self/fd/2 /dev/stderr
 # /tmp stays on the overlay: writable, private to the guest, and a cwd under the host's /tmp
 # still exists in here.
 chmod 1777 /tmp 2>/dev/null
-echo rdmad-guest >/proc/sys/kernel/hostname
 ip link set lo up || fail "ip link set lo up"
 
 # shellcheck source=/dev/null
 source "$CTL/params" || fail "cannot read $CTL/params"
+: "${GUEST_ADDR:=10.0.2.15/24}" "${GUEST_HOSTNAME:=rdmad-guest}"
+echo "$GUEST_HOSTNAME" >/proc/sys/kernel/hostname
 
 mkdir -p "$GUEST_OUT" 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none out "$GUEST_OUT" ||
   fail "cannot mount the output share at $GUEST_OUT"
 
 modprobe -a rdma_rxe ib_uverbs rdma_ucm || fail "modprobe -a rdma_rxe ib_uverbs rdma_ucm"
-ip addr add 10.0.2.15/24 dev eth0 || fail "ip addr add 10.0.2.15/24 dev eth0"
+ip addr add "$GUEST_ADDR" dev eth0 || fail "ip addr add $GUEST_ADDR dev eth0"
 ip link set eth0 up || fail "ip link set eth0 up"
 rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 type rxe netdev eth0"
 

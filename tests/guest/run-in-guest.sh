@@ -9,6 +9,13 @@
 #   --env NAME[=VAL] also pass NAME into the guest (repeatable); RDMAD_* and GTEST_* always pass
 #   -v, --verbose    progress and timings on stderr
 #   -h, --help       this text
+# For a guest that is one end of a private wire (run-two-guests.sh uses these):
+#   --net MODE       eth0's network: user (the default), listen:HOST:PORT or connect:HOST:PORT
+#                    (QEMU socket networking: a wire to the one guest at the other end, nothing else)
+#   --addr CIDR      eth0's address (default 10.0.2.15/24)
+#   --mac MAC        eth0's MAC address (default QEMU's, the same in every guest)
+#   --name NAME      names the guest: console log guest-console-NAME.log, hostname rdmad-guest-NAME
+#   --ready-file F   the script creates host file F when rxe0 is ACTIVE and COMMAND starts
 #
 # The guest's root is the host's own / (read-only 9p + tmpfs overlay: writes stay in the guest),
 # so COMMAND is any host path or program; it runs as root via /bin/sh -c with ARGS quoted one by
@@ -44,6 +51,11 @@ info() { ((verbose)) && echo "$PROG: $*" >&2; return 0; }
 timeout_s=600
 out_dir=
 extra_env=()
+net=user
+addr=10.0.2.15/24
+mac=
+guest_name=
+ready_file=
 while (($#)); do
   case "$1" in
     --timeout) (($# >= 2)) || usage_error "--timeout needs a value"; timeout_s=$2; shift 2 ;;
@@ -52,6 +64,16 @@ while (($#)); do
     --out=*) out_dir=${1#*=}; shift ;;
     --env) (($# >= 2)) || usage_error "--env needs a value"; extra_env+=("$2"); shift 2 ;;
     --env=*) extra_env+=("${1#*=}"); shift ;;
+    --net) (($# >= 2)) || usage_error "--net needs a value"; net=$2; shift 2 ;;
+    --net=*) net=${1#*=}; shift ;;
+    --addr) (($# >= 2)) || usage_error "--addr needs a value"; addr=$2; shift 2 ;;
+    --addr=*) addr=${1#*=}; shift ;;
+    --mac) (($# >= 2)) || usage_error "--mac needs a value"; mac=$2; shift 2 ;;
+    --mac=*) mac=${1#*=}; shift ;;
+    --name) (($# >= 2)) || usage_error "--name needs a value"; guest_name=$2; shift 2 ;;
+    --name=*) guest_name=${1#*=}; shift ;;
+    --ready-file) (($# >= 2)) || usage_error "--ready-file needs a value"; ready_file=$2; shift 2 ;;
+    --ready-file=*) ready_file=${1#*=}; shift ;;
     -v|--verbose) verbose=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
@@ -61,6 +83,10 @@ done
 (($#)) || usage_error "no COMMAND given"
 [[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || usage_error "--timeout must be a positive integer, got '$timeout_s'"
 [[ ${RDMAD_GUEST_VERBOSE:-0} == 1 ]] && verbose=1
+[[ $net =~ ^(user|(listen|connect):[A-Za-z0-9.-]+:[0-9]+)$ ]] || usage_error "--net must be user, listen:HOST:PORT or connect:HOST:PORT, got '$net'"
+[[ $addr =~ ^[0-9]+(\.[0-9]+){3}/[0-9]+$ ]] || usage_error "--addr must be an IPv4 CIDR like 10.0.3.1/24, got '$addr'"
+[[ -z $mac || $mac =~ ^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$ ]] || usage_error "--mac must look like 52:54:00:12:34:56, got '$mac'"
+[[ -z $guest_name || $guest_name =~ ^[A-Za-z0-9_-]+$ ]] || usage_error "--name must be letters, digits, - or _, got '$guest_name'"
 
 boot_timeout=${RDMAD_GUEST_BOOT_TIMEOUT:-40}
 ready_timeout=${RDMAD_GUEST_READY_TIMEOUT:-150}
@@ -168,6 +194,8 @@ cp "$HERE/guest-init.sh" "$ctl/guest-init.sh"
   printf 'GUEST_CWD=%q\n' "$cwd"
   printf 'GUEST_OUT=%q\n' "$out_dir"
   printf 'GUEST_CMD=%q\n' "$cmd"
+  printf 'GUEST_ADDR=%q\n' "$addr"
+  printf 'GUEST_HOSTNAME=%q\n' "rdmad-guest${guest_name:+-$guest_name}"
   printf 'GUEST_ENV=('
   for kv in "${guest_env[@]}"; do printf ' %q' "$kv"; done
   printf ' )\n'
@@ -181,7 +209,14 @@ t_start=$(now)
 deadline=$((t_start + timeout_s * 1000000))
 secs() { printf '%d.%01d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); } # us -> "S.d"
 
-console=$out_dir/guest-console.log
+console=$out_dir/guest-console${guest_name:+-$guest_name}.log
+
+# eth0: QEMU user networking (no way out), or one end of a socket wire.
+if [[ $net == user ]]; then
+  nic=(-nic "user,model=virtio-net-pci,restrict=on${mac:+,mac=$mac}")
+else
+  nic=(-netdev "socket,id=n0,${net%%:*}=${net#*:}" -device "virtio-net-pci,netdev=n0${mac:+,mac=$mac}")
+fi
 
 # Starts QEMU in the background; sets qpid. $1 = attempt number.
 launch() {
@@ -205,7 +240,7 @@ launch() {
       -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
       -virtfs "local,path=$(qesc "$ctl"),mount_tag=ctl,security_model=none,multidevs=remap" \
       -virtfs "local,path=$(qesc "$out_dir"),mount_tag=out,security_model=none,multidevs=remap" \
-      -nic user,model=virtio-net-pci,restrict=on \
+      "${nic[@]}" \
       "${extra[@]}" \
       </dev/null >"$ctl/qemu.log" 2>&1 &
   qpid=$!
@@ -222,7 +257,7 @@ explain_failure() {
   echo "$PROG: see the guest console log: $console" >&2
   if [[ -s $ctl/qemu.log ]]; then
     sed "s/^/$PROG: qemu: /" "$ctl/qemu.log" >&2
-    cp "$ctl/qemu.log" "$out_dir/guest-qemu.log" 2>/dev/null || true
+    cp "$ctl/qemu.log" "$out_dir/guest-qemu${guest_name:+-$guest_name}.log" 2>/dev/null || true
   fi
 }
 
@@ -238,6 +273,7 @@ while :; do
   while :; do
     if ((!ready)) && [[ -e $ctl/ready ]]; then
       ready=1
+      [[ -z $ready_file ]] || { : >"$ready_file"; } 2>/dev/null || warn "cannot create --ready-file $ready_file"
       start_tails
       info "rxe0 ACTIVE after $(secs $(($(now) - t_attempt))) s (guest uptime $(<"$ctl/ready") s); running the command"
     fi
@@ -299,7 +335,7 @@ while :; do
     exit "$EXIT_HARNESS"
   fi
   warn "guest boot attempt $attempt failed: $retry_reason; retrying"
-  mv -f -- "$console" "$out_dir/guest-console.attempt$attempt.log" 2>/dev/null || true
+  mv -f -- "$console" "${console%.log}.attempt$attempt.log" 2>/dev/null || true
   attempt=$((attempt + 1))
 done
 
