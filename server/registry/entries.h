@@ -95,6 +95,9 @@ struct MwEntry {
   // enforced one everywhere. Declared before `mw`, so the window is deallocated before it is
   // deregistered (ibv_dereg_mr fails while a window is bound).
   std::unique_ptr<fabric::Mr> bounds_mr;
+  // The bounds region of a bind in flight, held here (not by the completion callback) so that teardown
+  // releases it in order even if the completion never arrives. Owned by the bind's reservation.
+  std::unique_ptr<fabric::Mr> binding_bounds_mr;
   std::unique_ptr<fabric::Mw> mw;
   MrEntry* mr = nullptr;  // set while bound
   QpEntry* qp = nullptr;  // the user QP the bind was posted on (type 2: the only QP it works on)

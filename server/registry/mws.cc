@@ -164,35 +164,31 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
                                  mr_access & (fabric::kLocalWrite | fabric::kMwBind))
               : qp.status();
   if (!bounds.ok() && qp.ok()) bounds = WithContext(bounds.status(), absl::StrCat("binding ", request.name(), ": bounds region"));
-  if (!bounds.ok()) {
-    return FinishBind(w, mr, user_qp, request, addr, nullptr, bounds.status(), std::move(done));
-  }
+  if (!bounds.ok()) return FinishBind(w, mr, user_qp, request, addr, bounds.status(), std::move(done));
   fabric::BindSpec spec;
   spec.mr = bounds->get();
   spec.addr = addr;
   spec.length = request.length();
   spec.access = access;
+  w->binding_bounds_mr = std::move(bounds).value();  // the reservation holds it until FinishBind
   auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
-  auto bounds_holder = std::make_shared<std::unique_ptr<fabric::Mr>>(std::move(bounds).value());
   absl::Status posted = (*qp)->PostBind(*w->mw, spec, [=](absl::StatusOr<uint32_t> rkey) mutable {
-    FinishBind(w, mr, user_qp, request, addr, std::move(*bounds_holder), std::move(rkey), std::move(*shared_done));
+    FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
   });
-  if (!posted.ok()) {
-    FinishBind(w, mr, user_qp, request, addr, std::move(*bounds_holder), posted, std::move(*shared_done));
-  }
+  if (!posted.ok()) FinishBind(w, mr, user_qp, request, addr, posted, std::move(*shared_done));
 }
 
 // Commits (or undoes) a bind's reservation. On the dispatcher when the completion arrived, or on the
 // caller's thread when nothing was posted.
 void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
-                          std::unique_ptr<fabric::Mr> bounds, absl::StatusOr<uint32_t> rkey,
-                          Done<v1::MemoryWindow> done) {
+                          absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done) {
   const bool type1 = w->type == fabric::MwType::kType1;
   std::unique_ptr<fabric::Mr> released;  // whichever bounds region is no longer referenced
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
   {
     absl::MutexLock lock(&mu_);
     w->busy = nullptr;
+    std::unique_ptr<fabric::Mr> bounds = std::move(w->binding_bounds_mr);
     const bool rebound_same = w->mr == mr && (w->qp == user_qp);
     if (!rkey.ok()) {
       // Undo the reservation's links unless they belong to the binding the window keeps.

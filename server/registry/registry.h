@@ -135,7 +135,7 @@ class Registry {
   std::unique_ptr<fabric::Mr> Unbind(MwEntry& mw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
-                  std::unique_ptr<fabric::Mr> bounds, absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done);
+                  absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done);
   absl::StatusOr<v1::ReregisterMrResponse> ReregWorkAndCommit(MrEntry* e, ReregPlan plan);
 
   v1::ProtectionDomain ToProto(const PdEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -667,6 +667,7 @@ class FakeDevice final : public fabric::Device {
     ledger_->Event("open_device", info_.name);
   }
   ~FakeDevice() override {
+    std::deque<FakeLedger::Completion> dropped;  // destroyed after the mutex is released: they own objects
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     for (const auto& [id, p] : ledger_->pds_) {
       if (p.device == info_.name) {
@@ -678,7 +679,12 @@ class FakeDevice final : public fabric::Device {
     ledger_->completion_fds_.erase(info_.name);
     // Completions never drained are dropped, as a destroyed CQ's are.
     for (auto it = ledger_->completions_.begin(); it != ledger_->completions_.end();) {
-      it = it->device == info_.name ? ledger_->completions_.erase(it) : std::next(it);
+      if (it->device != info_.name) {
+        ++it;
+        continue;
+      }
+      dropped.push_back(std::move(*it));
+      it = ledger_->completions_.erase(it);
     }
     close(fd_);
   }
