@@ -1,4 +1,5 @@
-// Finishing a callback-API unary RPC from a status value (private to server/rpc/).
+// Finishing an RPC from a status value (private to server/rpc/): Reply for quick RPCs on the synchronous
+// API, Replier for RPCs that finish later on gRPC's callback API.
 // Threads: Reply runs on the handler's thread; the callback made by Replier may run on any thread, once.
 #ifndef RDMAD_SERVER_RPC_REPLY_H_
 #define RDMAD_SERVER_RPC_REPLY_H_
@@ -21,10 +22,10 @@ inline void LogFailure(const char* method, const std::string& peer, const absl::
   if (!status.ok()) RDMAD_LOG_INFO("%s from %s: %s", method, peer.c_str(), std::string(status.message()).c_str());
 }
 
-// Sets *response from an absl::StatusOr<T> (or nothing from an absl::Status) and finishes the RPC.
+// A quick RPC (synchronous API): sets *response from an absl::StatusOr<T> (or nothing from an absl::Status)
+// and returns the RPC's status.
 template <typename Result, typename Response>
-grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const char* method, Result result,
-                                Response* response) {
+grpc::Status Reply(grpc::ServerContext* ctx, const char* method, Result result, Response* response) {
   absl::Status status;
   if constexpr (std::is_same_v<Result, absl::Status>) {
     status = result;
@@ -33,9 +34,7 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const char* me
     if (status.ok()) *response = std::move(result).value();
   }
   LogFailure(method, ctx->peer(), status);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpc(status));
-  return reactor;
+  return ToGrpc(status);
 }
 
 // A Done<T> that finishes the RPC when the registry calls it (from any thread). The response and the

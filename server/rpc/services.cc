@@ -8,20 +8,21 @@ namespace rdmad {
 namespace {
 
 using grpc::CallbackServerContext;
+using grpc::ServerContext;
 using grpc::ServerUnaryReactor;
+using grpc::Status;
 using rpc_internal::Fill;
 using rpc_internal::Replier;
 using rpc_internal::Reply;
 
-class DevicesService final : public v1::Devices::CallbackService {
+class DevicesService final : public v1::Devices::Service {
  public:
   explicit DevicesService(Registry* r) : r_(r) {}
-  ServerUnaryReactor* ListDevices(CallbackServerContext* ctx, const v1::ListDevicesRequest*,
-                                  v1::ListDevicesResponse* resp) override {
+  Status ListDevices(ServerContext* ctx, const v1::ListDevicesRequest*, v1::ListDevicesResponse* resp) override {
     Fill(r_->ListDevices(), resp->mutable_devices());
     return Reply(ctx, "ListDevices", absl::OkStatus(), resp);
   }
-  ServerUnaryReactor* GetDevice(CallbackServerContext* ctx, const v1::GetDeviceRequest* req, v1::Device* resp) override {
+  Status GetDevice(ServerContext* ctx, const v1::GetDeviceRequest* req, v1::Device* resp) override {
     return Reply(ctx, "GetDevice", r_->GetDevice(req->name()), resp);
   }
 
@@ -29,24 +30,20 @@ class DevicesService final : public v1::Devices::CallbackService {
   Registry* const r_;
 };
 
-class PdsService final : public v1::ProtectionDomains::CallbackService {
+class PdsService final : public v1::ProtectionDomains::Service {
  public:
   explicit PdsService(Registry* r) : r_(r) {}
-  ServerUnaryReactor* CreatePd(CallbackServerContext* ctx, const v1::CreatePdRequest* req,
-                               v1::ProtectionDomain* resp) override {
+  Status CreatePd(ServerContext* ctx, const v1::CreatePdRequest* req, v1::ProtectionDomain* resp) override {
     return Reply(ctx, "CreatePd", r_->CreatePd(*req), resp);
   }
-  ServerUnaryReactor* GetPd(CallbackServerContext* ctx, const v1::GetPdRequest* req,
-                            v1::ProtectionDomain* resp) override {
+  Status GetPd(ServerContext* ctx, const v1::GetPdRequest* req, v1::ProtectionDomain* resp) override {
     return Reply(ctx, "GetPd", r_->GetPd(req->name()), resp);
   }
-  ServerUnaryReactor* ListPds(CallbackServerContext* ctx, const v1::ListPdsRequest*,
-                              v1::ListPdsResponse* resp) override {
+  Status ListPds(ServerContext* ctx, const v1::ListPdsRequest*, v1::ListPdsResponse* resp) override {
     Fill(r_->ListPds(), resp->mutable_pds());
     return Reply(ctx, "ListPds", absl::OkStatus(), resp);
   }
-  ServerUnaryReactor* DeletePd(CallbackServerContext* ctx, const v1::DeletePdRequest* req,
-                               v1::DeletePdResponse* resp) override {
+  Status DeletePd(ServerContext* ctx, const v1::DeletePdRequest* req, v1::DeletePdResponse* resp) override {
     return Reply(ctx, "DeletePd", r_->DeletePd(*req), resp);
   }
 
@@ -54,7 +51,10 @@ class PdsService final : public v1::ProtectionDomains::CallbackService {
   Registry* const r_;
 };
 
-class MrsService final : public v1::MemoryRegions::CallbackService {
+// RegisterMr and ReregisterMr pin memory on a worker: callback API. The rest answer at once.
+class MrsService final
+    : public v1::MemoryRegions::WithCallbackMethod_RegisterMr<
+          v1::MemoryRegions::WithCallbackMethod_ReregisterMr<v1::MemoryRegions::Service>> {
  public:
   explicit MrsService(Registry* r) : r_(r) {}
   ServerUnaryReactor* RegisterMr(CallbackServerContext* ctx, const v1::RegisterMrRequest* req,
@@ -63,11 +63,10 @@ class MrsService final : public v1::MemoryRegions::CallbackService {
     r_->RegisterMrAsync(*req, Replier<v1::MemoryRegion>(ctx, "RegisterMr", reactor, resp));
     return reactor;
   }
-  ServerUnaryReactor* GetMr(CallbackServerContext* ctx, const v1::GetMrRequest* req, v1::MemoryRegion* resp) override {
+  Status GetMr(ServerContext* ctx, const v1::GetMrRequest* req, v1::MemoryRegion* resp) override {
     return Reply(ctx, "GetMr", r_->GetMr(req->name()), resp);
   }
-  ServerUnaryReactor* ListMrs(CallbackServerContext* ctx, const v1::ListMrsRequest* req,
-                              v1::ListMrsResponse* resp) override {
+  Status ListMrs(ServerContext* ctx, const v1::ListMrsRequest* req, v1::ListMrsResponse* resp) override {
     auto mrs = r_->ListMrs(*req);
     if (mrs.ok()) Fill(std::move(*mrs), resp->mutable_mrs());
     return Reply(ctx, "ListMrs", mrs.status(), resp);
@@ -78,8 +77,7 @@ class MrsService final : public v1::MemoryRegions::CallbackService {
     r_->ReregisterMrAsync(*req, Replier<v1::ReregisterMrResponse>(ctx, "ReregisterMr", reactor, resp));
     return reactor;
   }
-  ServerUnaryReactor* DeregisterMr(CallbackServerContext* ctx, const v1::DeregisterMrRequest* req,
-                                   v1::DeregisterMrResponse* resp) override {
+  Status DeregisterMr(ServerContext* ctx, const v1::DeregisterMrRequest* req, v1::DeregisterMrResponse* resp) override {
     return Reply(ctx, "DeregisterMr", r_->DeregisterMr(req->name()), resp);
   }
 
@@ -87,27 +85,23 @@ class MrsService final : public v1::MemoryRegions::CallbackService {
   Registry* const r_;
 };
 
-class QpsService final : public v1::QueuePairs::CallbackService {
+class QpsService final : public v1::QueuePairs::Service {
  public:
   explicit QpsService(Registry* r) : r_(r) {}
-  ServerUnaryReactor* CreateQp(CallbackServerContext* ctx, const v1::CreateQpRequest* req,
-                               v1::QueuePair* resp) override {
+  Status CreateQp(ServerContext* ctx, const v1::CreateQpRequest* req, v1::QueuePair* resp) override {
     return Reply(ctx, "CreateQp", r_->CreateQp(*req), resp);
   }
-  ServerUnaryReactor* GetQp(CallbackServerContext* ctx, const v1::GetQpRequest* req, v1::QueuePair* resp) override {
+  Status GetQp(ServerContext* ctx, const v1::GetQpRequest* req, v1::QueuePair* resp) override {
     return Reply(ctx, "GetQp", r_->GetQp(req->name()), resp);
   }
-  ServerUnaryReactor* ListQps(CallbackServerContext* ctx, const v1::ListQpsRequest*,
-                              v1::ListQpsResponse* resp) override {
+  Status ListQps(ServerContext* ctx, const v1::ListQpsRequest*, v1::ListQpsResponse* resp) override {
     Fill(r_->ListQps(), resp->mutable_qps());
     return Reply(ctx, "ListQps", absl::OkStatus(), resp);
   }
-  ServerUnaryReactor* ConnectQp(CallbackServerContext* ctx, const v1::ConnectQpRequest* req,
-                                v1::QueuePair* resp) override {
+  Status ConnectQp(ServerContext* ctx, const v1::ConnectQpRequest* req, v1::QueuePair* resp) override {
     return Reply(ctx, "ConnectQp", r_->ConnectQp(*req), resp);
   }
-  ServerUnaryReactor* DeleteQp(CallbackServerContext* ctx, const v1::DeleteQpRequest* req,
-                               v1::DeleteQpResponse* resp) override {
+  Status DeleteQp(ServerContext* ctx, const v1::DeleteQpRequest* req, v1::DeleteQpResponse* resp) override {
     return Reply(ctx, "DeleteQp", r_->DeleteQp(req->name()), resp);
   }
 
@@ -115,18 +109,19 @@ class QpsService final : public v1::QueuePairs::CallbackService {
   Registry* const r_;
 };
 
-class MwsService final : public v1::MemoryWindows::CallbackService {
+// BindMw and InvalidateMw finish when their completion arrives: callback API. The rest answer at once.
+class MwsService final
+    : public v1::MemoryWindows::WithCallbackMethod_BindMw<
+          v1::MemoryWindows::WithCallbackMethod_InvalidateMw<v1::MemoryWindows::Service>> {
  public:
   explicit MwsService(Registry* r) : r_(r) {}
-  ServerUnaryReactor* AllocMw(CallbackServerContext* ctx, const v1::AllocMwRequest* req,
-                              v1::MemoryWindow* resp) override {
+  Status AllocMw(ServerContext* ctx, const v1::AllocMwRequest* req, v1::MemoryWindow* resp) override {
     return Reply(ctx, "AllocMw", r_->AllocMw(*req), resp);
   }
-  ServerUnaryReactor* GetMw(CallbackServerContext* ctx, const v1::GetMwRequest* req, v1::MemoryWindow* resp) override {
+  Status GetMw(ServerContext* ctx, const v1::GetMwRequest* req, v1::MemoryWindow* resp) override {
     return Reply(ctx, "GetMw", r_->GetMw(req->name()), resp);
   }
-  ServerUnaryReactor* ListMws(CallbackServerContext* ctx, const v1::ListMwsRequest* req,
-                              v1::ListMwsResponse* resp) override {
+  Status ListMws(ServerContext* ctx, const v1::ListMwsRequest* req, v1::ListMwsResponse* resp) override {
     auto mws = r_->ListMws(*req);
     if (mws.ok()) Fill(std::move(*mws), resp->mutable_mws());
     return Reply(ctx, "ListMws", mws.status(), resp);
@@ -143,8 +138,7 @@ class MwsService final : public v1::MemoryWindows::CallbackService {
     r_->InvalidateMwAsync(req->name(), Replier<v1::MemoryWindow>(ctx, "InvalidateMw", reactor, resp));
     return reactor;
   }
-  ServerUnaryReactor* DeallocMw(CallbackServerContext* ctx, const v1::DeallocMwRequest* req,
-                                v1::DeallocMwResponse* resp) override {
+  Status DeallocMw(ServerContext* ctx, const v1::DeallocMwRequest* req, v1::DeallocMwResponse* resp) override {
     return Reply(ctx, "DeallocMw", r_->DeallocMw(req->name()), resp);
   }
 

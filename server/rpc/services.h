@@ -1,9 +1,11 @@
-// The gRPC services of rdmad.v1: thin adapters from RPCs to the Registry, on gRPC's callback API.
+// The gRPC services of rdmad.v1: thin adapters from RPCs to the Registry.
 //
-// Threads: handlers run on gRPC's callback threads and never block there. Quick RPCs (lookups, creations,
-// deletions: a short registry lock and non-waiting verbs calls) finish inline. RegisterMr, ReregisterMr,
-// BindMw and InvalidateMw hand their work to the registry, which finishes the RPC's reactor from a worker
-// (pinning) or from the device's dispatcher (the bind's completion). Services hold only a pointer to the
+// Threads: no handler waits for a verbs completion or for pinning. Quick RPCs (lookups, creations,
+// deletions: a short registry lock and non-waiting verbs calls) run on gRPC's synchronous thread pool and
+// answer at once. RegisterMr, ReregisterMr, BindMw and InvalidateMw are on gRPC's callback API: they hand
+// their work to the registry, which finishes the RPC's reactor from a pin worker or from the device's
+// dispatcher (the bind's completion). Quick RPCs stay synchronous: in the Soft-RoCE guest a no-op RPC on
+// the callback API had twice the p99 of the synchronous one (tests/bench/rpc_latency). Services hold only a pointer to the
 // Registry, which must outlive the grpc::Server they are registered with.
 #ifndef RDMAD_SERVER_RPC_SERVICES_H_
 #define RDMAD_SERVER_RPC_SERVICES_H_
