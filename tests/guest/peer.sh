@@ -34,13 +34,18 @@ case $op in
     ;;
   wait)
     (($# <= 3)) || usage
-    end=$((SECONDS + secs))
+    t=${EPOCHREALTIME/./}
+    end=$((t + secs * 1000000))
+    # Sleeps with `read -t` on a pipe that never delivers: no fork per poll. Under TCG every fork is
+    # dear, and this polls while the other guest boots on the same host cores.
+    exec {nap}<> <(:)
     until [[ -e $file ]]; do
       if [[ -e $RDMAD_GUEST_OUT/guest-$peer.status ]]; then
         die "guest ${peer^^} ended (status $(<"$RDMAD_GUEST_OUT/guest-$peer.status")) before $name appeared" 1
       fi
-      ((SECONDS < end)) || die "$name did not appear within $secs s" 1
-      sleep 0.2
+      t=${EPOCHREALTIME/./}
+      ((t < end)) || die "$name did not appear within $secs s" 1
+      read -r -t 0.5 -u "$nap" _ || true
     done
     ;;
   *) usage ;;

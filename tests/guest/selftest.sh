@@ -189,8 +189,7 @@ if ((pair)); then
   "$PAIR" -v --timeout 300 --out "$outp" --a "set -e; $show"'
     rping -s -a 10.0.3.1 & srv=$!
     "$RDMAD_PEER_SH" signal a-up
-    while kill -0 $srv 2>/dev/null && [ ! -e "$RDMAD_GUEST_OUT/guest-b.status" ]; do sleep 0.2; done
-    kill $srv 2>/dev/null || true
+    ("$RDMAD_PEER_SH" wait guest-b.status 250 2>/dev/null; kill $srv 2>/dev/null) &
     wait $srv && echo RPING-SERVER-OK' --b "set -e; $show"'
     "$RDMAD_PEER_SH" wait a-up 120
     ok=0
