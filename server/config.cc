@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
@@ -44,11 +45,40 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
         return InvalidArgument(key, "must be one of debug, info, warning, error");
       }
       c.log_level = value.get<std::string>();
+    } else if (key == "rdma_listen") {
+      RDMAD_ASSIGN_OR_RETURN(c.rdma_listen, strings(value, key));
+      for (const auto& a : c.rdma_listen) {
+        std::string host;
+        uint16_t port;
+        RDMAD_RETURN_IF_ERROR(SplitHostPort(a, key, &host, &port));
+      }
+    } else if (key == "cm_workers" || key == "pin_workers") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 64) {
+        return InvalidArgument(key, "must be an integer from 1 to 64");
+      }
+      (key == "cm_workers" ? c.cm_workers : c.pin_workers) = value.get<int>();
     } else {
-      return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, max_mr_bytes, log_level)");
+      return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, max_mr_bytes, log_level, "
+                                  "rdma_listen, cm_workers, pin_workers)");
     }
   }
   return c;
+}
+
+absl::Status SplitHostPort(const std::string& text, const std::string& field, std::string* host, uint16_t* port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument(field, absl::StrCat("'", text, "' is not host:port"));
+  }
+  std::string h = text.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  int p = 0;
+  if (!absl::SimpleAtoi(text.substr(colon + 1), &p) || p < 1 || p > 65535) {
+    return InvalidArgument(field, absl::StrCat("'", text, "': the port must be 1..65535"));
+  }
+  *host = h;
+  *port = static_cast<uint16_t>(p);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Config> LoadConfig(const std::string& path) {

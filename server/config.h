@@ -20,7 +20,14 @@ struct Config {
   std::vector<std::string> allowed_file_roots = {"/dev/shm", "/dev/hugepages", "/run/rdmad"};
   uint64_t max_mr_bytes = 0;  // 0: the device's max_mr_size
   std::string log_level = "info";
+  // The data-plane listener (rdma_cm): "10.0.2.15:7471", "[fe80::1]:7471", "0.0.0.0:7471". Empty: none.
+  std::vector<std::string> rdma_listen;
+  int cm_workers = 2;   // worker event channels for accepted connections (1..64)
+  int pin_workers = 2;  // threads that map and pin memory (1..64)
 };
+
+// "host:port" or "[v6]:port" -> host and port; INVALID_ARGUMENT naming `field` otherwise.
+absl::Status SplitHostPort(const std::string& text, const std::string& field, std::string* host, uint16_t* port);
 
 absl::StatusOr<Config> ParseConfig(const std::string& json_text);
 absl::StatusOr<Config> LoadConfig(const std::string& path);

@@ -2,9 +2,11 @@
 //
 // Threads: main() parses flags and config, opens the devices, builds the registry and the gRPC server,
 // then waits in sigwait() for SIGTERM/SIGINT (blocked in every thread, so only main sees them). gRPC's
-// pool threads serve RPCs against the registry. On a signal main shuts the server down (in-flight RPCs
-// finish, new ones are refused), then destroys the registry (windows, regions, QPs, PDs, devices, in
-// that order) and removes its unix socket: nothing is left behind.
+// threads serve RPCs against the registry and the CM manager; the dispatchers (one per device, one per
+// event channel) and the pin workers are theirs (docs/architecture.md). On a signal main quiesces rdma_cm
+// (watch streams end, waiting connects fail), shuts the server down (in-flight RPCs finish, new ones are
+// refused), destroys the CM manager (CM ids, their QPs first, then channels), then the registry (windows,
+// regions, QPs, PDs, devices, in that order) and removes its unix socket: nothing is left behind.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -28,7 +30,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "server/common/log.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
 #include "server/config.h"
+#include "server/fabric/cm.h"
 #include "server/registry/registry.h"
 #include "server/rpc/services.h"
 #include "server/verbs/device.h"
@@ -141,7 +146,23 @@ int Run(int argc, char** argv) {
   Registry::Options options;
   options.allowed_file_roots = config.allowed_file_roots;
   options.max_mr_bytes = config.max_mr_bytes;
+  options.workers = config.pin_workers;
+  fabric::Fabric* fab = fabric->get();
   auto registry = std::make_unique<Registry>(std::move(fabric).value(), options);
+
+  cm::CmManager::Options cm_options;
+  cm_options.workers = config.cm_workers;
+  for (const auto& a : config.rdma_listen) {
+    fabric::SockAddr addr;
+    if (absl::Status s = SplitHostPort(a, "rdma_listen", &addr.host, &addr.port); !s.ok()) return 2;
+    cm_options.listen.push_back(addr);
+  }
+  cm::TokenStore tokens;
+  auto cm = std::make_unique<cm::CmManager>(fab->cm(), registry.get(), &tokens, cm_options);
+  if (absl::Status s = cm->Start(); !s.ok()) {
+    RDMAD_LOG_ERROR("%s", std::string(s.message()).c_str());
+    return 1;
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -159,6 +180,7 @@ int Run(int argc, char** argv) {
     builder.AddListeningPort(address, grpc::InsecureServerCredentials());
   }
   auto services = MakeServices(registry.get());
+  for (auto& s : MakeCmServices(cm.get())) services.push_back(std::move(s));
   for (auto& s : services) builder.RegisterService(s.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
@@ -171,10 +193,12 @@ int Run(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   RDMAD_LOG_INFO("%s: shutting down", strsignal(sig));
+  cm->Quiesce();  // event streams end, connects still waiting fail: no RPC is left waiting on rdmad
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   server.reset();
   services.clear();
+  cm.reset();        // dispatchers stop; CM ids (their QPs first), then event channels
   registry.reset();  // windows, regions, QPs, PDs, devices
   for (const auto& path : sockets) unlink(path.c_str());
   RDMAD_LOG_INFO("stopped; every resource released");

@@ -188,11 +188,15 @@ class Device {
   virtual void DrainCompletions() = 0;
 };
 
+class CmFabric;  // server/fabric/cm.h
+
 class Fabric {
  public:
   virtual ~Fabric() = default;
   // Stable for the fabric's lifetime, in device-name order.
   virtual const std::vector<Device*>& devices() const = 0;
+  // rdma_cm, or nullptr where it is unavailable (no rdma_ucm in the kernel). Owned by the fabric.
+  virtual CmFabric* cm() = 0;
 };
 
 }  // namespace rdmad::fabric

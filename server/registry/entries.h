@@ -72,7 +72,12 @@ struct QpEntry {
   uint64_t id = 0;
   PdEntry* pd = nullptr;
   fabric::QpOptions options;
-  std::unique_ptr<fabric::Qp> qp;
+  std::unique_ptr<fabric::Qp> qp;  // a QP created through the API: owned here
+  // A QP that belongs to an rdma_cm id (created by rdma_create_qp, destroyed with the id): borrowed; the
+  // CM layer removes the entry (Registry::ReleaseCmQp) before it destroys the id.
+  fabric::Qp* borrowed = nullptr;
+  std::string cm_id;  // "cmids/4" for a borrowed QP
+  fabric::Qp* get() const { return qp ? qp.get() : borrowed; }
   fabric::QpEndpoint local;
   // As of rdmad's last operation on the QP or the last completion on it.
   fabric::QpState state = fabric::QpState::kInit;

@@ -1,4 +1,5 @@
-// Helpers shared by the registry's .cc files (private to server/registry/).
+// Helpers shared by the registry's .cc files and the CM layer (server/cm/): refusal statuses, the
+// conversions to API messages, and Await for the synchronous forms of asynchronous calls.
 // Threads: stateless; callable from any thread.
 #ifndef RDMAD_SERVER_REGISTRY_INTERNAL_H_
 #define RDMAD_SERVER_REGISTRY_INTERNAL_H_

@@ -158,7 +158,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   if (!refused.ok()) return std::move(done)(refused);
 
   // Without the lock: the bind QP (type 1), the bounds region, the post. The completion finishes it.
-  absl::StatusOr<fabric::Qp*> qp = user_qp ? user_qp->qp.get() : PrepareBindQp(*w->pd);
+  absl::StatusOr<fabric::Qp*> qp = user_qp ? user_qp->get() : PrepareBindQp(*w->pd);
   absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds =
       qp.ok() ? w->pd->pd->RegMr(reinterpret_cast<void*>(addr), request.length(),
                                  mr_access & (fabric::kLocalWrite | fabric::kMwBind))
@@ -265,7 +265,7 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
 
   const bool type1 = w->type == fabric::MwType::kType1;
   // Type 2: invalidated on the QP it is bound on (reserved through the window's link to it).
-  absl::StatusOr<fabric::Qp*> qp = type1 ? PrepareBindQp(*w->pd) : w->qp->qp.get();
+  absl::StatusOr<fabric::Qp*> qp = type1 ? PrepareBindQp(*w->pd) : w->qp->get();
   auto finish = [this, w, name, type1](absl::Status s, Done<v1::MemoryWindow> done) {
     std::unique_ptr<fabric::Mr> released;
     absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");

@@ -73,7 +73,12 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
     }
     for (const auto& [id, w] : pd->mws) if (w->busy) return InProgress("name", Name("mws", id), w->busy);
     for (const auto& [id, m] : pd->mrs) if (m->busy) return InProgress("name", Name("mrs", id), m->busy);
-    for (const auto& [id, q] : pd->qps) if (q->busy) return InProgress("name", Name("qps", id), q->busy);
+    for (const auto& [id, q] : pd->qps) {
+      if (q->busy) return InProgress("name", Name("qps", id), q->busy);
+      if (!q->cm_id.empty()) {
+        return Busy("name", absl::StrCat(Name("qps", id), " belongs to ", q->cm_id, ": delete the CM id first"));
+      }
+    }
     // Reserve the PD and every child: from here nothing else touches them.
     pd->busy = "DeletePd";
     for (auto& [id, w] : pd->mws) w->busy = "DeletePd";

@@ -23,6 +23,7 @@ v1::QueuePair Registry::ToProto(const QpEntry& e) const {
   qp.set_port(e.options.port);
   qp.set_gid_index(e.options.gid_index);
   qp.set_bound_windows(e.type2_windows);
+  qp.set_cm_id(e.cm_id);
   return qp;
 }
 
@@ -92,6 +93,10 @@ absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& re
     absl::MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(e, FindQp(request.name(), "name"));
     if (e->busy) return InProgress("name", request.name(), e->busy);
+    if (!e->cm_id.empty()) {
+      return FailedPrecondition("name", absl::StrCat(request.name(), " belongs to ", e->cm_id,
+                                                     ": rdma_cm connects it (CmIds.Connect / Accept)"));
+    }
     if (e->type2_windows > 0) {
       return Busy("name", absl::StrCat(request.name(), " has ", e->type2_windows,
                                        " type 2 window(s) bound on it; reconnecting would reset it"));
@@ -119,6 +124,9 @@ absl::Status Registry::DeleteQp(const std::string& name) {
     absl::MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "name"));
     if (e->busy) return InProgress("name", name, e->busy);
+    if (!e->cm_id.empty()) {
+      return FailedPrecondition("name", absl::StrCat(name, " belongs to ", e->cm_id, ": delete the CM id instead"));
+    }
     if (e->type2_windows > 0) {
       return Busy("name", absl::StrCat(name, " has ", e->type2_windows,
                                        " type 2 window(s) bound on it: invalidate or deallocate them first"));
@@ -135,6 +143,83 @@ absl::Status Registry::DeleteQp(const std::string& name) {
     qps_.erase(e->id);
   }
   owned.reset();  // ibv_destroy_qp, ibv_destroy_cq, without the lock
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// QPs of rdma_cm ids
+
+absl::StatusOr<v1::QueuePair> Registry::AdoptCmQp(const std::string& pd_name, const std::string& cm_id,
+                                                  const CmQpFactory& create) {
+  PdEntry* pd = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(pd, FindPd(pd_name, "pd"));
+    if (pd->busy) return InProgress("pd", pd_name, pd->busy);
+    pd->pending++;  // the PD stays while the QP is created on it
+  }
+  absl::StatusOr<fabric::Qp*> qp = create(*pd->pd, pd->device);
+  absl::MutexLock lock(&mu_);
+  pd->pending--;
+  if (!qp.ok()) return qp.status();
+  auto e = std::make_unique<QpEntry>();
+  e->id = next_qp_++;
+  e->pd = pd;
+  e->borrowed = *qp;
+  e->cm_id = cm_id;
+  e->local = (*qp)->local();
+  e->state = fabric::QpState::kInit;
+  pd->qps.emplace(e->id, e.get());
+  v1::QueuePair out = ToProto(*e);
+  qps_.emplace(e->id, std::move(e));
+  return out;
+}
+
+void Registry::SetCmQpState(const std::string& name, fabric::QpState state, const fabric::QpEndpoint* remote) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<QpEntry*> e = FindQp(name, "qp");
+  if (!e.ok() || (*e)->cm_id.empty()) return;
+  (*e)->state = state;
+  if (remote != nullptr) {
+    (*e)->has_remote = true;
+    (*e)->remote = *remote;
+  }
+}
+
+absl::Status Registry::ReleaseCmQp(const std::string& name, bool force) {
+  std::vector<std::unique_ptr<MwEntry>> windows;
+  std::vector<std::unique_ptr<fabric::Mr>> bounds;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "qp"));
+    if (e->cm_id.empty()) return FailedPrecondition("qp", absl::StrCat(name, " does not belong to a CM id"));
+    for (const auto& [id, w] : e->windows) {
+      if (w->busy) return InProgress("qp", Name("mws", id), w->busy);
+    }
+    if (e->type2_windows > 0 && !force) {
+      return Busy("qp", absl::StrCat(name, " has ", e->type2_windows,
+                                     " type 2 window(s) bound on it: invalidate or deallocate them first"));
+    }
+    // Type 1 windows bound through it do not depend on it; type 2 ones (force only: shutdown) go with it.
+    for (auto it = e->windows.begin(); it != e->windows.end();) {
+      MwEntry* w = it->second;
+      ++it;
+      if (w->type == fabric::MwType::kType1) {
+        e->windows.erase(w->id);
+        w->qp = nullptr;
+        w->binding.clear_qp();
+        continue;
+      }
+      bounds.push_back(Unbind(*w));
+      w->pd->mws.erase(w->id);
+      windows.push_back(std::move(mws_[w->id]));
+      mws_.erase(w->id);
+    }
+    e->pd->qps.erase(e->id);
+    qps_.erase(e->id);  // borrowed: the QP itself is destroyed with its CM id
+  }
+  windows.clear();  // ibv_dealloc_mw, then the bounds regions
+  bounds.clear();
   return absl::OkStatus();
 }
 

@@ -31,6 +31,7 @@
 #define RDMAD_SERVER_REGISTRY_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -92,6 +93,17 @@ class Registry {
   std::vector<v1::QueuePair> ListQps() const;
   absl::StatusOr<v1::QueuePair> ConnectQp(const v1::ConnectQpRequest& request);
   absl::Status DeleteQp(const std::string& name);
+
+  // QPs that belong to rdma_cm ids (server/cm/): created by the CM layer on a PD rdmad manages, shown as
+  // QueuePairs (with cm_id set) on which windows can be bound, and removed before the id is destroyed.
+  // `create` runs without mu_, with the PD reserved, and returns the QP the id owns.
+  using CmQpFactory = std::function<absl::StatusOr<fabric::Qp*>(fabric::Pd& pd, fabric::Device* device)>;
+  absl::StatusOr<v1::QueuePair> AdoptCmQp(const std::string& pd, const std::string& cm_id,
+                                          const CmQpFactory& create);
+  // rdma_cm moved the QP (ESTABLISHED: RTS; DISCONNECTED: ERROR). `remote` if known.
+  void SetCmQpState(const std::string& qp, fabric::QpState state, const fabric::QpEndpoint* remote);
+  // Refused while type 2 windows are bound on it, unless `force` (shutdown): then they are deallocated.
+  absl::Status ReleaseCmQp(const std::string& qp, bool force);
 
   absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request);
   absl::StatusOr<v1::MemoryWindow> GetMw(const std::string& name) const;

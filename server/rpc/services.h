@@ -16,12 +16,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include "rdmad/v1/rdmad.grpc.pb.h"
+#include "server/cm/manager.h"
 #include "server/registry/registry.h"
 
 namespace rdmad {
 
-// Every rdmad.v1 service, bound to one registry.
+// Every rdmad.v1 service of the verbs resources, bound to one registry.
 std::vector<std::unique_ptr<grpc::Service>> MakeServices(Registry* registry);
+// EventChannels, CmIds and ConnectTokens, bound to the CM manager (which must outlive the server too).
+std::vector<std::unique_ptr<grpc::Service>> MakeCmServices(cm::CmManager* manager);
 
 }  // namespace rdmad
 

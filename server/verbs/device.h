@@ -8,6 +8,8 @@
 // Threads: info() is immutable after Open(); AllocPd from any thread (libibverbs serializes on the
 // context). The completion channel's one reader is the device's dispatcher (DrainCompletions); QPs hook
 // and unhook their CQs from any thread, behind cq_mu_.
+// VerbsFabric also owns its CmFabric (server/verbs/cm.h), made only where rdma_get_devices works; the
+// device list never changes after Open, so devices() and ByContext may be called from any thread.
 #ifndef RDMAD_SERVER_VERBS_DEVICE_H_
 #define RDMAD_SERVER_VERBS_DEVICE_H_
 
@@ -21,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/fabric/cm.h"
 #include "server/fabric/fabric.h"
 
 namespace rdmad::verbs {
@@ -71,10 +74,14 @@ class VerbsFabric final : public fabric::Fabric {
   // list is then empty); a device that fails to open is logged and skipped.
   static absl::StatusOr<std::unique_ptr<VerbsFabric>> Open();
   const std::vector<fabric::Device*>& devices() const override { return views_; }
+  fabric::CmFabric* cm() override { return cm_.get(); }
+  // The Device whose context is `context` (an rdma_cm id's id->verbs), or nullptr.
+  Device* ByContext(const ibv_context* context) const;
 
  private:
   void Add(ibv_context* context, bool owned);
   std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<fabric::CmFabric> cm_;  // set by Open where librdmacm is available (server/verbs/cm.h)
   std::vector<fabric::Device*> views_;
 };
 

@@ -184,8 +184,12 @@ class FakeFabric final : public fabric::Fabric {
   FakeFabric(std::vector<fabric::DeviceInfo> devices, std::shared_ptr<FakeLedger> ledger);
   ~FakeFabric() override;
   const std::vector<fabric::Device*>& devices() const override { return view_; }
+  fabric::CmFabric* cm() override { return cm_; }
+  // Installs an rdma_cm implementation (tests/unit/fake_cm.h); none by default. Not owned.
+  void set_cm(fabric::CmFabric* cm) { cm_ = cm; }
 
  private:
+  fabric::CmFabric* cm_ = nullptr;
   std::vector<std::unique_ptr<fabric::Device>> owned_;
   std::vector<fabric::Device*> view_;
 };

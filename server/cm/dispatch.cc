@@ -1,0 +1,348 @@
+// CmManager: what a channel's dispatcher does with each event, the steps of a connect, the data-plane
+// listener's token check, and destroying an id. Everything here runs on the loop that owns the id
+// (or, in ~CmManager, after every loop stopped). Threads: see manager.h.
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "server/cm/manager.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/rules.h"
+
+namespace rdmad::cm {
+namespace {
+
+using fabric::CmEventType;
+
+// The private data of a REJECTED event, for people: rdmad's reject reason if it is one, else hex.
+std::string DescribeReject(const std::string& data) {
+  absl::StatusOr<Reject> r = DecodeReject(data);
+  if (r.ok()) return absl::StrCat("rdmad rejected it: ", RejectReasonName(r->reason));
+  const size_t used = data.find_last_not_of('\0');
+  if (used == std::string::npos) return "no private data";
+  return absl::StrCat("private data 0x", absl::BytesToHexString(data.substr(0, std::min<size_t>(used + 1, 32))));
+}
+
+}  // namespace
+
+void CmManager::OnChannelReadable(Channel* ch) {
+  std::vector<fabric::CmEvent> events = ch->cm->Drain();  // each already acknowledged
+  ch->pending += events.size();
+  for (fabric::CmEvent& e : events) {
+    Dispatch(ch, std::move(e));
+    ch->pending--;
+    ch->dispatched++;
+  }
+}
+
+void CmManager::Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener) {
+  v1::CmEvent out;
+  out.set_cm_id(id ? Name("cmids", id->id) : "");
+  out.set_type(fabric::CmEventName(event.type));
+  out.set_status(event.status);
+  out.set_private_data(event.private_data);
+  out.set_channel(Name("channels", ch->id));
+  out.set_listener(listener);
+  events_.Publish(std::move(out));
+}
+
+void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
+  if (event.type == CmEventType::kConnectRequest) return OnConnectRequest(ch, std::move(event));
+  Id* id = nullptr;
+  bool data_plane = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = ids_.find(event.key);
+    if (it != ids_.end() && it->second->channel == ch) id = it->second.get();
+    if (id == nullptr) {
+      RDMAD_LOG_DEBUG("%s for an id rdmad no longer has (key %llu)", fabric::CmEventName(event.type),
+                      static_cast<unsigned long long>(event.key));
+      return;
+    }
+    id->events++;
+    id->last_event = fabric::CmEventName(event.type);
+    data_plane = id->data_plane;
+    switch (event.type) {
+      case CmEventType::kAddrResolved:
+        id->state = v1::CM_ADDR_RESOLVED;
+        break;
+      case CmEventType::kRouteResolved:
+        id->state = v1::CM_ROUTE_RESOLVED;
+        break;
+      case CmEventType::kEstablished:
+        id->state = v1::CM_CONNECTED;
+        break;
+      case CmEventType::kDisconnected:
+        id->state = v1::CM_DISCONNECTED;
+        break;
+      case CmEventType::kRejected:
+        id->state = v1::CM_REJECTED;
+        id->error = absl::StrCat("rejected by the peer (status ", event.status, "): ", DescribeReject(event.private_data));
+        break;
+      case CmEventType::kAddrError:
+      case CmEventType::kRouteError:
+      case CmEventType::kConnectError:
+      case CmEventType::kUnreachable:
+      case CmEventType::kDeviceRemoval:
+        id->state = v1::CM_ERROR;
+        id->error = absl::StrCat(fabric::CmEventName(event.type), " (status ", event.status, ")");
+        break;
+      default:
+        break;  // CONNECT_RESPONSE, TIMEWAIT_EXIT, ADDR_CHANGE, multicast: counted and published only
+    }
+  }
+  Publish(ch, id, event, "");
+
+  switch (event.type) {
+    case CmEventType::kAddrResolved:
+      if (id->connect_done) {
+        if (absl::Status s = id->cm->ResolveRoute(id->timeout_ms); !s.ok()) FinishConnect(id, s);
+      }
+      break;
+    case CmEventType::kRouteResolved:
+      if (id->connect_done) {
+        absl::Status s = CreateIdQp(id);
+        if (s.ok()) s = id->cm->Connect(id->connect_data);
+        if (!s.ok()) return FinishConnect(id, s);
+        absl::MutexLock lock(&mu_);
+        id->state = v1::CM_CONNECTING;
+      }
+      break;
+    case CmEventType::kEstablished: {
+      const fabric::SockAddr local = id->cm->local(), remote = id->cm->remote();
+      std::string qp;
+      {
+        absl::MutexLock lock(&mu_);
+        qp = id->qp;
+        id->local = local;
+        id->remote = remote;
+      }
+      if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kRts, nullptr);
+      if (id->connect_done) FinishConnect(id, absl::OkStatus());
+      if (data_plane) {
+        RDMAD_LOG_INFO("cmids/%llu: data-plane connection established", static_cast<unsigned long long>(id->id));
+      }
+      break;
+    }
+    case CmEventType::kDisconnected: {
+      std::string qp;
+      {
+        absl::MutexLock lock(&mu_);
+        qp = id->qp;
+      }
+      if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kError, nullptr);
+      if (id->connect_done) FinishConnect(id, absl::UnavailableError("disconnected before the connection was established"));
+      // rdmad's own data-plane connections go when the peer leaves (unless windows still use the QP).
+      if (data_plane) {
+        absl::StatusOr<v1::CmId> gone = Destroy(id, false);
+        if (!gone.ok()) RDMAD_LOG_WARN("data-plane connection kept after disconnect: %s", std::string(gone.status().message()).c_str());
+      }
+      break;
+    }
+    case CmEventType::kRejected:
+    case CmEventType::kAddrError:
+    case CmEventType::kRouteError:
+    case CmEventType::kConnectError:
+    case CmEventType::kUnreachable:
+    case CmEventType::kDeviceRemoval:
+      if (id->connect_done) {
+        std::string error;
+        {
+          absl::MutexLock lock(&mu_);
+          error = id->error;
+        }
+        FinishConnect(id, event.type == CmEventType::kRejected ? absl::FailedPreconditionError(error)
+                                                               : absl::UnavailableError(error));
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
+  Id* id = nullptr;
+  std::string listener;
+  bool data_plane = false;
+  // Read from the new id before taking the lock (no rdma_* call under mu_).
+  fabric::SockAddr local, remote;
+  std::string device;
+  if (event.new_id) {
+    local = event.new_id->local();
+    remote = event.new_id->remote();
+    if (event.new_id->device()) device = absl::StrCat("devices/", event.new_id->device()->info().name);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = ids_.find(event.key);
+    if (it == ids_.end() || it->second->state != v1::CM_LISTENING || quiescing_ || !event.new_id) {
+      id = nullptr;  // no listener any more: handled below, without the lock
+    } else {
+      Id* l = it->second.get();
+      l->events++;
+      l->last_event = fabric::CmEventName(event.type);
+      listener = Name("cmids", l->id);
+      data_plane = l->data_plane;
+      auto e = std::make_unique<Id>();
+      e->id = next_id_++;
+      e->channel = ch;
+      e->pd = l->pd;
+      e->state = v1::CM_CONNECT_REQUEST;
+      e->listener = listener;
+      e->data_plane = data_plane;
+      e->cm = std::move(event.new_id);
+      e->local = local;
+      e->remote = remote;
+      e->device = device;
+      e->events = 1;
+      e->last_event = fabric::CmEventName(event.type);
+      id = e.get();
+      ch->ids.insert(e->id);
+      ids_.emplace(e->id, std::move(e));
+    }
+  }
+  if (id == nullptr) {
+    // The new id is rejected and destroyed at once (its event was acknowledged already).
+    if (event.new_id) (void)event.new_id->Reject("");
+    return;
+  }
+  id->cm->set_key(id->id);  // its later events name it
+  Publish(ch, id, event, listener);
+  if (data_plane) OnDataPlaneRequest(id, event.private_data);
+}
+
+// On the listener's loop: the token decides. A bad one is rejected with its reason and the id destroyed;
+// a good one moves the connection to the least loaded worker channel, whose loop creates the QP on the
+// token's PD and accepts.
+void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
+  Redemption r = tokens_->Redeem(private_data);
+  if (!r.accepted()) {
+    RDMAD_LOG_INFO("cmids/%llu: data-plane connect from %s rejected: %s (%s)", static_cast<unsigned long long>(id->id),
+                   id->remote.host.c_str(), RejectReasonName(r.reason), r.detail.c_str());
+    if (absl::Status s = id->cm->Reject(EncodeReject(r.reject())); !s.ok()) {
+      RDMAD_LOG_WARN("rdma_reject failed: %s", std::string(s.message()).c_str());
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      id->error = absl::StrCat("rejected: ", RejectReasonName(r.reason));
+    }
+    (void)Destroy(id, false);
+    return;
+  }
+  Channel* worker = nullptr;
+  Channel* from = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    worker = LeastLoadedWorker();
+    from = id->channel;
+  }
+  if (worker != nullptr && worker != from) {
+    // Before accepting: ESTABLISHED and every later event of the connection arrive on the worker.
+    if (absl::Status s = id->cm->Migrate(*worker->cm); !s.ok()) {
+      RDMAD_LOG_WARN("cmids/%llu: migration to a worker channel failed, served on the listener's: %s",
+                     static_cast<unsigned long long>(id->id), std::string(s.message()).c_str());
+    } else {
+      absl::MutexLock lock(&mu_);
+      from->ids.erase(id->id);
+      worker->ids.insert(id->id);
+      id->channel = worker;
+      id->migrations++;
+    }
+  }
+  Channel* owner;
+  {
+    absl::MutexLock lock(&mu_);
+    owner = id->channel;
+    id->pd = r.claims->pd;
+  }
+  RunOnIdLoop(id->id, owner, [this](absl::StatusOr<Id*> found) {
+    if (!found.ok()) return;
+    Id* id = *found;
+    absl::Status s = CreateIdQp(id);
+    if (s.ok()) s = id->cm->Accept("");
+    if (!s.ok()) {
+      RDMAD_LOG_WARN("cmids/%llu: data-plane accept failed: %s", static_cast<unsigned long long>(id->id),
+                     std::string(s.message()).c_str());
+      (void)id->cm->Reject(EncodeReject(cm::Reject{RejectReason::kInternal, 0}));
+      (void)Destroy(id, true);
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    id->state = v1::CM_CONNECTING;
+  });
+}
+
+CmManager::Channel* CmManager::LeastLoadedWorker() {
+  Channel* best = nullptr;
+  for (auto& [n, ch] : channels_) {
+    if (ch->role != v1::CHANNEL_WORKER) continue;
+    if (best == nullptr || ch->ids.size() < best->ids.size()) best = ch.get();
+  }
+  return best;
+}
+
+absl::Status CmManager::CreateIdQp(Id* id) {
+  std::string pd, name;
+  {
+    absl::MutexLock lock(&mu_);
+    pd = id->pd;
+    name = Name("cmids", id->id);
+    if (!id->qp.empty()) return absl::OkStatus();
+  }
+  fabric::CmId* cm = id->cm.get();
+  absl::StatusOr<v1::QueuePair> qp =
+      registry_->AdoptCmQp(pd, name, [cm](fabric::Pd& p, fabric::Device*) -> absl::StatusOr<fabric::Qp*> {
+        RDMAD_RETURN_IF_ERROR(cm->CreateQp(p));
+        return cm->qp();
+      });
+  if (!qp.ok()) return WithContext(qp.status(), absl::StrCat(name, ": creating its QP on ", pd));
+  absl::MutexLock lock(&mu_);
+  id->qp = qp->name();
+  return absl::OkStatus();
+}
+
+void CmManager::FinishConnect(Id* id, absl::Status status) {
+  Done<v1::CmId> done = std::move(id->connect_done);
+  id->connect_done = nullptr;
+  id->connect_data.clear();
+  if (!status.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (id->state != v1::CM_REJECTED) id->state = v1::CM_ERROR;
+    if (id->error.empty()) id->error = std::string(status.message());
+  }
+  if (!done) return;
+  if (status.ok()) return std::move(done)(Snapshot(id));
+  std::move(done)(WithContext(status, Name("cmids", id->id)));
+}
+
+absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
+  std::string qp, name = Name("cmids", id->id);
+  {
+    absl::MutexLock lock(&mu_);
+    qp = id->qp;
+  }
+  if (!qp.empty()) {
+    // The QP leaves the registry first (refused while type 2 windows are bound on it, unless forced).
+    RDMAD_RETURN_IF_ERROR(WithContext(registry_->ReleaseCmQp(qp, force), name));
+  }
+  if (id->connect_done) FinishConnect(id, absl::AbortedError("the id was deleted"));
+  std::unique_ptr<Id> owned;
+  v1::CmId last;
+  {
+    absl::MutexLock lock(&mu_);
+    id->qp.clear();
+    last = ToProto(*id);
+    id->channel->ids.erase(id->id);
+    owned = std::move(ids_[id->id]);
+    ids_.erase(id->id);
+  }
+  owned.reset();  // ~CmId: its QP (rdma_destroy_qp), then rdma_destroy_id; its events were all acknowledged
+  events_.CloseCmId(name);
+  RDMAD_LOG_INFO("%s destroyed", name.c_str());
+  return last;
+}
+
+}  // namespace rdmad::cm

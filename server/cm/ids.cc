@@ -1,0 +1,293 @@
+// CmManager: operations on CM ids. Each runs on the loop of the channel that owns the id (RunOnId), so it
+// never races another call on the same id, a migration included. Threads: see manager.h.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/cm/manager.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+
+namespace rdmad::cm {
+namespace {
+
+fabric::SockAddr FromProto(const v1::SocketAddress& a) { return fabric::SockAddr{a.address(), static_cast<uint16_t>(a.port())}; }
+
+absl::Status CheckAddress(const v1::SocketAddress& a, const std::string& field, bool port_required) {
+  if (a.address().empty()) return InvalidArgument(field + ".address", "is required");
+  if (a.port() > 65535) return InvalidArgument(field + ".port", "must be at most 65535");
+  if (port_required && a.port() == 0) return InvalidArgument(field + ".port", "is required");
+  return absl::OkStatus();
+}
+
+absl::Status WrongState(const std::string& name, v1::CmIdState state, const char* wanted) {
+  return FailedPrecondition("name", absl::StrCat(name, " is ", v1::CmIdState_Name(state), "; ", wanted));
+}
+
+}  // namespace
+
+void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done) {
+  if (cm_ == nullptr) return std::move(done)(absl::UnavailableError("rdma_cm is unavailable on this host"));
+  if (!request.pd().empty()) {
+    if (absl::Status s = registry_->GetPd(request.pd()).status(); !s.ok()) return std::move(done)(WithField(s, "pd"));
+  }
+  const std::string channel = request.channel().empty() ? "channels/1" : request.channel();
+  uint64_t n = 0;
+  Channel* ch = nullptr;
+  absl::Status refused = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    if (quiescing_) return absl::UnavailableError("rdmad is shutting down");
+    RDMAD_ASSIGN_OR_RETURN(ch, FindChannel(channel, "channel"));
+    auto id = std::make_unique<Id>();
+    n = id->id = next_id_++;
+    id->channel = ch;
+    id->pd = request.pd();
+    ch->ids.insert(n);
+    ids_.emplace(n, std::move(id));
+    return absl::OkStatus();
+  }();
+  if (!refused.ok()) return std::move(done)(refused);
+  RunOnIdLoop(n, ch, [this, done = std::move(done)](absl::StatusOr<Id*> id) mutable {
+    if (!id.ok()) return std::move(done)(id.status());
+    absl::StatusOr<std::unique_ptr<fabric::CmId>> created = (*id)->channel->cm->CreateId((*id)->id);
+    if (!created.ok()) {
+      (void)Destroy(*id, false);
+      return std::move(done)(created.status());
+    }
+    (*id)->cm = std::move(created).value();
+    std::move(done)(Snapshot(*id));
+  });
+}
+
+absl::StatusOr<v1::CmId> CmManager::GetCmId(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(Id * id, FindId(name, "name"));
+  return ToProto(*id);
+}
+
+absl::StatusOr<std::vector<v1::CmId>> CmManager::ListCmIds(const v1::ListCmIdsRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::CmId> out;
+  if (!request.channel().empty()) {
+    RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(request.channel(), "channel"));
+    for (uint64_t n : ch->ids) out.push_back(ToProto(*ids_.at(n)));
+    return out;
+  }
+  for (const auto& [n, id] : ids_) out.push_back(ToProto(*id));
+  return out;
+}
+
+void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done) {
+  if (absl::Status s = CheckAddress(request.address(), "address", true); !s.ok()) return std::move(done)(s);
+  if (request.backlog() < 0) return std::move(done)(InvalidArgument("backlog", "must be >= 0"));
+  RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    Id* id = *found;
+    v1::CmIdState state;
+    {
+      absl::MutexLock lock(&mu_);
+      state = id->state;
+    }
+    if (state != v1::CM_IDLE || id->cm == nullptr) {
+      return std::move(done)(WrongState(request.name(), state, "only an idle id can listen"));
+    }
+    absl::Status s = id->cm->Bind(FromProto(request.address()));
+    if (s.ok()) s = id->cm->Listen(request.backlog() ? request.backlog() : 64);
+    if (!s.ok()) return std::move(done)(s);
+    const fabric::SockAddr local = id->cm->local();
+    const std::string device = id->cm->device() ? absl::StrCat("devices/", id->cm->device()->info().name) : "";
+    {
+      absl::MutexLock lock(&mu_);
+      id->state = v1::CM_LISTENING;
+      id->local = local;
+      id->device = device;
+    }
+    RDMAD_LOG_INFO("%s listening on %s:%u", request.name().c_str(), request.address().address().c_str(),
+                   request.address().port());
+    std::move(done)(Snapshot(id));
+  });
+}
+
+void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) {
+  if (absl::Status s = CheckAddress(request.remote(), "remote", true); !s.ok()) return std::move(done)(s);
+  if (request.private_data().size() > fabric::kConnectPrivateDataMax) {
+    return std::move(done)(InvalidArgument("private_data", absl::StrCat("at most ", fabric::kConnectPrivateDataMax,
+                                                                        " bytes in a connect request")));
+  }
+  RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    Id* id = *found;
+    v1::CmIdState state;
+    std::string pd;
+    {
+      absl::MutexLock lock(&mu_);
+      state = id->state;
+      pd = id->pd;
+    }
+    if (state != v1::CM_IDLE || id->cm == nullptr || id->connect_done) {
+      return std::move(done)(WrongState(request.name(), state, "only an idle id can connect"));
+    }
+    if (pd.empty()) return std::move(done)(FailedPrecondition("name", absl::StrCat(request.name(), " has no PD for its QP")));
+    id->connect_done = std::move(done);
+    id->connect_data = request.private_data();
+    id->timeout_ms = request.timeout_ms() ? static_cast<int>(request.timeout_ms()) : 2000;
+    {
+      absl::MutexLock lock(&mu_);
+      id->remote = FromProto(request.remote());
+    }
+    // ADDR_RESOLVED -> rdma_resolve_route; ROUTE_RESOLVED -> QP, rdma_connect; ESTABLISHED finishes it.
+    if (absl::Status s = id->cm->ResolveAddr(FromProto(request.remote()), id->timeout_ms); !s.ok()) {
+      FinishConnect(id, s);
+    }
+  });
+}
+
+void CmManager::Accept(const v1::AcceptRequest& request, Done<v1::CmId> done) {
+  if (request.private_data().size() > fabric::kAcceptPrivateDataMax) {
+    return std::move(done)(InvalidArgument("private_data", absl::StrCat("at most ", fabric::kAcceptPrivateDataMax,
+                                                                        " bytes in an accept")));
+  }
+  RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    Id* id = *found;
+    v1::CmIdState state;
+    bool data_plane;
+    {
+      absl::MutexLock lock(&mu_);
+      state = id->state;
+      data_plane = id->data_plane;
+    }
+    if (state != v1::CM_CONNECT_REQUEST) return std::move(done)(WrongState(request.name(), state, "nothing to accept"));
+    if (data_plane) {
+      return std::move(done)(FailedPrecondition("name", absl::StrCat(request.name(), " is handled by rdmad's data-plane listener")));
+    }
+    absl::Status s = CreateIdQp(id);
+    if (s.ok()) s = id->cm->Accept(request.private_data());
+    if (!s.ok()) return std::move(done)(s);
+    {
+      absl::MutexLock lock(&mu_);
+      id->state = v1::CM_CONNECTING;
+    }
+    std::move(done)(Snapshot(id));
+  });
+}
+
+void CmManager::Reject(const v1::RejectRequest& request, Done<v1::CmId> done) {
+  if (request.private_data().size() > fabric::kRejectPrivateDataMax) {
+    return std::move(done)(InvalidArgument("private_data", absl::StrCat("at most ", fabric::kRejectPrivateDataMax,
+                                                                        " bytes in a reject")));
+  }
+  RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    Id* id = *found;
+    v1::CmIdState state;
+    {
+      absl::MutexLock lock(&mu_);
+      state = id->state;
+    }
+    if (state != v1::CM_CONNECT_REQUEST) return std::move(done)(WrongState(request.name(), state, "nothing to reject"));
+    if (absl::Status s = id->cm->Reject(request.private_data()); !s.ok()) return std::move(done)(s);
+    // A rejected request's id has no further use: it is destroyed, and its last state returned.
+    std::move(done)(Destroy(id, false));
+  });
+}
+
+void CmManager::Disconnect(const std::string& name, Done<v1::CmId> done) {
+  RunOnId(name, [this, name, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    Id* id = *found;
+    v1::CmIdState state;
+    {
+      absl::MutexLock lock(&mu_);
+      state = id->state;
+    }
+    if (state != v1::CM_CONNECTED && state != v1::CM_CONNECTING) {
+      return std::move(done)(WrongState(name, state, "only a connected id can disconnect"));
+    }
+    if (absl::Status s = id->cm->Disconnect(); !s.ok()) return std::move(done)(s);
+    std::move(done)(Snapshot(id));  // DISCONNECTED arrives as an event
+  });
+}
+
+void CmManager::DeleteCmId(const std::string& name, Done<v1::CmId> done) {
+  bool listener = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& l : listeners_) listener = listener || l == name;
+  }
+  if (listener) return std::move(done)(FailedPrecondition("name", absl::StrCat(name, " is rdmad's data-plane listener")));
+  RunOnId(name, [this, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    std::move(done)(Destroy(*found, false));
+  });
+}
+
+void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadline, Done<v1::CmId> done) {
+  if (request.channel().empty()) {
+    return std::move(done)(InvalidArgument("channel", "is required: migrating to no channel (rdma_migrate_id's "
+                                                      "synchronous mode) would leave the id without a dispatcher, "
+                                                      "and every rdmad id is served by one"));
+  }
+  absl::StatusOr<Channel*> to_found = [&] {
+    absl::MutexLock lock(&mu_);
+    return FindChannel(request.channel(), "channel");
+  }();
+  if (!to_found.ok()) return std::move(done)(to_found.status());
+  Channel* to = *to_found;
+  RunOnId(request.name(), [this, request, deadline, to, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    Id* id = *found;
+    if (absl::Now() > deadline) {
+      return std::move(done)(absl::DeadlineExceededError(absl::StrCat(
+          "migration of ", request.name(), " did not start before the deadline; nothing changed")));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (channels_.count(to->id) == 0) return std::move(done)(NotFound("channel", absl::StrCat(request.channel(), " does not exist")));
+      if (id->channel == to) return std::move(done)(ToProto(*id));
+    }
+    // On the source loop, between events: every event it read was acknowledged, so rdma_migrate_id does
+    // not wait; events the kernel still holds for the id move to the new channel.
+    if (absl::Status s = id->cm->Migrate(*to->cm); !s.ok()) return std::move(done)(s);
+    std::string from;
+    {
+      absl::MutexLock lock(&mu_);
+      from = Name("channels", id->channel->id);
+      id->channel->ids.erase(id->id);
+      to->ids.insert(id->id);
+      id->channel = to;  // from now on, work for the id goes to `to`'s loop
+      id->migrations++;
+    }
+    RDMAD_LOG_INFO("%s migrated from %s to %s", request.name().c_str(), from.c_str(), request.channel().c_str());
+    std::move(done)(Snapshot(id));
+  });
+}
+
+absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
+  RDMAD_RETURN_IF_ERROR(WithField(registry_->GetPd(request.pd()).status(), "pd"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (listeners_.empty()) {
+      return FailedPrecondition("pd", "rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
+    }
+  }
+  Claims claims;
+  claims.pd = request.pd();
+  const absl::Duration ttl = request.ttl_ms() ? absl::Milliseconds(request.ttl_ms()) : options_.default_token_ttl;
+  absl::StatusOr<Issued> issued = tokens_->Issue(claims, ttl);
+  if (!issued.ok()) return WithField(issued.status(), FieldOf(issued.status()) == "ttl" ? "ttl_ms" : "");
+  v1::ConnectToken out;
+  out.set_name(issued->id);
+  out.set_token(issued->bytes);
+  out.set_expire_time_unix_nanos(absl::ToUnixNanos(issued->expiry));
+  for (const fabric::SockAddr& a : options_.listen) {
+    v1::SocketAddress* e = out.add_endpoints();
+    e->set_address(a.host);
+    e->set_port(a.port);
+  }
+  RDMAD_LOG_INFO("%s issued for %s", issued->id.c_str(), request.pd().c_str());
+  return out;
+}
+
+}  // namespace rdmad::cm

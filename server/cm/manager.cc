@@ -1,0 +1,292 @@
+// CmManager: life cycle, channels, routing work to the owning loop, and the API messages. Id operations
+// are in ids.cc, event dispatch and the data-plane listener in dispatch.cc. Threads: see manager.h.
+#include "server/cm/manager.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/rules.h"
+
+namespace rdmad::cm {
+namespace {
+
+constexpr size_t kMaxLabel = 128;
+
+v1::SocketAddress ToProto(const fabric::SockAddr& a) {
+  v1::SocketAddress out;
+  out.set_address(a.host);
+  out.set_port(a.port);
+  return out;
+}
+
+}  // namespace
+
+CmManager::CmManager(fabric::CmFabric* cm, Registry* registry, TokenStore* tokens, Options options)
+    : cm_(cm), registry_(registry), tokens_(tokens), options_(std::move(options)), events_(options_.events) {}
+
+CmManager::~CmManager() {
+  Quiesce();
+  // Stop every dispatcher first: from here this thread is the only one touching ids and channels, and
+  // every event they read was acknowledged.
+  std::vector<Channel*> channels;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [n, ch] : channels_) channels.push_back(ch.get());
+  }
+  for (Channel* ch : channels) ch->loop.reset();
+  std::vector<Id*> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [n, id] : ids_) ids.push_back(id.get());
+  }
+  for (Id* id : ids) {
+    if (id->connect_done) std::move(id->connect_done)(absl::UnavailableError("rdmad is shutting down"));
+    (void)Destroy(id, /*force=*/true);
+  }
+  absl::MutexLock lock(&mu_);
+  channels_.clear();  // rdma_destroy_event_channel, no id left on any
+}
+
+absl::Status CmManager::Start() {
+  if (cm_ == nullptr) {
+    RDMAD_LOG_WARN("rdma_cm is unavailable on this host: channels, CM ids and the data-plane listener are off");
+    return absl::OkStatus();
+  }
+  RDMAD_RETURN_IF_ERROR(NewChannel("rdmad", v1::CHANNEL_DEFAULT).status());
+  for (int i = 0; i < options_.workers; ++i) {
+    RDMAD_RETURN_IF_ERROR(NewChannel(absl::StrCat("worker ", i + 1), v1::CHANNEL_WORKER).status());
+  }
+  for (const fabric::SockAddr& addr : options_.listen) {
+    // The data-plane listener: an id on the default channel, PD chosen per connection by its token.
+    const std::string name = absl::StrCat("cmids/", [&] {
+      absl::MutexLock lock(&mu_);
+      return next_id_;
+    }());
+    absl::Status listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
+                               v1::CreateCmIdRequest create;
+                               create.set_channel("channels/1");
+                               CreateCmId(create, std::move(done));
+                             }).status();
+    if (listening.ok()) {
+      listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
+                    v1::ListenRequest listen;
+                    listen.set_name(name);
+                    listen.mutable_address()->set_address(addr.host);
+                    listen.mutable_address()->set_port(addr.port);
+                    listen.set_backlog(options_.backlog);
+                    Listen(listen, std::move(done));
+                  }).status();
+    }
+    if (!listening.ok()) {
+      return WithContext(listening, absl::StrCat("data-plane listener on ", addr.host, ":", addr.port));
+    }
+    absl::MutexLock lock(&mu_);
+    ids_.at(next_id_ - 1)->data_plane = true;
+    listeners_.push_back(name);
+    RDMAD_LOG_INFO("data-plane listener %s on %s:%u", name.c_str(), addr.host.c_str(), addr.port);
+  }
+  return absl::OkStatus();
+}
+
+void CmManager::Quiesce() {
+  {
+    absl::MutexLock lock(&mu_);
+    quiescing_ = true;
+  }
+  events_.CloseAll();
+  // Connects still waiting are failed on their own loops (the ids belong to them).
+  std::vector<std::pair<uint64_t, Channel*>> waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [n, id] : ids_) waiting.emplace_back(n, id->channel);
+  }
+  for (auto& [n, ch] : waiting) {
+    if (ch->loop == nullptr) continue;
+    ch->loop->RunSync([this, n = n] {
+      Done<v1::CmId> done;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = ids_.find(n);
+        if (it == ids_.end() || !it->second->connect_done) return;
+        done = std::move(it->second->connect_done);
+      }
+      std::move(done)(absl::UnavailableError("rdmad is shutting down"));
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Channels
+
+absl::StatusOr<CmManager::Channel*> CmManager::NewChannel(const std::string& label, v1::ChannelRole role) {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
+  RDMAD_ASSIGN_OR_RETURN(std::unique_ptr<fabric::CmChannel> fc, cm_->CreateChannel());
+  auto ch = std::make_unique<Channel>();
+  ch->label = label;
+  ch->role = role;
+  ch->cm = std::move(fc);
+  Channel* raw = ch.get();
+  {
+    absl::MutexLock lock(&mu_);
+    ch->id = next_channel_++;
+    channels_.emplace(ch->id, std::move(ch));
+  }
+  raw->loop = std::make_unique<dispatch::EventLoop>(absl::StrCat("cm-", raw->id));
+  absl::Status watched;
+  raw->loop->RunSync([&] { watched = raw->loop->Watch(raw->cm->fd(), [this, raw] { OnChannelReadable(raw); }); });
+  if (!watched.ok()) {
+    absl::MutexLock lock(&mu_);
+    channels_.erase(raw->id);
+    return watched;
+  }
+  return raw;
+}
+
+absl::StatusOr<CmManager::Channel*> CmManager::FindChannel(const std::string& name, const std::string& field) const {
+  RDMAD_ASSIGN_OR_RETURN(uint64_t n, ParseName(name, "channels", field));
+  auto it = channels_.find(n);
+  if (it == channels_.end()) return NotFound(field, absl::StrCat(name, " does not exist"));
+  return it->second.get();
+}
+
+absl::StatusOr<CmManager::Id*> CmManager::FindId(const std::string& name, const std::string& field) const {
+  RDMAD_ASSIGN_OR_RETURN(uint64_t n, ParseName(name, "cmids", field));
+  auto it = ids_.find(n);
+  if (it == ids_.end()) return NotFound(field, absl::StrCat(name, " does not exist"));
+  return it->second.get();
+}
+
+v1::EventChannel CmManager::ToProto(const Channel& ch) const {
+  v1::EventChannel out;
+  out.set_name(Name("channels", ch.id));
+  out.set_label(ch.label);
+  out.set_role(ch.role);
+  for (uint64_t id : ch.ids) out.add_cm_ids(Name("cmids", id));
+  out.set_events_dispatched(ch.dispatched.load());
+  out.set_events_pending(ch.pending.load());
+  if (ch.loop) {
+    out.set_thread(ch.loop->name());
+    out.set_thread_id(ch.loop->tid());
+  }
+  return out;
+}
+
+absl::StatusOr<v1::EventChannel> CmManager::CreateChannel(const v1::CreateChannelRequest& request) {
+  if (request.label().size() > kMaxLabel) return InvalidArgument("label", absl::StrCat("at most ", kMaxLabel, " bytes"));
+  RDMAD_ASSIGN_OR_RETURN(Channel * ch, NewChannel(request.label(), v1::CHANNEL_USER));
+  absl::MutexLock lock(&mu_);
+  RDMAD_LOG_INFO("channels/%llu created (thread %s)", static_cast<unsigned long long>(ch->id),
+                 ch->loop->name().c_str());
+  return ToProto(*ch);
+}
+
+absl::StatusOr<v1::EventChannel> CmManager::GetChannel(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(name, "name"));
+  return ToProto(*ch);
+}
+
+std::vector<v1::EventChannel> CmManager::ListChannels() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::EventChannel> out;
+  for (const auto& [n, ch] : channels_) out.push_back(ToProto(*ch));
+  return out;
+}
+
+absl::Status CmManager::DeleteChannel(const std::string& name) {
+  std::unique_ptr<Channel> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(name, "name"));
+    if (ch->role != v1::CHANNEL_USER) {
+      return FailedPrecondition("name", absl::StrCat(name, " is rdmad's own (", v1::ChannelRole_Name(ch->role),
+                                                     ") and cannot be deleted"));
+    }
+    if (!ch->ids.empty()) {
+      return registry_internal::Busy("name", absl::StrCat(name, " still carries ", ch->ids.size(),
+                                                          " CM id(s): delete them or migrate them to another "
+                                                          "channel first"));
+    }
+    owned = std::move(channels_[ch->id]);
+    channels_.erase(ch->id);
+  }
+  events_.CloseChannel(name);
+  owned.reset();  // the loop stops and joins, then rdma_destroy_event_channel
+  RDMAD_LOG_INFO("%s deleted", name.c_str());
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Routing work to the owning loop
+
+void CmManager::RunOnId(const std::string& name, IdTask task) {
+  uint64_t n = 0;
+  Channel* ch = nullptr;
+  absl::Status missing;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Id*> id = FindId(name, "name");
+    if (id.ok()) {
+      n = (*id)->id;
+      ch = (*id)->channel;
+    } else {
+      missing = id.status();
+    }
+  }
+  if (!missing.ok()) return std::move(task)(missing);
+  RunOnIdLoop(n, ch, std::move(task));
+}
+
+void CmManager::RunOnIdLoop(uint64_t n, Channel* expected, IdTask task) {
+  auto run = [this, n, expected, task = std::move(task)]() mutable {
+    Id* id = nullptr;
+    Channel* now = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = ids_.find(n);
+      if (it != ids_.end()) {
+        id = it->second.get();
+        now = id->channel;
+      }
+    }
+    if (id == nullptr) return std::move(task)(NotFound("name", absl::StrCat(Name("cmids", n), " does not exist")));
+    if (now != expected) return RunOnIdLoop(n, now, std::move(task));  // migrated meanwhile: follow it
+    std::move(task)(id);
+  };
+  if (!expected->loop || !expected->loop->Post(std::move(run))) {
+    // Only at shutdown; the task (and the RPC's reply in it) is dropped with the stopped loop.
+    RDMAD_LOG_WARN("cmids/%llu: operation dropped, its channel is stopping", static_cast<unsigned long long>(n));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Messages
+
+v1::CmId CmManager::ToProto(const Id& id) const {
+  v1::CmId out;
+  out.set_name(Name("cmids", id.id));
+  out.set_channel(Name("channels", id.channel->id));
+  out.set_pd(id.pd);
+  out.set_state(id.state);
+  if (!id.local.host.empty()) *out.mutable_local() = cm::ToProto(id.local);
+  if (!id.remote.host.empty()) *out.mutable_remote() = cm::ToProto(id.remote);
+  out.set_qp(id.qp);
+  out.set_listener(id.listener);
+  out.mutable_counters()->set_events(id.events);
+  out.mutable_counters()->set_migrations(id.migrations);
+  out.set_last_event(id.last_event);
+  out.set_error(id.error);
+  out.set_device(id.device);
+  out.set_data_plane(id.data_plane);
+  return out;
+}
+
+v1::CmId CmManager::Snapshot(const Id* id) const {
+  absl::MutexLock lock(&mu_);
+  return ToProto(*id);
+}
+
+}  // namespace rdmad::cm

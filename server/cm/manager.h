@@ -1,0 +1,156 @@
+// CmManager: rdma_cm as managed resources. Event channels (each a dispatcher thread), communication ids
+// (RDMA_PS_TCP, RC), migration between channels, the event stream, and rdmad's token-checked data-plane
+// listener.
+//
+// Threads and ownership (docs/architecture.md#rdma_cm):
+//   - Each channel is a dispatch::EventLoop ("cm-N") that owns its fabric::CmChannel and every fabric::CmId
+//     on it. Every rdma_* call on an id runs on the loop of the channel the id is on *at that moment*: an
+//     operation is posted there, and if the id migrated meanwhile it is re-posted to the new channel's
+//     loop. Operations on one id are therefore serialized, with migration too (the man page forbids other
+//     calls while an id migrates; rdmad makes them wait instead of failing them).
+//   - The loop drains its channel (each event acknowledged as soon as it is copied out, so rdma_destroy_id
+//     and rdma_migrate_id, which run on the same loop, never wait), updates the id, publishes the event
+//     to the EventHub, and takes the next step of a connect in progress (route, QP, rdma_connect).
+//   - mu_ guards the name index and the ids' bookkeeping (state, names, counters): short sections, never
+//     across an rdma_* or verbs call.
+//   - The QP of an id is created on the id's PD through the Registry (AdoptCmQp): a QueuePair like any
+//     other, removed from the Registry (ReleaseCmQp) before the id is destroyed.
+// Life cycle: Start() creates the default channel (channels/1), the worker channels and the data-plane
+// listeners. Quiesce() ends every watch stream and fails connects still waiting (so the gRPC server can
+// stop); the destructor stops the loops, then destroys ids (their QPs first) and channels.
+#ifndef RDMAD_SERVER_CM_MANAGER_H_
+#define RDMAD_SERVER_CM_MANAGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rdmad/v1/rdmad.pb.h"
+#include "server/cm/events.h"
+#include "server/cm/token.h"
+#include "server/dispatch/event_loop.h"
+#include "server/fabric/cm.h"
+#include "server/registry/registry.h"
+
+namespace rdmad::cm {
+
+class CmManager {
+ public:
+  struct Options {
+    int workers = 2;                       // worker channels for accepted data-plane connections
+    std::vector<fabric::SockAddr> listen;  // the data-plane listener's addresses ("rdma_listen")
+    int backlog = 128;
+    absl::Duration default_token_ttl = absl::Seconds(30);
+    EventHub::Options events;
+  };
+
+  // `cm` may be null (no rdma_cm on this host): every call then answers UNAVAILABLE.
+  CmManager(fabric::CmFabric* cm, Registry* registry, TokenStore* tokens, Options options);
+  ~CmManager();
+  CmManager(const CmManager&) = delete;
+  CmManager& operator=(const CmManager&) = delete;
+
+  absl::Status Start();
+  void Quiesce();
+  EventHub& events() { return events_; }
+
+  absl::StatusOr<v1::EventChannel> CreateChannel(const v1::CreateChannelRequest& request);
+  absl::StatusOr<v1::EventChannel> GetChannel(const std::string& name) const;
+  std::vector<v1::EventChannel> ListChannels() const;
+  absl::Status DeleteChannel(const std::string& name);
+
+  void CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done);
+  absl::StatusOr<v1::CmId> GetCmId(const std::string& name) const;
+  absl::StatusOr<std::vector<v1::CmId>> ListCmIds(const v1::ListCmIdsRequest& request) const;
+  void Listen(const v1::ListenRequest& request, Done<v1::CmId> done);
+  void Connect(const v1::ConnectRequest& request, Done<v1::CmId> done);
+  void Accept(const v1::AcceptRequest& request, Done<v1::CmId> done);
+  void Reject(const v1::RejectRequest& request, Done<v1::CmId> done);
+  void Disconnect(const std::string& name, Done<v1::CmId> done);
+  void DeleteCmId(const std::string& name, Done<v1::CmId> done);
+  // `deadline`: if the migration has not started by then, it is not done (DEADLINE_EXCEEDED).
+  void Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadline, Done<v1::CmId> done);
+
+  absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
+
+ private:
+  struct Channel {
+    uint64_t id = 0;
+    std::string label;
+    v1::ChannelRole role = v1::CHANNEL_USER;
+    std::unique_ptr<fabric::CmChannel> cm;
+    std::unique_ptr<dispatch::EventLoop> loop;  // declared after cm: stopped and destroyed first
+    std::set<uint64_t> ids;                     // mu_
+    std::atomic<uint64_t> dispatched{0}, pending{0};
+  };
+  struct Id {
+    uint64_t id = 0;
+    Channel* channel = nullptr;  // mu_; changes only on the old channel's loop, at migration
+    std::string pd;
+    std::unique_ptr<fabric::CmId> cm;  // only on the owning channel's loop
+    // Bookkeeping, mu_:
+    v1::CmIdState state = v1::CM_IDLE;
+    fabric::SockAddr local, remote;
+    std::string qp, listener, last_event, error, device;
+    bool data_plane = false;
+    uint64_t events = 0, migrations = 0;
+    // A Connect in progress (owning loop only): finished by ESTABLISHED or by a failure.
+    Done<v1::CmId> connect_done;
+    std::string connect_data;
+    int timeout_ms = 2000;
+  };
+  using IdTask = absl::AnyInvocable<void(absl::StatusOr<Id*>) &&>;
+
+  absl::StatusOr<Channel*> FindChannel(const std::string& name, const std::string& field) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Id*> FindId(const std::string& name, const std::string& field) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Channel*> NewChannel(const std::string& label, v1::ChannelRole role);
+  // Runs `task` on the loop that owns the id now (following migrations), with the id, or with why not.
+  void RunOnId(const std::string& name, IdTask task);
+  void RunOnIdLoop(uint64_t id, Channel* expected, IdTask task);
+
+  // Owning loop only.
+  void OnChannelReadable(Channel* ch);
+  void Dispatch(Channel* ch, fabric::CmEvent event);
+  void OnConnectRequest(Channel* ch, fabric::CmEvent event);
+  void OnDataPlaneRequest(Id* id, const std::string& private_data);
+  void AcceptDataPlane(uint64_t id, std::string pd);
+  absl::Status CreateIdQp(Id* id);
+  void FinishConnect(Id* id, absl::Status status);
+  // Removes the id from the registry and the index and destroys it (QP first). The id must not be used after.
+  absl::StatusOr<v1::CmId> Destroy(Id* id, bool force);
+  Channel* LeastLoadedWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener);
+
+  v1::CmId ToProto(const Id& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::EventChannel ToProto(const Channel& ch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::CmId Snapshot(const Id* id) const;
+
+  fabric::CmFabric* const cm_;
+  Registry* const registry_;
+  TokenStore* const tokens_;
+  const Options options_;
+  EventHub events_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_channel_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::unique_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::unique_ptr<Id>> ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> listeners_ ABSL_GUARDED_BY(mu_);  // the data-plane listener ids
+  bool quiescing_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace rdmad::cm
+
+#endif  // RDMAD_SERVER_CM_MANAGER_H_

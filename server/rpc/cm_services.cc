@@ -1,0 +1,241 @@
+// The gRPC services of rdmad.v1's rdma_cm part: EventChannels, CmIds, ConnectTokens.
+// Threads: quick RPCs on gRPC's synchronous pool. The CmIds calls that act on an id run on the id's
+// channel dispatcher and finish their reactor from there (callback API): no gRPC thread waits for a
+// dispatcher. WatchEvents is a callback write reactor fed by the EventHub: one write in flight, the next
+// started from OnWriteDone or, when the watcher was empty, from the hub's wake-up.
+#include <memory>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/cm/events.h"
+#include "server/common/status.h"
+#include "server/rpc/reply.h"
+#include "server/rpc/services.h"
+
+namespace rdmad {
+namespace {
+
+using grpc::CallbackServerContext;
+using grpc::ServerContext;
+using grpc::ServerUnaryReactor;
+using grpc::Status;
+using rpc_internal::Fill;
+using rpc_internal::Replier;
+using rpc_internal::Reply;
+
+class ChannelsService final : public v1::EventChannels::Service {
+ public:
+  explicit ChannelsService(cm::CmManager* m) : m_(m) {}
+  Status CreateChannel(ServerContext* ctx, const v1::CreateChannelRequest* req, v1::EventChannel* resp) override {
+    return Reply(ctx, "CreateChannel", m_->CreateChannel(*req), resp);
+  }
+  Status GetChannel(ServerContext* ctx, const v1::GetChannelRequest* req, v1::EventChannel* resp) override {
+    return Reply(ctx, "GetChannel", m_->GetChannel(req->name()), resp);
+  }
+  Status ListChannels(ServerContext* ctx, const v1::ListChannelsRequest*, v1::ListChannelsResponse* resp) override {
+    Fill(m_->ListChannels(), resp->mutable_channels());
+    return Reply(ctx, "ListChannels", absl::OkStatus(), resp);
+  }
+  Status DeleteChannel(ServerContext* ctx, const v1::DeleteChannelRequest* req,
+                       v1::DeleteChannelResponse* resp) override {
+    return Reply(ctx, "DeleteChannel", m_->DeleteChannel(req->name()), resp);
+  }
+
+ private:
+  cm::CmManager* const m_;
+};
+
+// A WatchEvents stream: drives itself from the watcher's queue. Shared ownership: gRPC holds it until
+// OnDone, and a hub wake-up in flight holds it while it runs, so neither outlives the other's use.
+// StartWrite and Finish are called without mu_ (gRPC may run a reaction inline).
+class EventWriter final : public grpc::ServerWriteReactor<v1::CmEvent> {
+ public:
+  static EventWriter* Start(cm::EventHub* hub, std::shared_ptr<cm::Watcher> watcher) {
+    std::shared_ptr<EventWriter> w(new EventWriter(hub, std::move(watcher)));
+    w->self_ = w;
+    std::weak_ptr<EventWriter> weak = w;
+    w->watcher_->set_wake([weak] {
+      if (std::shared_ptr<EventWriter> alive = weak.lock()) alive->Pump();
+    });
+    w->Pump();
+    return w.get();
+  }
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      broken_ = broken_ || !ok;
+    }
+    Pump();
+  }
+  void OnCancel() override {
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+    }
+    Pump();
+  }
+  void OnDone() override {
+    watcher_->set_wake(nullptr);
+    hub_->Unsubscribe(watcher_);
+    std::shared_ptr<EventWriter> last = std::move(self_);  // may destroy this on return
+  }
+
+ private:
+  EventWriter(cm::EventHub* hub, std::shared_ptr<cm::Watcher> watcher) : hub_(hub), watcher_(std::move(watcher)) {}
+
+  // Starts the next write, or finishes the stream once the watcher is closed and drained.
+  void Pump() {
+    bool write = false, finish = false;
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_ || finished_) return;
+      if (broken_) {
+        finished_ = finish = true;
+        status = grpc::Status::CANCELLED;
+      } else if (std::optional<v1::CmEvent> e = watcher_->Next()) {
+        current_ = std::move(*e);
+        writing_ = write = true;
+      } else if (std::optional<absl::Status> closed = watcher_->Closed()) {
+        finished_ = finish = true;
+        status = ToGrpc(*closed);
+      }
+    }
+    if (write) StartWrite(&current_);
+    if (finish) Finish(status);
+  }
+
+  cm::EventHub* const hub_;
+  const std::shared_ptr<cm::Watcher> watcher_;
+  std::shared_ptr<EventWriter> self_;
+  absl::Mutex mu_;
+  v1::CmEvent current_;  // written under mu_ only while no write is in flight
+  bool writing_ = false, finished_ = false, broken_ = false;
+};
+
+class CmIdsService final
+    : public v1::CmIds::WithCallbackMethod_CreateCmId<v1::CmIds::WithCallbackMethod_Listen<
+          v1::CmIds::WithCallbackMethod_Connect<v1::CmIds::WithCallbackMethod_Accept<
+              v1::CmIds::WithCallbackMethod_Reject<v1::CmIds::WithCallbackMethod_Disconnect<
+                  v1::CmIds::WithCallbackMethod_DeleteCmId<v1::CmIds::WithCallbackMethod_MigrateCmId<
+                      v1::CmIds::WithCallbackMethod_WatchEvents<v1::CmIds::Service>>>>>>>>> {
+ public:
+  explicit CmIdsService(cm::CmManager* m) : m_(m) {}
+  Status GetCmId(ServerContext* ctx, const v1::GetCmIdRequest* req, v1::CmId* resp) override {
+    return Reply(ctx, "GetCmId", m_->GetCmId(req->name()), resp);
+  }
+  Status ListCmIds(ServerContext* ctx, const v1::ListCmIdsRequest* req, v1::ListCmIdsResponse* resp) override {
+    auto ids = m_->ListCmIds(*req);
+    if (ids.ok()) Fill(std::move(*ids), resp->mutable_cm_ids());
+    return Reply(ctx, "ListCmIds", ids.status(), resp);
+  }
+  ServerUnaryReactor* CreateCmId(CallbackServerContext* ctx, const v1::CreateCmIdRequest* req,
+                                 v1::CmId* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    m_->CreateCmId(*req, Replier<v1::CmId>(ctx, "CreateCmId", reactor, resp));
+    return reactor;
+  }
+  ServerUnaryReactor* Listen(CallbackServerContext* ctx, const v1::ListenRequest* req, v1::CmId* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    m_->Listen(*req, Replier<v1::CmId>(ctx, "Listen", reactor, resp));
+    return reactor;
+  }
+  ServerUnaryReactor* Connect(CallbackServerContext* ctx, const v1::ConnectRequest* req, v1::CmId* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    m_->Connect(*req, Replier<v1::CmId>(ctx, "Connect", reactor, resp));
+    return reactor;
+  }
+  ServerUnaryReactor* Accept(CallbackServerContext* ctx, const v1::AcceptRequest* req, v1::CmId* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    m_->Accept(*req, Replier<v1::CmId>(ctx, "Accept", reactor, resp));
+    return reactor;
+  }
+  ServerUnaryReactor* Reject(CallbackServerContext* ctx, const v1::RejectRequest* req, v1::CmId* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    m_->Reject(*req, Replier<v1::CmId>(ctx, "Reject", reactor, resp));
+    return reactor;
+  }
+  ServerUnaryReactor* Disconnect(CallbackServerContext* ctx, const v1::DisconnectRequest* req,
+                                 v1::CmId* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    m_->Disconnect(req->name(), Replier<v1::CmId>(ctx, "Disconnect", reactor, resp));
+    return reactor;
+  }
+  ServerUnaryReactor* DeleteCmId(CallbackServerContext* ctx, const v1::DeleteCmIdRequest* req,
+                                 v1::DeleteCmIdResponse* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    m_->DeleteCmId(req->name(), [reactor, peer = ctx->peer()](absl::StatusOr<v1::CmId> r) {
+      rpc_internal::LogFailure("DeleteCmId", peer, r.status());
+      reactor->Finish(ToGrpc(r.status()));
+    });
+    return reactor;
+  }
+  ServerUnaryReactor* MigrateCmId(CallbackServerContext* ctx, const v1::MigrateCmIdRequest* req,
+                                  v1::CmId* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    // The call's deadline bounds the wait for the id's dispatcher; past it, nothing is changed.
+    const absl::Time deadline = absl::FromChrono(ctx->deadline());
+    m_->Migrate(*req, deadline, Replier<v1::CmId>(ctx, "MigrateCmId", reactor, resp));
+    return reactor;
+  }
+  grpc::ServerWriteReactor<v1::CmEvent>* WatchEvents(CallbackServerContext* ctx,
+                                                     const v1::WatchEventsRequest* req) override {
+    cm::EventFilter filter;
+    absl::Status bad;
+    if (!req->channel().empty()) {
+      bad = m_->GetChannel(req->channel()).status();
+      filter.channel = req->channel();
+    }
+    if (bad.ok() && !req->cm_id().empty()) {
+      bad = m_->GetCmId(req->cm_id()).status();
+      filter.cm_id = req->cm_id();
+    }
+    for (const std::string& t : req->types()) {
+      if (!bad.ok()) break;
+      absl::StatusOr<std::string> name = cm::CanonicalEventName(t);
+      if (name.ok()) filter.types.insert(*name); else bad = name.status();
+    }
+    if (!bad.ok()) {
+      rpc_internal::LogFailure("WatchEvents", ctx->peer(), bad);
+      auto* failed = new FailedWatch();
+      failed->Fail(ToGrpc(WithField(bad, bad.code() == absl::StatusCode::kNotFound && !req->cm_id().empty() ? "cm_id" : "")));
+      return failed;
+    }
+    return EventWriter::Start(&m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence()));
+  }
+
+ private:
+  // A watch refused at once.
+  class FailedWatch final : public grpc::ServerWriteReactor<v1::CmEvent> {
+   public:
+    void Fail(grpc::Status s) { Finish(std::move(s)); }
+    void OnDone() override { delete this; }
+  };
+  cm::CmManager* const m_;
+};
+
+class TokensService final : public v1::ConnectTokens::Service {
+ public:
+  explicit TokensService(cm::CmManager* m) : m_(m) {}
+  Status IssueConnectToken(ServerContext* ctx, const v1::IssueConnectTokenRequest* req,
+                           v1::ConnectToken* resp) override {
+    return Reply(ctx, "IssueConnectToken", m_->IssueConnectToken(*req), resp);
+  }
+
+ private:
+  cm::CmManager* const m_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<grpc::Service>> MakeCmServices(cm::CmManager* manager) {
+  std::vector<std::unique_ptr<grpc::Service>> out;
+  out.push_back(std::make_unique<ChannelsService>(manager));
+  out.push_back(std::make_unique<CmIdsService>(manager));
+  out.push_back(std::make_unique<TokensService>(manager));
+  return out;
+}
+
+}  // namespace rdmad
