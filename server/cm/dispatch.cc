@@ -326,7 +326,7 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
   }
   if (!qp.empty()) {
     // The QP leaves the registry first (refused while type 2 windows are bound on it, unless forced).
-    RDMAD_RETURN_IF_ERROR(WithContext(registry_->ReleaseCmQp(qp, force), name));
+    RDMAD_RETURN_IF_ERROR(registry_->ReleaseCmQp(qp, force, "name"));
   }
   if (id->connect_done) FinishConnect(id, absl::AbortedError("the id was deleted"));
   std::unique_ptr<Id> owned;

@@ -29,7 +29,7 @@ absl::Status WrongState(const std::string& name, v1::CmIdState state, const char
 void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done) {
   if (cm_ == nullptr) return std::move(done)(absl::UnavailableError("rdma_cm is unavailable on this host"));
   if (!request.pd().empty()) {
-    if (absl::Status s = registry_->GetPd(request.pd()).status(); !s.ok()) return std::move(done)(WithField(s, "pd"));
+    if (absl::Status s = registry_->CheckPd(request.pd(), "pd"); !s.ok()) return std::move(done)(s);
   }
   const std::string channel = request.channel().empty() ? "channels/1" : request.channel();
   uint64_t n = 0;
@@ -265,7 +265,7 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
 
 absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  RDMAD_RETURN_IF_ERROR(WithField(registry_->GetPd(request.pd()).status(), "pd"));
+  RDMAD_RETURN_IF_ERROR(registry_->CheckPd(request.pd(), "pd"));
   {
     absl::MutexLock lock(&mu_);
     if (listeners_.empty()) {

@@ -50,6 +50,11 @@ absl::StatusOr<v1::ProtectionDomain> Registry::GetPd(const std::string& name) co
   return ToProto(*e);
 }
 
+absl::Status Registry::CheckPd(const std::string& name, const std::string& field) const {
+  absl::MutexLock lock(&mu_);
+  return FindPd(name, field).status();
+}
+
 std::vector<v1::ProtectionDomain> Registry::ListPds() const {
   absl::MutexLock lock(&mu_);
   std::vector<v1::ProtectionDomain> out;

@@ -186,19 +186,19 @@ void Registry::SetCmQpState(const std::string& name, fabric::QpState state, cons
   }
 }
 
-absl::Status Registry::ReleaseCmQp(const std::string& name, bool force) {
+absl::Status Registry::ReleaseCmQp(const std::string& name, bool force, const std::string& field) {
   std::vector<std::unique_ptr<MwEntry>> windows;
   std::vector<std::unique_ptr<fabric::Mr>> bounds;
   {
     absl::MutexLock lock(&mu_);
-    RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "qp"));
-    if (e->cm_id.empty()) return FailedPrecondition("qp", absl::StrCat(name, " does not belong to a CM id"));
+    RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, field));
+    if (e->cm_id.empty()) return FailedPrecondition(field, absl::StrCat(name, " does not belong to a CM id"));
     for (const auto& [id, w] : e->windows) {
-      if (w->busy) return InProgress("qp", Name("mws", id), w->busy);
+      if (w->busy) return InProgress(field, Name("mws", id), w->busy);
     }
     if (e->type2_windows > 0 && !force) {
-      return Busy("qp", absl::StrCat(name, " has ", e->type2_windows,
-                                     " type 2 window(s) bound on it: invalidate or deallocate them first"));
+      return Busy(field, absl::StrCat(name, " (the QP of ", e->cm_id, ") has ", e->type2_windows,
+                                      " type 2 window(s) bound on it: invalidate or deallocate them first"));
     }
     // Type 1 windows bound through it do not depend on it; type 2 ones (force only: shutdown) go with it.
     for (auto it = e->windows.begin(); it != e->windows.end();) {

@@ -78,6 +78,8 @@ class Registry {
   absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request);
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name) const;
   std::vector<v1::ProtectionDomain> ListPds() const;
+  // OK if the PD exists; otherwise the lookup's error, naming `field`.
+  absl::Status CheckPd(const std::string& name, const std::string& field) const;
   absl::StatusOr<v1::DeletePdResponse> DeletePd(const v1::DeletePdRequest& request);
 
   void RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done);
@@ -103,7 +105,8 @@ class Registry {
   // rdma_cm moved the QP (ESTABLISHED: RTS; DISCONNECTED: ERROR). `remote` if known.
   void SetCmQpState(const std::string& qp, fabric::QpState state, const fabric::QpEndpoint* remote);
   // Refused while type 2 windows are bound on it, unless `force` (shutdown): then they are deallocated.
-  absl::Status ReleaseCmQp(const std::string& qp, bool force);
+  // Errors name `field` (the caller's request field).
+  absl::Status ReleaseCmQp(const std::string& qp, bool force, const std::string& field);
 
   absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request);
   absl::StatusOr<v1::MemoryWindow> GetMw(const std::string& name) const;
