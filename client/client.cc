@@ -1,3 +1,5 @@
+// The client's core: status conversion, the channel and stubs, and the calls on devices, PDs, MRs, QPs and
+// MWs. The rdma_cm calls are in client_cm.cc.
 #include "client/client.h"
 
 #include "absl/strings/cord.h"
@@ -21,6 +23,8 @@ absl::Status FromGrpc(const grpc::Status& status) {
   return out;
 }
 
+bool HasDetail(const absl::Status& status) { return status.GetPayload(kDetailPayload).has_value(); }
+
 v1::ErrorDetail Detail(const absl::Status& status) {
   v1::ErrorDetail detail;
   if (auto p = status.GetPayload(kDetailPayload)) detail.ParseFromString(std::string(*p));
@@ -37,19 +41,10 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds
       pds_(v1::ProtectionDomains::NewStub(channel_)),
       mrs_(v1::MemoryRegions::NewStub(channel_)),
       qps_(v1::QueuePairs::NewStub(channel_)),
-      mws_(v1::MemoryWindows::NewStub(channel_)) {}
-
-template <typename Stub, typename Request, typename Response>
-absl::StatusOr<Response> Client::Call(Stub* stub,
-                                      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-                                      const Request& request) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
-  Response response;
-  grpc::Status status = (stub->*method)(&ctx, request, &response);
-  if (!status.ok()) return FromGrpc(status);
-  return response;
-}
+      mws_(v1::MemoryWindows::NewStub(channel_)),
+      channels_(v1::EventChannels::NewStub(channel_)),
+      cm_ids_(v1::CmIds::NewStub(channel_)),
+      tokens_(v1::ConnectTokens::NewStub(channel_)) {}
 
 absl::StatusOr<v1::ListDevicesResponse> Client::ListDevices() {
   return Call(devices_.get(), &v1::Devices::Stub::ListDevices, v1::ListDevicesRequest());

@@ -3,11 +3,15 @@
 // Errors come back as absl::Status with the server's code and message; the structured ErrorDetail (field,
 // verbs call, errno, rereg outcome) is decoded from the status details and available via Detail().
 //
+// Every unary call is bounded by Options::timeout, except Connect, whose deadline the caller gives (a connect
+// waits for the peer). WatchEvents has no deadline unless WatchOptions sets one.
+//
 // Thread-safety: a Client may be used from many threads at once (gRPC channels and stubs are).
 #ifndef RDMAD_CLIENT_CLIENT_H_
 #define RDMAD_CLIENT_CLIENT_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,6 +28,17 @@ inline constexpr char kDefaultTarget[] = "unix:/run/rdmad/rdmad.sock";
 absl::Status FromGrpc(const grpc::Status& status);
 // The ErrorDetail carried by a status returned from this library (empty if none).
 v1::ErrorDetail Detail(const absl::Status& status);
+// Whether the status carries an ErrorDetail: rdmad attaches one to every failure it reports, so a failure
+// without one comes from the channel (rdmad unreachable, deadline passed before it answered).
+bool HasDetail(const absl::Status& status);
+
+// How a WatchEvents call ends besides the stream's own end.
+struct WatchOptions {
+  // End the watch (OK) once no event arrived for this long; zero: wait for events forever.
+  std::chrono::milliseconds idle_timeout{0};
+  // Bound the whole watch (it then ends with DEADLINE_EXCEEDED); zero: no deadline.
+  std::chrono::milliseconds deadline{0};
+};
 
 class Client {
  public:
@@ -62,14 +77,58 @@ class Client {
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name);
 
+  // ---- rdma_cm (client_cm.cc)
+
+  absl::StatusOr<v1::EventChannel> CreateChannel(const v1::CreateChannelRequest& request);
+  absl::StatusOr<v1::EventChannel> GetChannel(const std::string& name);
+  absl::StatusOr<v1::ListChannelsResponse> ListChannels();
+  absl::Status DeleteChannel(const std::string& name);
+
+  absl::StatusOr<v1::CmId> CreateCmId(const v1::CreateCmIdRequest& request);
+  absl::StatusOr<v1::CmId> GetCmId(const std::string& name);
+  absl::StatusOr<v1::ListCmIdsResponse> ListCmIds(const std::string& channel = "");
+  absl::StatusOr<v1::CmId> Listen(const v1::ListenRequest& request);
+  // Returns once the connection is established or failed, or when `timeout` (the call's deadline, not
+  // Options::timeout) passes: then DEADLINE_EXCEEDED, and rdmad may still complete the connect.
+  absl::StatusOr<v1::CmId> Connect(const v1::ConnectRequest& request, std::chrono::milliseconds timeout);
+  absl::StatusOr<v1::CmId> Accept(const v1::AcceptRequest& request);
+  absl::StatusOr<v1::CmId> Reject(const v1::RejectRequest& request);
+  absl::StatusOr<v1::CmId> Disconnect(const std::string& name);
+  absl::Status DeleteCmId(const std::string& name);
+  absl::StatusOr<v1::CmId> MigrateCmId(const v1::MigrateCmIdRequest& request);
+
+  // Reads the event stream, calling on_event (on the calling thread) for each event in order, until the
+  // stream ends, on_event returns false, or `options` end it. Returns the stream's final status as rdmad
+  // sent it (e.g. RESOURCE_EXHAUSTED, with its message, when this watcher fell behind), or OK when on_event
+  // or the idle timeout ended it (the call is then cancelled).
+  absl::Status WatchEvents(const v1::WatchEventsRequest& request,
+                           const std::function<bool(const v1::CmEvent&)>& on_event, WatchOptions options = {});
+
+  absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
+
   // grpc.health.v1: OK when the server reports SERVING.
   absl::Status Health();
 
  private:
+  // One unary call bounded by `timeout`.
   template <typename Stub, typename Request, typename Response>
   absl::StatusOr<Response> Call(Stub* stub,
                                 grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-                                const Request& request);
+                                const Request& request, std::chrono::milliseconds timeout) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    Response response;
+    grpc::Status status = (stub->*method)(&ctx, request, &response);
+    if (!status.ok()) return FromGrpc(status);
+    return response;
+  }
+  // One unary call bounded by Options::timeout.
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> Call(Stub* stub,
+                                grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                                const Request& request) {
+    return Call(stub, method, request, timeout_);
+  }
 
   std::shared_ptr<grpc::Channel> channel_;
   std::chrono::milliseconds timeout_;
@@ -78,6 +137,9 @@ class Client {
   std::unique_ptr<v1::MemoryRegions::Stub> mrs_;
   std::unique_ptr<v1::QueuePairs::Stub> qps_;
   std::unique_ptr<v1::MemoryWindows::Stub> mws_;
+  std::unique_ptr<v1::EventChannels::Stub> channels_;
+  std::unique_ptr<v1::CmIds::Stub> cm_ids_;
+  std::unique_ptr<v1::ConnectTokens::Stub> tokens_;
 };
 
 }  // namespace rdmad::client

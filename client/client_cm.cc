@@ -1,0 +1,135 @@
+// The client's rdma_cm calls: event channels, CM ids (with the WatchEvents reader) and connection tokens.
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "client/client.h"
+
+namespace rdmad::client {
+
+absl::StatusOr<v1::EventChannel> Client::CreateChannel(const v1::CreateChannelRequest& request) {
+  return Call(channels_.get(), &v1::EventChannels::Stub::CreateChannel, request);
+}
+absl::StatusOr<v1::EventChannel> Client::GetChannel(const std::string& name) {
+  v1::GetChannelRequest r;
+  r.set_name(name);
+  return Call(channels_.get(), &v1::EventChannels::Stub::GetChannel, r);
+}
+absl::StatusOr<v1::ListChannelsResponse> Client::ListChannels() {
+  return Call(channels_.get(), &v1::EventChannels::Stub::ListChannels, v1::ListChannelsRequest());
+}
+absl::Status Client::DeleteChannel(const std::string& name) {
+  v1::DeleteChannelRequest r;
+  r.set_name(name);
+  return Call(channels_.get(), &v1::EventChannels::Stub::DeleteChannel, r).status();
+}
+
+absl::StatusOr<v1::CmId> Client::CreateCmId(const v1::CreateCmIdRequest& request) {
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::CreateCmId, request);
+}
+absl::StatusOr<v1::CmId> Client::GetCmId(const std::string& name) {
+  v1::GetCmIdRequest r;
+  r.set_name(name);
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::GetCmId, r);
+}
+absl::StatusOr<v1::ListCmIdsResponse> Client::ListCmIds(const std::string& channel) {
+  v1::ListCmIdsRequest r;
+  r.set_channel(channel);
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::ListCmIds, r);
+}
+absl::StatusOr<v1::CmId> Client::Listen(const v1::ListenRequest& request) {
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::Listen, request);
+}
+absl::StatusOr<v1::CmId> Client::Connect(const v1::ConnectRequest& request, std::chrono::milliseconds timeout) {
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::Connect, request, timeout);
+}
+absl::StatusOr<v1::CmId> Client::Accept(const v1::AcceptRequest& request) {
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::Accept, request);
+}
+absl::StatusOr<v1::CmId> Client::Reject(const v1::RejectRequest& request) {
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::Reject, request);
+}
+absl::StatusOr<v1::CmId> Client::Disconnect(const std::string& name) {
+  v1::DisconnectRequest r;
+  r.set_name(name);
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::Disconnect, r);
+}
+absl::Status Client::DeleteCmId(const std::string& name) {
+  v1::DeleteCmIdRequest r;
+  r.set_name(name);
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::DeleteCmId, r).status();
+}
+absl::StatusOr<v1::CmId> Client::MigrateCmId(const v1::MigrateCmIdRequest& request) {
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::MigrateCmId, request);
+}
+
+absl::Status Client::WatchEvents(const v1::WatchEventsRequest& request,
+                                 const std::function<bool(const v1::CmEvent&)>& on_event, WatchOptions options) {
+  using Clock = std::chrono::steady_clock;
+  grpc::ClientContext ctx;
+  if (options.deadline.count() > 0) ctx.set_deadline(std::chrono::system_clock::now() + options.deadline);
+
+  // The idle watchdog: cancels the call once Read has waited idle_timeout for an event. Time spent in
+  // on_event does not count (a slow consumer is not an idle stream).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false, in_callback = false, idle = false;
+  Clock::time_point waiting_since = Clock::now();
+  std::thread watchdog;
+  if (options.idle_timeout.count() > 0) {
+    watchdog = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!finished) {
+        if (in_callback) {
+          cv.wait(lock);
+          continue;
+        }
+        const Clock::time_point until = waiting_since + options.idle_timeout;
+        if (Clock::now() >= until) {
+          idle = true;
+          ctx.TryCancel();
+          return;
+        }
+        cv.wait_until(lock, until);
+      }
+    });
+  }
+  auto set_in_callback = [&](bool busy) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      in_callback = busy;
+      if (!busy) waiting_since = Clock::now();
+    }
+    cv.notify_all();
+  };
+
+  std::unique_ptr<grpc::ClientReader<v1::CmEvent>> reader = cm_ids_->WatchEvents(&ctx, request);
+  v1::CmEvent event;
+  bool stopped = false;
+  while (reader->Read(&event)) {
+    set_in_callback(true);
+    const bool more = on_event(event);
+    set_in_callback(false);
+    if (!more) {
+      stopped = true;
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    finished = true;
+  }
+  cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  // Ended on our side: the CANCELLED it produced is not a failure. Any other status is the stream's own.
+  if ((stopped || idle) && status.error_code() == grpc::StatusCode::CANCELLED) return absl::OkStatus();
+  return FromGrpc(status);
+}
+
+absl::StatusOr<v1::ConnectToken> Client::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
+  return Call(tokens_.get(), &v1::ConnectTokens::Stub::IssueConnectToken, request);
+}
+
+}  // namespace rdmad::client

@@ -1,0 +1,298 @@
+// The client's rdma_cm calls against an in-process fake of rdmad's services: requests reach the server as
+// given, WatchEvents ends as it should (stream end, server error intact, on_event stop, idle, deadline) and
+// the deadlines are the right ones (Connect's from the caller, none on a watch).
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+
+namespace rdmad::client {
+namespace {
+
+using ::testing::ElementsAre;
+using namespace std::chrono_literals;
+
+// A failure as rdmad sends it: code, message, and an RpcStatus with one ErrorDetail in the details.
+grpc::Status RdmadError(grpc::StatusCode code, const std::string& message, const std::string& field) {
+  v1::ErrorDetail detail;
+  detail.set_field(field);
+  v1::RpcStatus rpc;
+  rpc.set_code(code);
+  rpc.set_message(message);
+  rpc.add_details()->PackFrom(detail);
+  return grpc::Status(code, message, rpc.SerializeAsString());
+}
+
+// Sleeps `d`, returning early (false) if the call was cancelled.
+bool SleepUnlessCancelled(grpc::ServerContext* ctx, std::chrono::milliseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+    if (ctx->IsCancelled()) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+v1::CmEvent Event(uint64_t seq) {
+  v1::CmEvent e;
+  e.set_sequence(seq);
+  e.set_cm_id("cmids/1");
+  e.set_type("RDMA_CM_EVENT_ESTABLISHED");
+  return e;
+}
+
+// What WatchEvents does is chosen by the request's channel (the test's script).
+class FakeCmIds final : public v1::CmIds::Service {
+ public:
+  grpc::Status ListCmIds(grpc::ServerContext*, const v1::ListCmIdsRequest* req, v1::ListCmIdsResponse* resp) override {
+    resp->add_cm_ids()->set_channel(req->channel());  // echo the filter
+    return grpc::Status::OK;
+  }
+  grpc::Status Connect(grpc::ServerContext* ctx, const v1::ConnectRequest* req, v1::CmId* resp) override {
+    // Takes 400 ms, as a connect that waits for the peer.
+    if (!SleepUnlessCancelled(ctx, 400ms)) return grpc::Status::CANCELLED;
+    resp->set_name(req->name());
+    resp->set_state(v1::CM_CONNECTED);
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchEvents(grpc::ServerContext* ctx, const v1::WatchEventsRequest* req,
+                           grpc::ServerWriter<v1::CmEvent>* writer) override {
+    last_request = *req;
+    const std::string& script = req->channel();
+    if (script == "three") {
+      for (uint64_t s = 1; s <= 3; s++) writer->Write(Event(s));
+      return grpc::Status::OK;
+    }
+    if (script == "overflow") {
+      writer->Write(Event(7));
+      writer->Write(Event(8));
+      return RdmadError(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "this watcher fell 1024 events behind and was cut off: 1025 event(s) dropped; resume with "
+                        "after_sequence = 8",
+                        "");
+    }
+    if (script == "endless") {
+      for (uint64_t s = 1; !ctx->IsCancelled(); s++) {
+        if (!writer->Write(Event(s))) break;
+        std::this_thread::sleep_for(1ms);
+      }
+      endless_cancelled = ctx->IsCancelled();
+      return grpc::Status::CANCELLED;
+    }
+    if (script == "one-then-quiet") {
+      writer->Write(Event(1));
+      while (SleepUnlessCancelled(ctx, 100ms)) {
+      }
+      return grpc::Status::CANCELLED;
+    }
+    if (script == "late") {  // the first event only after the client's per-call timeout
+      if (!SleepUnlessCancelled(ctx, 400ms)) return grpc::Status::CANCELLED;
+      writer->Write(Event(1));
+      return grpc::Status::OK;
+    }
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown script");
+  }
+
+  v1::WatchEventsRequest last_request;
+  std::atomic<bool> endless_cancelled{false};
+};
+
+class FakeChannels final : public v1::EventChannels::Service {
+ public:
+  grpc::Status GetChannel(grpc::ServerContext*, const v1::GetChannelRequest* req, v1::EventChannel* resp) override {
+    resp->set_name(req->name());
+    resp->set_role(v1::CHANNEL_USER);
+    return grpc::Status::OK;
+  }
+  grpc::Status DeleteChannel(grpc::ServerContext*, const v1::DeleteChannelRequest* req,
+                             v1::DeleteChannelResponse*) override {
+    return RdmadError(grpc::StatusCode::FAILED_PRECONDITION, "name: " + req->name() + " still has 2 CM id(s)", "name");
+  }
+};
+
+class FakeTokens final : public v1::ConnectTokens::Service {
+ public:
+  grpc::Status IssueConnectToken(grpc::ServerContext*, const v1::IssueConnectTokenRequest* req,
+                                 v1::ConnectToken* resp) override {
+    resp->set_name("tokens/3");
+    resp->set_token(std::string("\x00\x01\xfe\xff", 4));  // binary, with a NUL
+    resp->set_expire_time_unix_nanos(req->ttl_ms());
+    return grpc::Status::OK;
+  }
+};
+
+class ClientCmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&cm_ids_);
+    builder.RegisterService(&channels_);
+    builder.RegisterService(&tokens_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override { server_->Shutdown(std::chrono::system_clock::now() + 1s); }
+
+  // A client whose per-call timeout is short: 100 ms.
+  std::unique_ptr<Client> MakeClient() {
+    return std::make_unique<Client>(server_->InProcessChannel(grpc::ChannelArguments()), 100ms);
+  }
+
+  FakeCmIds cm_ids_;
+  FakeChannels channels_;
+  FakeTokens tokens_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+std::vector<uint64_t> Watch(Client& c, const std::string& script, absl::Status* status, WatchOptions options = {},
+                            size_t stop_after = 0) {
+  std::vector<uint64_t> seen;
+  v1::WatchEventsRequest r;
+  r.set_channel(script);
+  *status = c.WatchEvents(
+      r,
+      [&](const v1::CmEvent& e) {
+        seen.push_back(e.sequence());
+        return stop_after == 0 || seen.size() < stop_after;
+      },
+      options);
+  return seen;
+}
+
+TEST_F(ClientCmTest, WatchEventsDeliversInOrderAndEndsWithTheStream) {
+  auto c = MakeClient();
+  absl::Status s;
+  EXPECT_THAT(Watch(*c, "three", &s), ElementsAre(1u, 2u, 3u));
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(ClientCmTest, WatchEventsReturnsTheServersFinalStatusIntact) {
+  auto c = MakeClient();
+  absl::Status s;
+  EXPECT_THAT(Watch(*c, "overflow", &s), ElementsAre(7u, 8u));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "this watcher fell 1024 events behind and was cut off: 1025 event(s) dropped; resume with "
+            "after_sequence = 8");
+  EXPECT_TRUE(HasDetail(s));
+}
+
+TEST_F(ClientCmTest, WatchEventsStopsAndCancelsWhenOnEventSaysSo) {
+  auto c = MakeClient();
+  absl::Status s;
+  EXPECT_THAT(Watch(*c, "endless", &s, {}, 3), ElementsAre(1u, 2u, 3u));
+  EXPECT_TRUE(s.ok()) << s;
+  // The server saw the cancellation (its loop ends only then).
+  for (int i = 0; i < 200 && !cm_ids_.endless_cancelled; i++) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(cm_ids_.endless_cancelled);
+}
+
+TEST_F(ClientCmTest, WatchEventsEndsOkAfterTheIdleTimeout) {
+  auto c = MakeClient();
+  absl::Status s;
+  WatchOptions o;
+  o.idle_timeout = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(Watch(*c, "one-then-quiet", &s, o), ElementsAre(1u));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 5s);
+}
+
+TEST_F(ClientCmTest, WatchEventsHasNoPerCallDeadline) {
+  auto c = MakeClient();  // 100 ms per call; the first event comes after 400 ms
+  absl::Status s;
+  EXPECT_THAT(Watch(*c, "late", &s), ElementsAre(1u));
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(ClientCmTest, WatchEventsDeadlineWhenAsked) {
+  auto c = MakeClient();
+  absl::Status s;
+  WatchOptions o;
+  o.deadline = 200ms;
+  EXPECT_THAT(Watch(*c, "one-then-quiet", &s, o), ElementsAre(1u));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_FALSE(HasDetail(s));  // the channel's, not rdmad's
+}
+
+TEST_F(ClientCmTest, WatchEventsSendsTheFilters) {
+  auto c = MakeClient();
+  v1::WatchEventsRequest r;
+  r.set_channel("three");
+  r.set_cm_id("cmids/4");
+  r.add_types("ESTABLISHED");
+  r.add_types("RDMA_CM_EVENT_DISCONNECTED");
+  r.set_after_sequence(41);
+  ASSERT_TRUE(c->WatchEvents(r, [](const v1::CmEvent&) { return true; }).ok());
+  EXPECT_EQ(cm_ids_.last_request.cm_id(), "cmids/4");
+  EXPECT_THAT(cm_ids_.last_request.types(), ElementsAre("ESTABLISHED", "RDMA_CM_EVENT_DISCONNECTED"));
+  EXPECT_EQ(cm_ids_.last_request.after_sequence(), 41u);
+}
+
+TEST_F(ClientCmTest, ConnectUsesTheCallersDeadline) {
+  auto c = MakeClient();  // 100 ms per call; the connect takes 400 ms
+  v1::ConnectRequest r;
+  r.set_name("cmids/2");
+  absl::StatusOr<v1::CmId> id = c->Connect(r, 5s);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->name(), "cmids/2");
+  EXPECT_EQ(id->state(), v1::CM_CONNECTED);
+  absl::StatusOr<v1::CmId> late = c->Connect(r, 50ms);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ClientCmTest, UnaryCallsCarryRequestsAndResults) {
+  auto c = MakeClient();
+  absl::StatusOr<v1::ListCmIdsResponse> ids = c->ListCmIds("channels/2");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_EQ(ids->cm_ids_size(), 1);
+  EXPECT_EQ(ids->cm_ids(0).channel(), "channels/2");
+  absl::StatusOr<v1::EventChannel> ch = c->GetChannel("channels/5");
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  EXPECT_EQ(ch->name(), "channels/5");
+  v1::IssueConnectTokenRequest t;
+  t.set_pd("pds/1");
+  t.set_ttl_ms(1234);
+  absl::StatusOr<v1::ConnectToken> token = c->IssueConnectToken(t);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(token->token(), std::string("\x00\x01\xfe\xff", 4));
+  EXPECT_EQ(token->expire_time_unix_nanos(), 1234);
+}
+
+TEST_F(ClientCmTest, ErrorsKeepTheirDetail) {
+  auto c = MakeClient();
+  absl::Status s = c->DeleteChannel("channels/3");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "name: channels/3 still has 2 CM id(s)");
+  EXPECT_TRUE(HasDetail(s));
+  EXPECT_EQ(Detail(s).field(), "name");
+  // Not implemented by the fake: gRPC's UNIMPLEMENTED, no detail.
+  absl::Status unimplemented = c->Disconnect("cmids/1").status();
+  EXPECT_EQ(unimplemented.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(HasDetail(unimplemented));
+}
+
+TEST(ClientTest, UnreachableServerHasNoDetail) {
+  Client::Options o;
+  o.target = "unix:/nonexistent/rdmad-client-test.sock";
+  o.timeout = 2000ms;
+  Client c(o);
+  absl::Status s = c.CreateChannel(v1::CreateChannelRequest()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(HasDetail(s));
+  absl::Status w = c.WatchEvents(v1::WatchEventsRequest(), [](const v1::CmEvent&) { return true; });
+  EXPECT_EQ(w.code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace rdmad::client
