@@ -1,5 +1,6 @@
 #include "server/verbs/qp.h"
 
+#include <rdma/rdma_cma.h>
 #include <time.h>
 
 #include <algorithm>
@@ -41,7 +42,28 @@ uint32_t RandomPsn() {
   return gen() & 0xffffff;
 }
 
+ibv_qp_init_attr InitAttr(ibv_cq* cq) {
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 0;
+  init.cap.max_send_wr = kSendDepth;
+  init.cap.max_recv_wr = 1;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  return init;
+}
+
 }  // namespace
+
+absl::Status Qp::CreateCq() {
+  cq_ = ibv_create_cq(device_->context(), kCqDepth, nullptr, device_->comp_channel(), 0);
+  if (cq_ == nullptr) return FromErrno("ibv_create_cq");
+  if (int ret = ibv_req_notify_cq(cq_, 0); ret != 0) return FromReturn("ibv_req_notify_cq", ret);
+  cq_id_ = device_->HookCq(this);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const fabric::QpOptions& options) {
   const fabric::PortInfo* port = device->port(options.port);
@@ -49,20 +71,9 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
     return InvalidArgument("port", absl::StrCat("device ", device->info().name, " has no port ", options.port));
   }
   std::unique_ptr<Qp> qp(new Qp(device, options));
-  qp->cq_ = ibv_create_cq(device->context(), kCqDepth, nullptr, device->comp_channel(), 0);
-  if (qp->cq_ == nullptr) return FromErrno("ibv_create_cq");
-  if (int ret = ibv_req_notify_cq(qp->cq_, 0); ret != 0) return FromReturn("ibv_req_notify_cq", ret);
-  qp->cq_id_ = device->HookCq(qp.get());
+  RDMAD_RETURN_IF_ERROR(qp->CreateCq());
 
-  ibv_qp_init_attr init{};
-  init.send_cq = qp->cq_;
-  init.recv_cq = qp->cq_;
-  init.qp_type = IBV_QPT_RC;
-  init.sq_sig_all = 0;
-  init.cap.max_send_wr = kSendDepth;
-  init.cap.max_recv_wr = 1;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
+  ibv_qp_init_attr init = InitAttr(qp->cq_);
   qp->qp_ = ibv_create_qp(pd, &init);
   if (qp->qp_ == nullptr) return FromErrno("ibv_create_qp");  // ~Qp unhooks and destroys the CQ
 
@@ -80,11 +91,33 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
   return qp;
 }
 
+absl::StatusOr<std::unique_ptr<Qp>> Qp::CreateOnCmId(Device* device, ibv_pd* pd, rdma_cm_id* id) {
+  fabric::QpOptions options;
+  options.port = id->port_num;
+  std::unique_ptr<Qp> qp(new Qp(device, options));
+  RDMAD_RETURN_IF_ERROR(qp->CreateCq());
+
+  ibv_qp_init_attr init = InitAttr(qp->cq_);
+  if (int ret = rdma_create_qp(id, pd, &init); ret != 0) return FromRdmaCm("rdma_create_qp", ret);
+  qp->cm_id_ = id;
+  qp->qp_ = id->qp;
+
+  qp->local_.qpn = qp->qp_->qp_num;
+  if (const fabric::PortInfo* port = device->port(options.port); port != nullptr) qp->local_.lid = port->lid;
+  // The source GID rdma_cm resolved for the id (on RoCE, the one of the id's IP address).
+  const ibv_gid& sgid = id->route.addr.addr.ibaddr.sgid;
+  if (!GidIsZero(sgid)) qp->local_.gid = GidToString(sgid);
+  return qp;
+}
+
 Qp::~Qp() {
   // The dispatcher stops seeing this CQ first; outstanding callbacks are dropped unrun.
   if (cq_id_ != 0) device_->UnhookCq(cq_id_);
-  // Reverse order of creation: the QP, then its CQ (rping's teardown order).
-  if (qp_ != nullptr) {
+  // Reverse order of creation: the QP, then its CQ (rping's teardown order). A CM QP goes through
+  // librdmacm, which also clears id->qp (it reports no failure).
+  if (cm_id_ != nullptr) {
+    rdma_destroy_qp(cm_id_);
+  } else if (qp_ != nullptr) {
     if (int ret = ibv_destroy_qp(qp_); ret != 0) {
       RDMAD_LOG_ERROR("ibv_destroy_qp(%u) failed: errno %d (%s)", local_.qpn, ret, ErrnoName(ret).c_str());
     }
@@ -94,6 +127,16 @@ Qp::~Qp() {
       RDMAD_LOG_ERROR("ibv_destroy_cq failed: errno %d (%s)", ret, ErrnoName(ret).c_str());
     }
   }
+}
+
+fabric::QpEndpoint Qp::local() const {
+  fabric::QpEndpoint local = local_;
+  if (cm_id_ != nullptr) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    local.psn = ibv_query_qp(qp_, &attr, IBV_QP_SQ_PSN, &init) == 0 ? attr.sq_psn : 0;
+  }
+  return local;
 }
 
 fabric::QpState Qp::state() const {
@@ -117,6 +160,9 @@ absl::Status Qp::ToInit() {
 }
 
 absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
+  if (cm_id_ != nullptr) {
+    return FailedPrecondition({}, "the QP belongs to an rdma_cm id, which connects it (Connect / Accept on the id)");
+  }
   if (state() != fabric::QpState::kInit) {
     // Reconnecting (or recovering from the error state) starts again from RESET.
     ibv_qp_attr reset{};

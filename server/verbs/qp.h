@@ -2,8 +2,13 @@
 // Owns both: the destructor unhooks the CQ from the device's dispatcher, then destroys the QP, then the
 // CQ. Binds and invalidations are posted signaled; their completions are polled by the device's
 // dispatcher (Device::DrainCompletions -> Qp::PollCompletions), which runs the posted callbacks.
+// Two kinds: Create makes a QP that rdmad connects itself (Connect: INIT -> RTR -> RTS); CreateOnCmId
+// makes one with rdma_create_qp on an rdma_cm id, whose states rdma_cm drives (Connect is refused), and
+// which is destroyed with rdma_destroy_qp. The id (server/verbs/cm.h, VerbsCmId) owns such a QP and
+// outlives it.
 // Threads: Post* and Connect on any thread (never two at once on one QP: the registry's reservations);
-// PollCompletions on the dispatcher only. `pending_` is shared by both, behind `mu_`.
+// PollCompletions on the dispatcher only. `pending_` is shared by both, behind `mu_`. A CM QP's local()
+// and state() query the device and may be called on any thread.
 #ifndef RDMAD_SERVER_VERBS_QP_H_
 #define RDMAD_SERVER_VERBS_QP_H_
 
@@ -18,6 +23,8 @@
 #include "absl/synchronization/mutex.h"
 #include "server/fabric/fabric.h"
 
+struct rdma_cm_id;  // <rdma/rdma_cma.h>
+
 namespace rdmad::verbs {
 
 class Device;
@@ -26,11 +33,15 @@ class Qp final : public fabric::Qp {
  public:
   static absl::StatusOr<std::unique_ptr<Qp>> Create(Device* device, ibv_pd* pd,
                                                     const fabric::QpOptions& options);
+  // rdma_create_qp on `id` (whose device is `device`, and `pd` on it): the same CQ and caps as Create;
+  // rdma_cm moves it to INIT now and to RTR/RTS when the connection is accepted or established.
+  static absl::StatusOr<std::unique_ptr<Qp>> CreateOnCmId(Device* device, ibv_pd* pd, rdma_cm_id* id);
   ~Qp() override;
   Qp(const Qp&) = delete;
   Qp& operator=(const Qp&) = delete;
 
-  fabric::QpEndpoint local() const override { return local_; }
+  // For a CM QP the PSN is the device's current send PSN (rdma_cm chooses the initial one at RTS).
+  fabric::QpEndpoint local() const override;
   fabric::QpState state() const override;
   absl::Status Connect(const fabric::QpEndpoint& remote) override;
   absl::Status PostBind(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) override;
@@ -39,9 +50,12 @@ class Qp final : public fabric::Qp {
   // Dispatcher thread: re-arms and polls the CQ empty; returns the callbacks to run (outside any lock).
   std::vector<absl::AnyInvocable<void() &&>> PollCompletions();
   ibv_cq* cq() const { return cq_; }
+  ibv_qp* raw() const { return qp_; }
 
  private:
   Qp(Device* device, const fabric::QpOptions& options) : device_(device), options_(options) {}
+  // Creates the CQ on the device's completion channel, arms it and hooks it to the dispatcher.
+  absl::Status CreateCq();
   absl::Status ToInit();
   // What a completion does: the status of the work completion (OK, or why it failed).
   using Finish = absl::AnyInvocable<void(absl::Status) &&>;
@@ -51,6 +65,7 @@ class Qp final : public fabric::Qp {
   const fabric::QpOptions options_;
   ibv_cq* cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
+  rdma_cm_id* cm_id_ = nullptr;  // set for a CM QP once rdma_create_qp succeeded
   uint64_t cq_id_ = 0;  // the CQ's key in the device's dispatcher table (0: not hooked)
   fabric::QpEndpoint local_;
 
