@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
+#include "server/verbs/cm.h"
 #include "server/verbs/gid.h"
 #include "server/verbs/pd.h"
 #include "server/verbs/qp.h"
@@ -253,12 +254,21 @@ void VerbsFabric::Add(ibv_context* context, bool owned) {
   devices_.push_back(std::move(d).value());
 }
 
+Device* VerbsFabric::ByContext(const ibv_context* context) const {
+  for (const auto& d : devices_) {
+    if (d->context() == context) return d.get();
+  }
+  return nullptr;
+}
+
 absl::StatusOr<std::unique_ptr<VerbsFabric>> VerbsFabric::Open() {
   auto fabric = std::make_unique<VerbsFabric>();
   int n = 0;
   if (ibv_context** contexts = rdma_get_devices(&n); contexts != nullptr) {
     for (int i = 0; i < n; ++i) fabric->Add(contexts[i], /*owned=*/false);
     rdma_free_devices(contexts);
+    // The contexts are librdmacm's own, so an id's id->verbs is one of them (ByContext).
+    fabric->cm_ = std::make_unique<VerbsCmFabric>(fabric.get());
   } else {
     RDMAD_LOG_WARN("rdma_get_devices: errno %d (%s): rdma_cm is unavailable; opening verbs devices directly",
                    errno, ErrnoName(errno).c_str());
