@@ -494,7 +494,7 @@ absl::Status FakeCmId::Connect(const std::string& private_data) {
   const uint64_t listener = s.Listener(me.remote);
   if (listener == 0 || s.PendingRequests(listener) >= s.ids.at(listener).backlog) {
     me.phase = Phase::kClosed;
-    s.Reject(number_, kRejectConsumer);
+    s.Reject(number_, listener == 0 ? kRejectNoListener : kRejectConsumer);
     return absl::OkStatus();
   }
   me.phase = Phase::kConnecting;

@@ -67,8 +67,11 @@ struct FakeCmState;  // fake_cm.cc
 inline constexpr size_t kConnectDataSize = 56;
 inline constexpr size_t kAcceptDataSize = 196;
 inline constexpr size_t kRejectDataSize = 148;
-inline constexpr int kRejectConsumer = 28;  // IB_CM_REJ_CONSUMER_DEFINED: rdma_reject, no listener, backlog
+inline constexpr int kRejectConsumer = 28;  // IB_CM_REJ_CONSUMER_DEFINED: rdma_reject, a full backlog
 inline constexpr int kRejectTimeout = 1;    // IB_CM_REJ_TIMEOUT: the active id was destroyed first
+// No listener at the address: 28, to be confirmed on a real device (the IB CM code answers a REQ for a
+// service id nobody listens on with IB_CM_REJ_INVALID_SERVICE_ID, 8).
+inline constexpr int kRejectNoListener = 28;
 
 class FakeCm final : public fabric::CmFabric {
  public:
