@@ -66,7 +66,7 @@ for t in "${targets[@]}"; do
   x="bazel-testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
   if [ -f "$x" ]; then xmls+=("$x"); else echo "no result for $t" >&2; missing=$((missing + 1)); fi
 done
-for x in conformance.xml shutdown.xml; do
+for x in conformance.xml cm_conformance.xml shutdown.xml; do
   if [ -f "$out/guest/$x" ]; then xmls+=("$out/guest/$x"); else echo "no $x from the guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
 done
 xmls+=("$out/demo.xml" "$out/guest-selftest.xml")

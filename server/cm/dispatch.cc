@@ -120,7 +120,11 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         id->local = local;
         id->remote = remote;
       }
-      if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kRts, nullptr);
+      // rdma_cm chose the PSN on the way to RTS: the endpoint shown is read now.
+      if (!qp.empty() && id->cm->qp() != nullptr) {
+        const fabric::QpEndpoint endpoint = id->cm->qp()->local();
+        registry_->SetCmQpState(qp, fabric::QpState::kRts, nullptr, &endpoint);
+      }
       if (id->connect_done) FinishConnect(id, absl::OkStatus());
       if (data_plane) {
         RDMAD_LOG_INFO("cmids/%llu: data-plane connection established", static_cast<unsigned long long>(id->id));
@@ -128,12 +132,16 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       break;
     }
     case CmEventType::kDisconnected: {
+      // Completes the disconnection: the peer that called rdma_disconnect gets its own DISCONNECTED only
+      // once this side calls it too (otherwise after a timeout of about 100 s, measured on rxe). On an id
+      // that disconnected first this is a no-op.
+      (void)id->cm->Disconnect();
       std::string qp;
       {
         absl::MutexLock lock(&mu_);
         qp = id->qp;
       }
-      if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kError, nullptr);
+      if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kError, nullptr, nullptr);
       if (id->connect_done) FinishConnect(id, absl::UnavailableError("disconnected before the connection was established"));
       // rdmad's own data-plane connections go when the peer leaves (unless windows still use the QP).
       if (data_plane) {

@@ -175,11 +175,13 @@ absl::StatusOr<v1::QueuePair> Registry::AdoptCmQp(const std::string& pd_name, co
   return out;
 }
 
-void Registry::SetCmQpState(const std::string& name, fabric::QpState state, const fabric::QpEndpoint* remote) {
+void Registry::SetCmQpState(const std::string& name, fabric::QpState state, const fabric::QpEndpoint* remote,
+                            const fabric::QpEndpoint* local) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<QpEntry*> e = FindQp(name, "qp");
   if (!e.ok() || (*e)->cm_id.empty()) return;
   (*e)->state = state;
+  if (local != nullptr) (*e)->local = *local;
   if (remote != nullptr) {
     (*e)->has_remote = true;
     (*e)->remote = *remote;

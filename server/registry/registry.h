@@ -102,8 +102,10 @@ class Registry {
   using CmQpFactory = std::function<absl::StatusOr<fabric::Qp*>(fabric::Pd& pd, fabric::Device* device)>;
   absl::StatusOr<v1::QueuePair> AdoptCmQp(const std::string& pd, const std::string& cm_id,
                                           const CmQpFactory& create);
-  // rdma_cm moved the QP (ESTABLISHED: RTS; DISCONNECTED: ERROR). `remote` if known.
-  void SetCmQpState(const std::string& qp, fabric::QpState state, const fabric::QpEndpoint* remote);
+  // rdma_cm moved the QP (ESTABLISHED: RTS; DISCONNECTED: ERROR). `remote`, `local` where known (rdma_cm
+  // picks the PSN on the way to RTS).
+  void SetCmQpState(const std::string& qp, fabric::QpState state, const fabric::QpEndpoint* remote,
+                    const fabric::QpEndpoint* local);
   // Refused while type 2 windows are bound on it, unless `force` (shutdown): then they are deallocated.
   // Errors name `field` (the caller's request field).
   absl::Status ReleaseCmQp(const std::string& qp, bool force, const std::string& field);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): starts rdmad on rxe0, runs the
-# conformance suite against it over the gRPC API, stops rdmad with SIGTERM and checks that it exits
-# cleanly and leaves nothing behind (socket removed, device resource counts back to what they were).
+# Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): starts rdmad on rxe0 with its
+# data-plane listener on 10.0.2.15:7471, runs the verbs conformance suite and then the rdma_cm suite
+# against it over the gRPC API, stops rdmad with SIGTERM and checks that it exits cleanly and leaves
+# nothing behind (socket removed, device resource counts back to what they were).
 #
-# Usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]
-#   OUT_DIR receives conformance.xml (gtest), rdmad.log, resources-{before,after}.txt, shutdown.xml.
+# Usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]   (GTEST_ARGS go to the verbs suite)
+#   OUT_DIR receives conformance.xml and cm_conformance.xml (gtest), rdmad.log,
+#   resources-{before,after}.txt, shutdown.xml.
 # Binaries: bazel-bin/ of the checkout this script lives in (build //server:rdmad and
 # //tests/conformance:conformance_test first).
 set -euo pipefail
@@ -21,6 +23,8 @@ cat >"$work/rdmad.json" <<JSON
 {
   "listen": ["unix:$sock"],
   "allowed_file_roots": ["/dev/shm"],
+  "rdma_listen": ["10.0.2.15:7471"],
+  "cm_workers": 2,
   "log_level": "info"
 }
 JSON
@@ -41,6 +45,8 @@ done
 rc=0
 RDMAD_TARGET="unix:$sock" RDMAD_DEVICE=rxe0 RDMAD_SHM_DIR=/dev/shm \
   "$bin/tests/conformance/conformance_test" --gtest_output="xml:$out/conformance.xml" "$@" || rc=$?
+RDMAD_TARGET="unix:$sock" RDMAD_ADDR=10.0.2.15 \
+  "$bin/tests/conformance/cm_conformance_test" --gtest_output="xml:$out/cm_conformance.xml" || rc=$?
 
 # Shutdown: SIGTERM, a clean exit, the socket removed, every verbs object released. Reported as one more
 # test case in shutdown.xml (tests/lib/junit-case.sh) so the summary counts it.
