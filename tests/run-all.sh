@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${RDMAD_TEST_OUT:-out/test}
 rm -rf "$out"
-mkdir -p "$out/guest"
+mkdir -p "$out/guest" "$out/guest-cm" "$out/guest-two"
 rc=0
 step() { printf '\n=== %s ===\n' "$*"; }
 
@@ -24,7 +24,7 @@ mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
 
 step "the Soft-RoCE guest harness checks itself (tests/guest/selftest.sh)"
 selftest_problem=""
-tests/guest/selftest.sh >"$out/guest-selftest.log" 2>&1 || selftest_problem="tests/guest/selftest.sh failed (see $out/guest-selftest.log)"
+tests/guest/selftest.sh --all >"$out/guest-selftest.log" 2>&1 || selftest_problem="tests/guest/selftest.sh failed (see $out/guest-selftest.log)"
 tail -n 3 "$out/guest-selftest.log" | sed "s/^/  selftest: /"
 tests/lib/junit-case.sh "$out/guest-selftest.xml" GuestHarness SelfTest "$selftest_problem"
 [ -z "$selftest_problem" ] || { echo "$selftest_problem" >&2; rc=1; }
@@ -34,6 +34,19 @@ guest_rc=0
 tests/guest/run-in-guest.sh --timeout 1200 --out "$out/guest" -- \
   tests/conformance/run-conformance.sh "$(pwd)/$out/guest" || guest_rc=$?
 ((guest_rc == 0)) || rc=1
+
+step "the librdmacm backend alone on rxe0 in the Soft-RoCE guest"
+cmb_rc=0
+tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-cm" -- \
+  tests/conformance/run-cm-backend.sh "$(pwd)/$out/guest-cm" || cmb_rc=$?
+((cmb_rc == 0)) || rc=1
+
+step "rdma_cm between two machines (two guests on one private wire)"
+two_rc=0
+tests/guest/run-two-guests.sh --timeout 900 --out "$(pwd)/$out/guest-two" \
+  --a "tests/conformance/run-two-host.sh $(pwd)/$out/guest-two" \
+  --b "tests/conformance/run-two-host.sh $(pwd)/$out/guest-two" || two_rc=$?
+((two_rc == 0)) || rc=1
 
 step "the demo (what ./quickstart.sh demo runs on a host without RDMA)"
 demo_rc=0
@@ -68,6 +81,10 @@ for t in "${targets[@]}"; do
 done
 for x in conformance.xml cm_conformance.xml shutdown.xml; do
   if [ -f "$out/guest/$x" ]; then xmls+=("$out/guest/$x"); else echo "no $x from the guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
+done
+for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_host.xml \
+         guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml; do
+  if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi
 done
 xmls+=("$out/demo.xml" "$out/guest-selftest.xml")
 read -r total failed skipped < <(count "${xmls[@]}")
