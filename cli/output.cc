@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -140,6 +141,12 @@ std::string QpStateString(int state) { return EnumName(v1::QpState_descriptor(),
 std::string MwTypeString(int type) { return EnumName(v1::MwType_descriptor(), type, "TYPE_"); }
 std::string ReregMethodString(int method) {
   return absl::AsciiStrToLower(EnumName(v1::ReregMethod_descriptor(), method, ""));
+}
+std::string ChannelRoleString(int role) { return EnumName(v1::ChannelRole_descriptor(), role, "CHANNEL_"); }
+std::string CmIdStateString(int state) { return EnumName(v1::CmIdState_descriptor(), state, "CM_"); }
+std::string EventTypeString(absl::string_view type) {
+  absl::ConsumePrefix(&type, "RDMA_CM_EVENT_");
+  return std::string(type);
 }
 
 std::string SourceString(const v1::MemorySource& source) {
@@ -295,6 +302,115 @@ Table QpsTable(const google::protobuf::RepeatedPtrField<v1::QueuePair>& qps, boo
   return t;
 }
 
+Table ChannelsTable(const google::protobuf::RepeatedPtrField<v1::EventChannel>& channels, bool wide) {
+  std::vector<std::string> header = {"NAME", "ROLE", "CM-IDS", "EVENTS", "PENDING", "THREAD", "LABEL"};
+  if (wide) {
+    for (const char* h : {"TID", "IDS"}) header.push_back(h);
+  }
+  Table t(std::move(header));
+  for (const v1::EventChannel& ch : channels) {
+    std::vector<std::string> row = {ch.name(),
+                                    ChannelRoleString(ch.role()),
+                                    absl::StrCat(ch.cm_ids_size()),
+                                    absl::StrCat(ch.events_dispatched()),
+                                    absl::StrCat(ch.events_pending()),
+                                    ch.thread(),
+                                    ch.label()};
+    if (wide) {
+      row.push_back(ch.thread_id() ? absl::StrCat(ch.thread_id()) : "");
+      row.push_back(absl::StrJoin(ch.cm_ids(), ","));
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
+Table CmIdsTable(const google::protobuf::RepeatedPtrField<v1::CmId>& ids, bool wide) {
+  std::vector<std::string> header = {"NAME", "CHANNEL", "PD", "STATE", "DEVICE"};
+  if (wide) {
+    for (const char* h :
+         {"LOCAL", "REMOTE", "QP", "LISTENER", "EVENTS", "MIGRATIONS", "LAST-EVENT", "DATA-PLANE", "REASON"}) {
+      header.push_back(h);
+    }
+  }
+  Table t(std::move(header));
+  for (const v1::CmId& id : ids) {
+    std::vector<std::string> row = {id.name(), id.channel(), id.pd(), CmIdStateString(id.state()), id.device()};
+    if (wide) {
+      for (std::string cell : {SocketAddressString(id.local()), SocketAddressString(id.remote()), id.qp(),
+                               id.listener(), absl::StrCat(id.counters().events()),
+                               absl::StrCat(id.counters().migrations()), EventTypeString(id.last_event()),
+                               YesNo(id.data_plane()), id.error()}) {
+        row.push_back(std::move(cell));
+      }
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
+// ---- rdma_cm
+
+std::string SocketAddressString(const v1::SocketAddress& a) {
+  if (a.address().empty()) return "";
+  if (a.address().find(':') != std::string::npos) return absl::StrCat("[", a.address(), "]:", a.port());
+  return absl::StrCat(a.address(), ":", a.port());
+}
+
+std::string HexBytes(absl::string_view bytes, size_t max_bytes) {
+  if (max_bytes > 0 && bytes.size() > max_bytes) {
+    return absl::StrCat(absl::BytesToHexString(bytes.substr(0, max_bytes)), "...");
+  }
+  return absl::BytesToHexString(bytes);
+}
+
+std::string FormatUnixNanos(int64_t nanos) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixNanos(nanos), absl::UTCTimeZone());
+}
+
+namespace {
+// Event columns: SEQ TIME CHANNEL CM-ID TYPE STATUS DETAILS, each padded to its width plus 3 spaces (as Table).
+std::string EventColumns(const std::vector<std::string>& cells) {
+  static const size_t kWidth[] = {6, 27, 11, 9, 16, 6};
+  std::string line;
+  for (size_t i = 0; i < cells.size(); i++) {
+    line += cells[i];
+    if (i < sizeof(kWidth) / sizeof(kWidth[0]) && i + 1 < cells.size()) {
+      line.append(cells[i].size() < kWidth[i] ? kWidth[i] - cells[i].size() + 3 : 3, ' ');
+    }
+  }
+  absl::StripTrailingAsciiWhitespace(&line);
+  return line;
+}
+}  // namespace
+
+std::string EventHeader() { return EventColumns({"SEQ", "TIME", "CHANNEL", "CM-ID", "TYPE", "STATUS", "DETAILS"}); }
+
+std::string EventLine(const v1::CmEvent& e, bool wide) {
+  std::vector<std::string> details;
+  if (!e.listener().empty()) details.push_back(absl::StrCat("listener ", e.listener()));
+  if (!e.private_data().empty()) {
+    details.push_back(
+        absl::StrCat("data ", HexBytes(e.private_data(), wide ? 0 : 16), " (", e.private_data().size(), " bytes)"));
+  }
+  auto cell = [](const std::string& s) { return s.empty() ? std::string(kNone) : s; };
+  return EventColumns({absl::StrCat(e.sequence()), FormatUnixNanos(e.time_unix_nanos()), cell(e.channel()),
+                       cell(e.cm_id()), cell(EventTypeString(e.type())), absl::StrCat(e.status()),
+                       absl::StrJoin(details, ", ")});
+}
+
+std::string TokenText(const v1::ConnectToken& token, const std::string& pd, absl::Time now) {
+  const absl::Time expiry = absl::FromUnixNanos(token.expire_time_unix_nanos());
+  const absl::Duration left = absl::Ceil(expiry - now, absl::Seconds(1));
+  std::vector<std::string> endpoints;
+  for (const v1::SocketAddress& a : token.endpoints()) endpoints.push_back(SocketAddressString(a));
+  return absl::StrCat(ShortName(token.name()), " issued for ", pd, " (expires ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", expiry, absl::UTCTimeZone()), ", ",
+                      left > absl::ZeroDuration() ? absl::StrCat("in ", absl::FormatDuration(left)) : "expired",
+                      ")\nendpoints: ", endpoints.empty() ? kNone : absl::StrJoin(endpoints, ", "),
+                      "\ntoken: ", HexBytes(token.token()), "\n");
+}
+
 // ---- JSON
 
 std::string ToJson(const google::protobuf::Message& message) {
@@ -310,6 +426,16 @@ std::string ToJson(const google::protobuf::Message& message) {
   }
   if (out.empty() || out.back() != '\n') out += "\n";
   return out;
+}
+
+std::string ToJsonLine(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) return absl::StrCat("{\"error\": ", JsonQuote(status.ToString()), "}\n");
+  return out + "\n";
 }
 
 std::string ToJsonList(const std::vector<const google::protobuf::Message*>& items) {
@@ -331,7 +457,9 @@ std::string ToJsonList(const std::vector<const google::protobuf::Message*>& item
 
 // ---- Errors
 
-std::string FormatError(const absl::Status& status, const v1::ErrorDetail& detail, absl::string_view server) {
+std::string FormatError(const absl::Status& status, const std::optional<v1::ErrorDetail>& maybe_detail,
+                        absl::string_view server) {
+  const v1::ErrorDetail detail = maybe_detail.value_or(v1::ErrorDetail());
   std::string out = absl::StrCat(
       "error: ", status.message().empty() ? absl::StatusCodeToString(status.code()) : std::string(status.message()));
   std::vector<std::string> parts;
@@ -357,8 +485,8 @@ std::string FormatError(const absl::Status& status, const v1::ErrorDetail& detai
       break;
     default: break;
   }
-  // rdmad itself always sends an ErrorDetail; without one the failure is the channel's (no connection).
-  const bool from_channel = detail.ByteSizeLong() == 0;
+  // rdmad itself always sends an ErrorDetail (possibly empty); without one the failure is the channel's.
+  const bool from_channel = !maybe_detail.has_value();
   if (status.code() == absl::StatusCode::kUnavailable && from_channel) {
     absl::StrAppend(&out, "\nhint: is rdmad running and listening on ", server,
                     "? (choose the address with --server or RDMAD_SERVER)");

@@ -6,6 +6,7 @@
 #define RDMAD_CLI_OUTPUT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad::cli {
@@ -58,6 +60,8 @@ Table PdsTable(const google::protobuf::RepeatedPtrField<v1::ProtectionDomain>& p
 Table MrsTable(const google::protobuf::RepeatedPtrField<v1::MemoryRegion>& mrs, bool wide);
 Table MwsTable(const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& mws, bool wide);
 Table QpsTable(const google::protobuf::RepeatedPtrField<v1::QueuePair>& qps, bool wide);
+Table ChannelsTable(const google::protobuf::RepeatedPtrField<v1::EventChannel>& channels, bool wide);
+Table CmIdsTable(const google::protobuf::RepeatedPtrField<v1::CmId>& ids, bool wide);
 
 // Short spellings of enum values used in tables and messages.
 std::string MrStateString(int state);       // "READY", "UNUSABLE"
@@ -66,11 +70,38 @@ std::string MwTypeString(int type);         // "1", "2"
 std::string ReregMethodString(int method);  // "native", "emulated"
 // "anon", "anon-huge", "file:/dev/shm/x" or "file:/dev/shm/x+4KiB" (offset), "<none>".
 std::string SourceString(const v1::MemorySource& source);
+std::string ChannelRoleString(int role);    // "DEFAULT", "WORKER", "USER"
+std::string CmIdStateString(int state);     // "IDLE", "CONNECTED", "CONNECT_REQUEST", ...
+// "RDMA_CM_EVENT_ESTABLISHED" -> "ESTABLISHED"; other text unchanged.
+std::string EventTypeString(absl::string_view type);
+
+// ---- rdma_cm
+
+// "10.0.2.15:7471", "[fe80::1]:7471"; "" when the address is empty.
+std::string SocketAddressString(const v1::SocketAddress& address);
+// Bytes as lower-case hex ("0a0b0c"); with max_bytes > 0 and more bytes than that, the first max_bytes
+// followed by "...".
+std::string HexBytes(absl::string_view bytes, size_t max_bytes = 0);
+// Unix nanoseconds -> "2026-11-22T04:15:28.123456Z" (UTC, microseconds).
+std::string FormatUnixNanos(int64_t nanos);
+
+// `rdmactl events`: one line per event, columns of fixed width (a stream cannot be aligned as a whole).
+// The header line, then SEQ TIME CHANNEL CM-ID TYPE STATUS DETAILS. DETAILS has "listener cmids/N" (a
+// CONNECT_REQUEST's listening id) and "data HEX (N bytes)" when the event carries private data: the first 16
+// bytes, or all of them when `wide`. No trailing newline.
+std::string EventHeader();
+std::string EventLine(const v1::CmEvent& event, bool wide);
+
+// `rdmactl create token`, table output: the name, expiry (absolute and from `now`), endpoints and the token's
+// bytes in hex, one item per line, ending in a newline.
+std::string TokenText(const v1::ConnectToken& token, const std::string& pd, absl::Time now);
 
 // ---- JSON
 
 // The message as pretty JSON (proto field names, default-valued fields included), ending in a newline.
 std::string ToJson(const google::protobuf::Message& message);
+// The same on one line (JSON Lines: one object per line), ending in a newline.
+std::string ToJsonLine(const google::protobuf::Message& message);
 // {"items": [...]}, pretty, ending in a newline.
 std::string ToJsonList(const std::vector<const google::protobuf::Message*>& items);
 template <typename T>
@@ -85,8 +116,11 @@ std::string ToJsonList(const google::protobuf::RepeatedPtrField<T>& items) {
 // "error: <message> (field: X, verbs call: ibv_reg_mr, errno: EBUSY)" with only the parts the detail has (the
 // field only if the message does not already start with "X: ");
 // then, when they apply, a "note:" line for a failed rereg's outcome and a "hint:" line when rdmad could not
-// be reached at `server` (UNAVAILABLE) or did not answer in time (DEADLINE_EXCEEDED). No trailing newline.
-std::string FormatError(const absl::Status& status, const v1::ErrorDetail& detail, absl::string_view server);
+// be reached at `server` (UNAVAILABLE) or did not answer in time (DEADLINE_EXCEEDED). `detail` is rdmad's
+// ErrorDetail, or nullopt when the status carries none: rdmad sends one with every failure, so only such a
+// failure is the channel's and gets a hint. No trailing newline.
+std::string FormatError(const absl::Status& status, const std::optional<v1::ErrorDetail>& detail,
+                        absl::string_view server);
 
 }  // namespace rdmad::cli
 

@@ -7,12 +7,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 
 namespace rdmad::cli {
@@ -52,6 +54,11 @@ constexpr AccessSpelling kAccess[] = {
     {"local-write", v1::LOCAL_WRITE},     {"remote-write", v1::REMOTE_WRITE}, {"remote-read", v1::REMOTE_READ},
     {"remote-atomic", v1::REMOTE_ATOMIC}, {"mw-bind", v1::MW_BIND},
 };
+
+// "a memory region", "an event channel".
+std::string A(absl::string_view noun) {
+  return absl::StrCat(!noun.empty() && std::strchr("aeiou", noun[0]) != nullptr ? "an " : "a ", noun);
+}
 
 std::string KnownAccess() {
   std::vector<std::string> names;
@@ -155,6 +162,9 @@ const std::vector<KindInfo>& AllKinds() {
       {Kind::kDevice, "device", "devices", "device", false}, {Kind::kPd, "pd", "pds", "protection domain", true},
       {Kind::kMr, "mr", "mrs", "memory region", true},       {Kind::kMw, "mw", "mws", "memory window", true},
       {Kind::kQp, "qp", "qps", "queue pair", true},
+      {Kind::kChannel, "channel", "channels", "event channel", true},
+      {Kind::kCmId, "cmid", "cmids", "CM id", true},
+      {Kind::kToken, "token", "tokens", "connection token", true},
   };
   return kinds;
 }
@@ -176,31 +186,31 @@ std::optional<Kind> KindFromNoun(absl::string_view noun) {
 absl::StatusOr<std::string> NormalizeName(Kind kind, absl::string_view text) {
   const KindInfo& info = Info(kind);
   absl::string_view s = absl::StripAsciiWhitespace(text);
-  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat("a ", info.title, " name is required"));
+  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat(A(info.title), " name is required"));
   absl::string_view id = s;
   if (size_t slash = s.find('/'); slash != absl::string_view::npos) {
     absl::string_view noun = s.substr(0, slash);
     id = s.substr(slash + 1);
     std::optional<Kind> named = KindFromNoun(noun);
     if (!named) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a ", info.title, " name (", info.plural, "/",
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ", A(info.title), " name (", info.plural, "/",
                                                      info.numeric ? "N" : "NAME", ")"));
     }
     if (*named != kind) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", text, "' names a ", Info(*named).title, ", not a ", info.title));
+          absl::StrCat("'", text, "' names ", A(Info(*named).title), ", not ", A(info.title)));
     }
   }
   if (!info.numeric) {
     if (id.empty() || id.find('/') != absl::string_view::npos ||
         id.find_first_of(" \t\r\n") != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a ", info.title, " name"));
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ", A(info.title), " name"));
     }
     return absl::StrCat(info.plural, "/", id);
   }
   uint64_t n = 0;
   if (!AllDigits(id) || !absl::SimpleAtoi(id, &n) || n == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a ", info.title, " name (", info.plural, "/N, ",
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ", A(info.title), " name (", info.plural, "/N, ",
                                                    info.singular, "/N or N, N > 0)"));
   }
   return absl::StrCat(info.plural, "/", n);
@@ -292,6 +302,100 @@ std::string AccessName(int access) {
     if (a.value == access) return a.name;
   }
   return absl::StrCat("access(", access, ")");
+}
+
+absl::StatusOr<v1::SocketAddress> ParseSocketAddress(absl::string_view text) {
+  const absl::string_view s = absl::StripAsciiWhitespace(text);
+  auto syntax = [&text](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an address:port (", why,
+                                                   "; e.g. 10.0.2.15:7471 or [fe80::1]:7471)"));
+  };
+  std::string host;
+  absl::string_view port;
+  if (absl::StartsWith(s, "[")) {
+    const size_t close = s.find(']');
+    if (close == absl::string_view::npos) return syntax("no ']' after the IPv6 address");
+    host = std::string(s.substr(1, close - 1));
+    absl::string_view rest = s.substr(close + 1);
+    if (!absl::ConsumePrefix(&rest, ":")) return syntax("a port is required after ']'");
+    port = rest;
+    in6_addr v6{};
+    if (inet_pton(AF_INET6, host.c_str(), &v6) != 1) return syntax(absl::StrCat("'", host, "' is not an IPv6 address"));
+  } else {
+    const size_t colon = s.rfind(':');
+    if (colon == absl::string_view::npos) return syntax("a port is required");
+    host = std::string(s.substr(0, colon));
+    port = s.substr(colon + 1);
+    if (host.find(':') != std::string::npos) return syntax("put an IPv6 address in brackets");
+    in_addr v4{};
+    if (inet_pton(AF_INET, host.c_str(), &v4) != 1) {
+      return syntax(absl::StrCat("'", host, "' is not a numeric IPv4 address"));
+    }
+  }
+  uint64_t n = 0;
+  if (!AllDigits(port) || !absl::SimpleAtoi(port, &n) || n == 0 || n > 65535) {
+    return syntax(absl::StrCat("the port must be a number from 1 to 65535, not '", port, "'"));
+  }
+  v1::SocketAddress out;
+  out.set_address(host);
+  out.set_port(static_cast<uint32_t>(n));
+  return out;
+}
+
+absl::StatusOr<std::string> ParseHexBytes(absl::string_view text) {
+  absl::string_view s = absl::StripAsciiWhitespace(text);
+  if (absl::StartsWithIgnoreCase(s, "0x")) s.remove_prefix(2);
+  std::string digits;
+  for (size_t i = 0; i < s.size(); i++) {
+    const char c = s[i];
+    if (c == ':') {
+      // Only between whole bytes: "0a:0b", not "0:a0b" or "0a::0b".
+      if (digits.empty() || digits.size() % 2 != 0 || i + 1 == s.size() || s[i + 1] == ':') {
+        return absl::InvalidArgumentError(absl::StrCat("'", text, "': ':' goes only between bytes (0a:0b:0c)"));
+      }
+      continue;
+    }
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not hex: '", std::string(1, c),
+                                                     "' is not a hex digit (bytes as pairs of 0-9a-f, e.g. 0a0b0c)"));
+    }
+    digits += c;
+  }
+  if (digits.empty()) return absl::InvalidArgumentError("no bytes given (bytes as pairs of hex digits, e.g. 0a0b0c)");
+  if (digits.size() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an odd number of hex digits: give whole bytes"));
+  }
+  return absl::HexStringToBytes(digits);
+}
+
+const std::vector<std::string>& EventTypeNames() {
+  static const std::vector<std::string> names = {
+      "ADDR_RESOLVED",  "ADDR_ERROR",   "ROUTE_RESOLVED", "ROUTE_ERROR",    "CONNECT_REQUEST", "CONNECT_RESPONSE",
+      "CONNECT_ERROR",  "UNREACHABLE",  "REJECTED",       "ESTABLISHED",    "DISCONNECTED",    "DEVICE_REMOVAL",
+      "MULTICAST_JOIN", "MULTICAST_ERROR", "ADDR_CHANGE", "TIMEWAIT_EXIT",
+  };
+  return names;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseEventTypes(absl::string_view text) {
+  std::vector<std::string> out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::string word = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(item));
+    std::replace(word.begin(), word.end(), '-', '_');
+    absl::string_view name = word;
+    absl::ConsumePrefix(&name, "RDMA_CM_EVENT_");
+    const auto& known = EventTypeNames();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string spelled = absl::AsciiStrToLower(absl::StrJoin(known, ", "));
+      std::replace(spelled.begin(), spelled.end(), '_', '-');
+      return absl::InvalidArgumentError(
+          absl::StrCat(word.empty() ? "an empty event type" : absl::StrCat("unknown event type '", item, "'"),
+                       " (known: ", spelled, ")"));
+    }
+    const std::string full = absl::StrCat("RDMA_CM_EVENT_", name);
+    if (std::find(out.begin(), out.end(), full) == out.end()) out.push_back(full);
+  }
+  return out;
 }
 
 }  // namespace rdmad::cli

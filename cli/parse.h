@@ -1,5 +1,6 @@
 // rdmactl's input side: pure parsers for what operators type (sizes, numbers, timeouts, resource names,
-// access flags) and the "TYPE/NAME" argument rewrite. No I/O, no client calls.
+// access flags, socket addresses, private data, rdma_cm event types) and the "TYPE/NAME" argument rewrite.
+// No I/O, no client calls.
 //
 // Every parser returns INVALID_ARGUMENT with a message that quotes the offending text; rdmactl reports those
 // as usage errors (exit status 2).
@@ -37,7 +38,7 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(absl::string_view text);
 
 // ---- Resource names
 
-enum class Kind { kDevice, kPd, kMr, kMw, kQp };
+enum class Kind { kDevice, kPd, kMr, kMw, kQp, kChannel, kCmId, kToken };
 
 struct KindInfo {
   Kind kind;
@@ -87,6 +88,23 @@ absl::StatusOr<std::vector<v1::Access>> ParseAccess(absl::string_view text);
 
 // The command-line spelling of one flag ("local-write"); "access(N)" for values this build does not know.
 std::string AccessName(int access);
+
+// ---- rdma_cm
+
+// "10.0.2.15:7471" or "[fe80::1]:7471" -> {address, port}. The address is numeric (IPv4, or IPv6 in
+// brackets; "0.0.0.0" and "[::]" mean every address of this host); the port is required, 1..65535.
+absl::StatusOr<v1::SocketAddress> ParseSocketAddress(absl::string_view text);
+
+// Private data given in hex: "0a0b0c", "0x0A0B0C" (an even number of hex digits, at least one byte; ':'
+// between bytes is allowed: "0a:0b:0c") -> the bytes.
+absl::StatusOr<std::string> ParseHexBytes(absl::string_view text);
+
+// Event types, comma-separated, any case, '-' or '_': "established", "connect-request",
+// "RDMA_CM_EVENT_DISCONNECTED" -> full names ("RDMA_CM_EVENT_ESTABLISHED", ...). An unknown name is an
+// error listing the known ones.
+absl::StatusOr<std::vector<std::string>> ParseEventTypes(absl::string_view text);
+// The short names of every rdma_cm event type, in librdmacm's order ("ADDR_RESOLVED", ...).
+const std::vector<std::string>& EventTypeNames();
 
 }  // namespace rdmad::cli
 
