@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -7,21 +8,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/command_util.h"
 
 namespace rdmad::cli {
 namespace {
 
-// "--size: '1.5.2MB' is not a size ..." : parser errors name the flag they came from.
-absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
-  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", status.message()));
-}
-absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
-
-absl::StatusOr<std::string> FlagName(absl::string_view flag, Kind kind, const std::string& text) {
-  absl::StatusOr<std::string> name = NormalizeName(kind, text);
-  if (!name.ok()) return FlagError(flag, name.status());
-  return name;
-}
+using internal::FlagError;
+using internal::FlagName;
+using internal::FlagUint;
+using internal::PrintList;
+using internal::PrintOne;
+using internal::PrintResult;
+using internal::UsageError;
 
 absl::StatusOr<uint64_t> FlagSize(absl::string_view flag, const std::string& text, bool positive) {
   absl::StatusOr<uint64_t> size = ParseSize(text);
@@ -30,30 +28,12 @@ absl::StatusOr<uint64_t> FlagSize(absl::string_view flag, const std::string& tex
   return size;
 }
 
-absl::StatusOr<uint64_t> FlagUint(absl::string_view flag, const std::string& text, uint64_t max) {
-  absl::StatusOr<uint64_t> n = ParseUint(text, max);
-  if (!n.ok()) return FlagError(flag, n.status());
-  return n;
-}
-
 absl::Status SetAccess(absl::string_view flag, const std::string& text, google::protobuf::RepeatedField<int>* out) {
   absl::StatusOr<std::vector<v1::Access>> access = ParseAccess(text);
   if (!access.ok()) return FlagError(flag, access.status());
   for (v1::Access a : *access) out->Add(a);
   return absl::OkStatus();
 }
-
-#define RDMACTL_ASSIGN_OR_RETURN(lhs, expr)                                                                 \
-  auto RDMACTL_CONCAT_(rdmactl_or_, __LINE__) = (expr);                                                     \
-  if (!RDMACTL_CONCAT_(rdmactl_or_, __LINE__).ok()) return RDMACTL_CONCAT_(rdmactl_or_, __LINE__).status(); \
-  lhs = std::move(RDMACTL_CONCAT_(rdmactl_or_, __LINE__)).value()
-#define RDMACTL_CONCAT_(a, b) RDMACTL_CONCAT_IMPL_(a, b)
-#define RDMACTL_CONCAT_IMPL_(a, b) a##b
-#define RDMACTL_RETURN_IF_ERROR(expr)                  \
-  do {                                                 \
-    absl::Status rdmactl_status_ = (expr);             \
-    if (!rdmactl_status_.ok()) return rdmactl_status_; \
-  } while (0)
 
 // --size N [--huge-pages] | --file PATH [--offset N] --length N
 absl::StatusOr<v1::MemorySource> BuildSource(const SourceOptions& o) {
@@ -79,51 +59,6 @@ absl::StatusOr<v1::MemorySource> BuildSource(const SourceOptions& o) {
     return UsageError("a memory source is required: --size N [--huge-pages], or --file PATH --length N [--offset N]");
   }
   return source;
-}
-
-// Output of a command that returns one resource (or a response about one).
-int PrintResult(Context& ctx, const google::protobuf::Message& result, const std::vector<std::string>& names,
-                const std::string& message) {
-  switch (ctx.format()) {
-    case Format::kJson: ctx.out() << ToJson(result); break;
-    case Format::kName:
-      for (const std::string& n : names) ctx.out() << n << "\n";
-      break;
-    case Format::kTable:
-    case Format::kWide: ctx.out() << message << "\n"; break;
-  }
-  return kExitOk;
-}
-
-template <typename T, typename TableFn>
-int PrintList(Context& ctx, const google::protobuf::RepeatedPtrField<T>& items, TableFn table,
-              const std::string& scope) {
-  const bool wide = ctx.format() == Format::kWide;
-  switch (ctx.format()) {
-    case Format::kJson:
-      ctx.out() << ToJsonList(items);
-      return kExitOk;  // an empty list is a valid answer: nothing on stderr
-    case Format::kName:
-      for (const T& item : items) ctx.out() << item.name() << "\n";
-      break;
-    case Format::kTable:
-    case Format::kWide:
-      if (!items.empty()) ctx.out() << table(items, wide).Render();
-      break;
-  }
-  if (items.empty()) ctx.err() << "No resources found" << scope << ".\n";
-  return kExitOk;
-}
-
-template <typename T, typename TableFn>
-int PrintOne(Context& ctx, const T& item, TableFn table) {
-  google::protobuf::RepeatedPtrField<T> items;
-  *items.Add() = item;
-  if (ctx.format() == Format::kJson) {
-    ctx.out() << ToJson(item);
-    return kExitOk;
-  }
-  return PrintList(ctx, items, table, "");
 }
 
 // Devices in wide format carry a second table: their GIDs.
@@ -157,7 +92,9 @@ client::Client& Context::client() {
 }
 
 int Context::Fail(const absl::Status& status) {
-  err_ << FormatError(status, client::Detail(status), server_) << "\n";
+  std::optional<v1::ErrorDetail> detail;
+  if (client::HasDetail(status)) detail = client::Detail(status);
+  err_ << FormatError(status, detail, server_) << "\n";
   return kExitServerError;
 }
 
@@ -182,12 +119,19 @@ absl::Status Validate(GetOptions& o) {
     if (!o.name.empty()) return UsageError("--pd filters a list: give either NAME or --pd");
     RDMACTL_ASSIGN_OR_RETURN(o.pd, FlagName("--pd", Kind::kPd, o.pd));
   }
+  if (!o.channel.empty()) {
+    if (o.kind != Kind::kCmId) return UsageError("--channel filters only cmids");
+    if (!o.name.empty()) return UsageError("--channel filters a list: give either NAME or --channel");
+    RDMACTL_ASSIGN_OR_RETURN(o.channel, FlagName("--channel", Kind::kChannel, o.channel));
+  }
   return absl::OkStatus();
 }
 
 int Run(const GetOptions& o, Context& ctx) {
   client::Client& c = ctx.client();
-  const std::string scope = o.pd.empty() ? "" : absl::StrCat(" in ", o.pd);
+  const std::string scope = !o.pd.empty() ? absl::StrCat(" in ", o.pd)
+                            : !o.channel.empty() ? absl::StrCat(" on ", o.channel)
+                                                 : "";
   switch (o.kind) {
     case Kind::kDevice: {
       if (!o.name.empty()) {
@@ -234,8 +178,26 @@ int Run(const GetOptions& o, Context& ctx) {
       auto list = c.ListQps();
       return list.ok() ? PrintList(ctx, list->qps(), QpsTable, scope) : ctx.Fail(list.status());
     }
+    case Kind::kChannel: {
+      if (!o.name.empty()) {
+        auto ch = c.GetChannel(o.name);
+        return ch.ok() ? PrintOne(ctx, *ch, ChannelsTable) : ctx.Fail(ch.status());
+      }
+      auto list = c.ListChannels();
+      return list.ok() ? PrintList(ctx, list->channels(), ChannelsTable, scope) : ctx.Fail(list.status());
+    }
+    case Kind::kCmId: {
+      if (!o.name.empty()) {
+        auto id = c.GetCmId(o.name);
+        return id.ok() ? PrintOne(ctx, *id, CmIdsTable) : ctx.Fail(id.status());
+      }
+      auto list = c.ListCmIds(o.channel);
+      return list.ok() ? PrintList(ctx, list->cm_ids(), CmIdsTable, scope) : ctx.Fail(list.status());
+    }
+    case Kind::kToken: break;
   }
-  return kExitUsage;  // unreachable
+  ctx.err() << "error: " << Info(o.kind).plural << " cannot be listed\n";
+  return kExitUsage;
 }
 
 // ---- protection domains
@@ -464,9 +426,18 @@ int RunDelete(const NamedOptions& o, Context& ctx) {
       absl::Status s = c.DeleteQp(o.name);
       return s.ok() ? PrintResult(ctx, v1::DeleteQpResponse(), {o.name}, done) : ctx.Fail(s);
     }
-    case Kind::kDevice: break;
+    case Kind::kChannel: {
+      absl::Status s = c.DeleteChannel(o.name);
+      return s.ok() ? PrintResult(ctx, v1::DeleteChannelResponse(), {o.name}, done) : ctx.Fail(s);
+    }
+    case Kind::kCmId: {
+      absl::Status s = c.DeleteCmId(o.name);
+      return s.ok() ? PrintResult(ctx, v1::DeleteCmIdResponse(), {o.name}, done) : ctx.Fail(s);
+    }
+    case Kind::kDevice:
+    case Kind::kToken: break;
   }
-  ctx.err() << "error: devices cannot be deleted\n";
+  ctx.err() << "error: " << Info(o.kind).plural << " cannot be deleted\n";
   return kExitUsage;
 }
 

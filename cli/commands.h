@@ -10,6 +10,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cli/output.h"
@@ -41,6 +42,7 @@ class Context {
 
   client::Client& client();
   Format format() const { return format_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& server() const { return server_; }
   std::ostream& out() { return out_; }
   std::ostream& err() { return err_; }
@@ -65,8 +67,9 @@ absl::StatusOr<std::unique_ptr<Context>> MakeContext(const GlobalOptions& option
 
 struct GetOptions {
   Kind kind = Kind::kDevice;
-  std::string name;  // optional
-  std::string pd;    // --pd filter, mrs and mws only
+  std::string name;     // optional
+  std::string pd;       // --pd filter, mrs and mws only
+  std::string channel;  // --channel filter, cmids only
 };
 absl::Status Validate(GetOptions& options);  // normalizes name and pd in place
 int Run(const GetOptions& options, Context& ctx);
@@ -155,7 +158,7 @@ struct ConnectQpOptions {
 absl::StatusOr<v1::ConnectQpRequest> Validate(const ConnectQpOptions& options);
 int Run(const v1::ConnectQpRequest& request, Context& ctx);
 
-// ---- commands on one named resource: invalidate mw, delete pd|mr|mw|qp
+// ---- commands on one named resource: invalidate mw, disconnect cmid, delete pd|mr|mw|qp|channel|cmid
 
 struct NamedOptions {
   Kind kind = Kind::kMr;
@@ -164,7 +167,95 @@ struct NamedOptions {
 };
 absl::Status Validate(NamedOptions& options);  // normalizes name in place
 int RunInvalidateMw(const NamedOptions& options, Context& ctx);
+int RunDisconnect(const NamedOptions& options, Context& ctx);
 int RunDelete(const NamedOptions& options, Context& ctx);
+
+// ---- rdma_cm (commands_cm.cc)
+
+struct CreateChannelOptions {
+  std::string label;
+};
+absl::StatusOr<v1::CreateChannelRequest> Validate(const CreateChannelOptions& options);
+int Run(const v1::CreateChannelRequest& request, Context& ctx);
+
+struct CreateCmIdOptions {
+  std::string pd;
+  std::string channel;  // empty: rdmad's default channel
+};
+absl::StatusOr<v1::CreateCmIdRequest> Validate(const CreateCmIdOptions& options);
+int Run(const v1::CreateCmIdRequest& request, Context& ctx);
+
+struct ListenOptions {
+  std::string name;
+  std::string address;  // ADDRESS:PORT, [IPV6]:PORT
+  std::string backlog;  // empty: rdmad's default
+};
+absl::StatusOr<v1::ListenRequest> Validate(const ListenOptions& options);
+int Run(const v1::ListenRequest& request, Context& ctx);
+
+// Private data: at most one of --data TEXT (its bytes as typed), --data-hex HEX, --data-file PATH (the file's
+// bytes). Reading the file is part of validation: a missing file is a usage error.
+struct PrivateDataOptions {
+  std::string text, hex, file;
+  bool text_given = false, hex_given = false, file_given = false;
+};
+absl::StatusOr<std::string> BuildPrivateData(const PrivateDataOptions& options);
+
+struct ConnectCmIdOptions {
+  std::string name;
+  std::string to;               // ADDRESS:PORT
+  PrivateDataOptions data;
+  std::string resolve_timeout;  // empty: rdmad's default (address and route resolution, each)
+};
+absl::StatusOr<v1::ConnectRequest> Validate(const ConnectCmIdOptions& options);
+// Bounded by the global --timeout (the whole connect: resolution, route, the peer's answer).
+int Run(const v1::ConnectRequest& request, Context& ctx);
+
+struct AcceptOptions {
+  std::string name;
+  PrivateDataOptions data;
+};
+absl::StatusOr<v1::AcceptRequest> Validate(const AcceptOptions& options);
+int Run(const v1::AcceptRequest& request, Context& ctx);
+
+struct RejectOptions {
+  std::string name;
+  PrivateDataOptions data;
+};
+absl::StatusOr<v1::RejectRequest> Validate(const RejectOptions& options);
+int Run(const v1::RejectRequest& request, Context& ctx);
+
+struct MigrateCmIdOptions {
+  std::string name;
+  std::string to;  // a channel
+};
+absl::StatusOr<v1::MigrateCmIdRequest> Validate(const MigrateCmIdOptions& options);
+int Run(const v1::MigrateCmIdRequest& request, Context& ctx);
+
+struct CreateTokenOptions {
+  std::string pd;
+  std::string ttl;  // empty: rdmad's default
+};
+absl::StatusOr<v1::IssueConnectTokenRequest> Validate(const CreateTokenOptions& options);
+int Run(const v1::IssueConnectTokenRequest& request, Context& ctx);
+
+// `rdmactl events`. Without --follow: the retained events after --after (default 1), ending once no event
+// came for kEventsIdle. With --follow: events after --after (default 0: new events only), until rdmad ends
+// the stream.
+inline constexpr std::chrono::milliseconds kEventsIdle{1000};
+struct EventsOptions {
+  std::string channel;
+  std::string cm_id;
+  std::vector<std::string> types;  // each may be a comma-separated list
+  bool follow = false;
+  std::string after;  // empty: the default above
+};
+struct EventsPlan {
+  v1::WatchEventsRequest request;
+  bool follow = false;
+};
+absl::StatusOr<EventsPlan> Validate(const EventsOptions& options);
+int Run(const EventsPlan& plan, Context& ctx);
 
 // ---- health, version
 

@@ -92,6 +92,22 @@ void CountSource(CLI::App* sub, SourceOptions* s) {
   s->length_given = sub->count("--length") > 0;
 }
 
+// --data TEXT | --data-hex HEX | --data-file PATH: the private data of a connect, accept or reject.
+void AddPrivateDataOptions(CLI::App* sub, PrivateDataOptions* d, int max_bytes) {
+  const std::string limit = " (at most " + std::to_string(max_bytes) + " bytes)";
+  auto* text = sub->add_option("--data", d->text, "private data: this text's bytes, as typed" + limit);
+  auto* hex = sub->add_option("--data-hex", d->hex, "private data in hex: 0a0b0c or 0a:0b:0c" + limit);
+  auto* file = sub->add_option("--data-file", d->file, "private data: the bytes of this file" + limit);
+  text->excludes(hex)->excludes(file);
+  hex->excludes(file);
+}
+
+void CountPrivateData(CLI::App* sub, PrivateDataOptions* d) {
+  d->text_given = sub->count("--data") > 0;
+  d->hex_given = sub->count("--data-hex") > 0;
+  d->file_given = sub->count("--data-file") > 0;
+}
+
 // The subcommand of `parent` called `name` (or an alias of it), or nullptr.
 CLI::App* FindSubcommand(CLI::App* parent, const std::string& name) {
   for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; })) {
@@ -136,7 +152,7 @@ std::string FailureMessage(const CLI::App*, const CLI::Error& e) {
 int Main(int argc, char** argv) {
   CLI::App app{
       "rdmactl: manage rdmad's RDMA resources (devices, protection domains, memory regions, memory "
-      "windows, queue pairs).",
+      "windows, queue pairs, rdma_cm event channels and CM ids, connection tokens).",
       "rdmactl"};
   // Inherited by every subcommand created after this (their help does not list the root's options).
   app.footer(
@@ -167,6 +183,8 @@ int Main(int argc, char** argv) {
       {Kind::kMr, "memory regions"},
       {Kind::kMw, "memory windows"},
       {Kind::kQp, "queue pairs"},
+      {Kind::kChannel, "rdma_cm event channels (each a dispatcher thread in rdmad)"},
+      {Kind::kCmId, "rdma_cm communication ids"},
   };
   for (const auto& g : kGettable) {
     auto o = std::make_shared<GetOptions>();
@@ -176,11 +194,13 @@ int Main(int argc, char** argv) {
     if (g.kind == Kind::kMr || g.kind == Kind::kMw) {
       sub->add_option("--pd", o->pd, "only those in this protection domain (pds/N)");
     }
+    if (g.kind == Kind::kCmId) sub->add_option("--channel", o->channel, "only those on this event channel (channels/N)");
     BindInPlace<GetOptions>(sub, o, &action, [](const GetOptions& opts, Context& ctx) { return Run(opts, ctx); });
   }
 
   // ---- create
-  CLI::App* create = app.add_subcommand("create", "Create a protection domain, memory window or queue pair");
+  CLI::App* create = app.add_subcommand(
+      "create", "Create a protection domain, memory window, queue pair, event channel, CM id or connection token");
   create->require_subcommand(1);
   {
     auto o = std::make_shared<CreatePdOptions>();
@@ -202,6 +222,27 @@ int Main(int argc, char** argv) {
     sub->add_option("--pd", o->pd, "protection domain (pds/N)")->required();
     sub->add_option("--port", o->port, "device port")->capture_default_str();
     sub->add_option("--gid-index", o->gid_index, "GID table index (default: the port's IPv4 RoCEv2 GID, or 0 on IB)");
+    Bind(sub, o, &action);
+  }
+  {
+    auto o = std::make_shared<CreateChannelOptions>();
+    CLI::App* sub = Noun(create, Kind::kChannel, false, "Create an rdma_cm event channel (a dispatcher thread)");
+    sub->add_option("--label", o->label, "free text");
+    Bind(sub, o, &action);
+  }
+  {
+    auto o = std::make_shared<CreateCmIdOptions>();
+    CLI::App* sub = Noun(create, Kind::kCmId, false, "Create an rdma_cm id (RDMA_PS_TCP)");
+    sub->add_option("--pd", o->pd, "protection domain its QP will use (pds/N)")->required();
+    sub->add_option("--channel", o->channel, "event channel that dispatches it (channels/N; default channels/1)");
+    Bind(sub, o, &action);
+  }
+  {
+    auto o = std::make_shared<CreateTokenOptions>();
+    CLI::App* sub = Noun(create, Kind::kToken, false,
+                         "Issue a single-use connection token for rdmad's data-plane listener (a secret)");
+    sub->add_option("--pd", o->pd, "protection domain the accepted connection's QP is created on (pds/N)")->required();
+    sub->add_option("--ttl", o->ttl, "lifetime: 30s, 500ms, 2m (default: rdmad's, 30s)");
     Bind(sub, o, &action);
   }
 
@@ -264,7 +305,7 @@ int Main(int argc, char** argv) {
   }
 
   // ---- connect qp
-  CLI::App* connect = app.add_subcommand("connect", "Connect a queue pair to a remote one");
+  CLI::App* connect = app.add_subcommand("connect", "Connect a queue pair or a CM id to a remote one");
   connect->require_subcommand(1);
   {
     auto o = std::make_shared<ConnectQpOptions>();
@@ -276,9 +317,93 @@ int Main(int argc, char** argv) {
     sub->add_option("--remote-lid", o->remote_lid, "remote LID (InfiniBand)");
     Bind(sub, o, &action);
   }
+  {
+    auto o = std::make_shared<ConnectCmIdOptions>();
+    CLI::App* sub = Noun(connect, Kind::kCmId, false,
+                         "Resolve, create the id's QP and connect; returns once ESTABLISHED (bounded by --timeout)");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kCmId))->required();
+    sub->add_option("--to", o->to, "remote address:port: 10.0.2.15:7471 or [fe80::1]:7471")->required();
+    AddPrivateDataOptions(sub, &o->data, 56);
+    sub->add_option("--resolve-timeout", o->resolve_timeout,
+                    "address and route resolution, each: 2s, 500ms (default: rdmad's, 2s)");
+    Bind(sub, o, &action, [sub, o] { CountPrivateData(sub, &o->data); });
+  }
+
+  // ---- listen, accept, reject, disconnect, migrate cmid
+  CLI::App* listen = app.add_subcommand("listen", "Listen for rdma_cm connections on a CM id");
+  listen->require_subcommand(1);
+  {
+    auto o = std::make_shared<ListenOptions>();
+    CLI::App* sub = Noun(listen, Kind::kCmId, false, "Bind an idle CM id to an address of this host and listen");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kCmId))->required();
+    sub->add_option("--address", o->address, "address:port: 10.0.2.15:7471, [::]:7471, 0.0.0.0:7471 (all)")
+        ->required();
+    sub->add_option("--backlog", o->backlog, "pending connection requests (default: rdmad's, 64)");
+    Bind(sub, o, &action);
+  }
+  CLI::App* accept = app.add_subcommand("accept", "Accept an incoming rdma_cm connection request");
+  accept->require_subcommand(1);
+  {
+    auto o = std::make_shared<AcceptOptions>();
+    CLI::App* sub = Noun(accept, Kind::kCmId, false,
+                         "Accept a CM id in CONNECT_REQUEST: creates its QP on the listener's PD");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kCmId))->required();
+    AddPrivateDataOptions(sub, &o->data, 196);
+    Bind(sub, o, &action, [sub, o] { CountPrivateData(sub, &o->data); });
+  }
+  CLI::App* reject = app.add_subcommand("reject", "Reject an incoming rdma_cm connection request");
+  reject->require_subcommand(1);
+  {
+    auto o = std::make_shared<RejectOptions>();
+    CLI::App* sub = Noun(reject, Kind::kCmId, false, "Reject a CM id in CONNECT_REQUEST (the id is then deleted)");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kCmId))->required();
+    AddPrivateDataOptions(sub, &o->data, 148);
+    Bind(sub, o, &action, [sub, o] { CountPrivateData(sub, &o->data); });
+  }
+  CLI::App* disconnect = app.add_subcommand("disconnect", "Disconnect an rdma_cm connection");
+  disconnect->require_subcommand(1);
+  {
+    auto o = std::make_shared<NamedOptions>();
+    o->kind = Kind::kCmId;
+    CLI::App* sub = Noun(disconnect, Kind::kCmId, false, "rdma_disconnect a connected CM id");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kCmId))->required();
+    BindInPlace<NamedOptions>(sub, o, &action, RunDisconnect);
+  }
+  CLI::App* migrate = app.add_subcommand("migrate", "Move a CM id to another event channel (rdma_migrate_id)");
+  migrate->require_subcommand(1);
+  {
+    auto o = std::make_shared<MigrateCmIdOptions>();
+    CLI::App* sub = Noun(migrate, Kind::kCmId, false, "Move a CM id (and its events) to another event channel");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kCmId))->required();
+    sub->add_option("--to", o->to, "event channel (channels/N)")->required();
+    Bind(sub, o, &action);
+  }
+
+  // ---- events (a verb without a noun)
+  {
+    auto o = std::make_shared<EventsOptions>();
+    CLI::App* sub = app.add_subcommand(
+        "events", "Print rdma_cm events: the retained ones (stops after 1s without events), or --follow new ones");
+    sub->add_option("--channel", o->channel, "only events delivered on this channel (channels/N)");
+    sub->add_option("--cmid", o->cm_id, "only events of this CM id (and connect requests on it, if it listens)");
+    sub->add_option("--type", o->types,
+                    "only these types (repeat or comma-separate): established, disconnected, connect-request, ...")
+        ->delimiter(',');
+    sub->add_flag("-f,--follow", o->follow, "keep streaming new events until rdmad ends the stream (Ctrl-C to stop)");
+    sub->add_option("--after", o->after,
+                    "replay the retained events after this sequence first (default: 1, or 0 = none with --follow)");
+    sub->callback([o, &action] {
+      action.run = [o](Context& ctx) {
+        auto plan = Validate(*o);
+        if (!plan.ok()) return UsageError(ctx, plan.status(), "events");
+        return Run(*plan, ctx);
+      };
+    });
+  }
 
   // ---- delete
-  CLI::App* del = app.add_subcommand("delete", "Delete a protection domain, memory region, window or queue pair");
+  CLI::App* del =
+      app.add_subcommand("delete", "Delete a protection domain, memory region, window, queue pair, channel or CM id");
   del->require_subcommand(1);
   const struct {
     Kind kind;
@@ -288,6 +413,8 @@ int Main(int argc, char** argv) {
       {Kind::kMr, "Deregister a memory region (refused while windows are bound to it)"},
       {Kind::kMw, "Deallocate a memory window"},
       {Kind::kQp, "Destroy a queue pair (refused while type 2 windows are bound on it)"},
+      {Kind::kChannel, "Delete an event channel (refused while CM ids live on it)"},
+      {Kind::kCmId, "Destroy a CM id and its QP (refused while type 2 windows are bound on its QP)"},
   };
   for (const auto& d : kDeletable) {
     auto o = std::make_shared<NamedOptions>();
@@ -314,6 +441,8 @@ int Main(int argc, char** argv) {
       "  rdmactl get mrs --pd pds/1 -o wide\n"
       "  rdmactl get mrs/1 -o json\n"
       "  rdmactl delete pd pds/1 --cascade\n"
+      "  rdmactl create cmid --pd pds/1 && rdmactl listen cmid cmids/1 --address 0.0.0.0:7471\n"
+      "  rdmactl events --follow --type connect-request,established\n"
       "See docs/cli.md.");
 
   // Parse. No arguments at all: help, as kubectl does.
@@ -327,7 +456,13 @@ int Main(int argc, char** argv) {
     args.erase(args.begin());
     args.push_back("--help");
   }
-  args = SplitTypeSlashName(std::move(args), valued);
+  // TYPE/NAME only where a noun follows the verb ("events --channel channels/2" has none).
+  if (std::vector<size_t> verb = BareWords(args, valued, 1); !verb.empty()) {
+    CLI::App* v = FindSubcommand(&app, args[verb[0]]);
+    if (v == nullptr || !v->get_subcommands([](CLI::App*) { return true; }).empty()) {
+      args = SplitTypeSlashName(std::move(args), valued);
+    }
+  }
   if (!CheckVerbAndNoun(&app, args, valued)) return kExitUsage;
   std::reverse(args.begin(), args.end());  // CLI11 takes them reversed
   try {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of rdmactl against a real rdmad on a temporary unix socket. Needs no RDMA device: rdmad serves
 # an empty device list, which is enough to check the plumbing, the output formats and the exit statuses
-# (0 success, 1 error from rdmad, 2 usage error).
+# (0 success, 1 error from rdmad, 2 usage error). Without RDMA there is no rdma_cm either: the rdma_cm
+# commands are checked for rdmad's UNAVAILABLE reason, NOT_FOUND, usage errors and the event stream's ends.
 #
 # Under Bazel: bazel test //cli:rdmactl_smoke_test. By hand: RDMAD=... RDMACTL=... cli/rdmactl_smoke_test.sh
 set -u
@@ -131,12 +132,136 @@ expect_rc 2 "rereg mr with nothing to change"
 run get pds -o yaml
 expect_rc 2 "-o yaml"
 
+# ---- rdma_cm. A host without RDMA has no rdma_cm: rdmad says so in its log and answers UNAVAILABLE to
+# what needs it; rdmactl must print rdmad's reason, exit 1, and not blame the connection.
+if grep -q "rdma_cm is unavailable" "$dir/rdmad.log"; then
+  echo "--- rdma_cm unavailable on this host: create channel|cmid|token fail clearly, exit 1"
+  for cmd in "create channel --label smoke" "create cmid --pd pds/1" "create token --pd pds/1 --ttl 10s"; do
+    # shellcheck disable=SC2086
+    run $cmd
+    expect_rc 1 "$cmd"
+    [[ "$err" == "error: rdma_cm is unavailable on this host" ]] ||
+      fail "$cmd: stderr '$err' is not exactly rdmad's reason (and no hint about the connection)"
+    [[ -z "$out" ]] || fail "$cmd: stdout should be empty, got '$out'"
+  done
+  run create cmid --pd pds/1 -o json
+  expect_rc 1 "create cmid -o json"
+  [[ -z "$out" ]] || fail "create cmid -o json: stdout should be empty, got '$out'"
+else
+  echo "--- rdma_cm available: create and delete a channel"
+  run create channel --label smoke -o name
+  expect_rc 0 "create channel"
+  [[ "$out" =~ ^channels/[0-9]+$ ]] || fail "create channel -o name: '$out'"
+  run delete channel "$out"
+  expect_rc 0 "delete channel"
+fi
+
+echo "--- get channels, get cmids: an empty list, or rdmad's UNAVAILABLE"
+for cmd in "get channels" "get cmids"; do
+  # shellcheck disable=SC2086
+  run $cmd
+  if [[ "$rc" == 0 ]]; then
+    [[ -z "$out" ]] || fail "$cmd: stdout should be empty, got '$out'"
+    [[ "$err" == *"No resources found"* ]] || fail "$cmd: stderr '$err' lacks 'No resources found'"
+  else
+    expect_rc 1 "$cmd"
+    [[ "$err" == "error: rdma_cm is unavailable on this host" ]] || fail "$cmd: stderr '$err'"
+  fi
+done
+run get cmids -o json
+if [[ "$rc" == 0 ]]; then
+  grep -q '"items": \[\]' "$dir/out" || fail "get cmids -o json: '$out'"
+  [[ -z "$err" ]] || fail "get cmids -o json: stderr is not empty: '$err'"
+fi
+
+echo "--- get cmids/4, get channels 9 (missing): exit 1 naming them"
+run get cmids/4
+expect_rc 1 "get cmids/4"
+[[ "$err" == *"error:"*"cmids/4"* ]] || fail "get cmids/4: stderr '$err'"
+run get channels 9
+expect_rc 1 "get channels 9"
+[[ "$err" == *"error:"*"channels/9"* ]] || fail "get channels 9: stderr '$err'"
+
+echo "--- events (no --follow): replays what rdmad retains, stops after 1 s without events"
+start=$SECONDS
+run events
+expect_rc 0 "events"
+((SECONDS - start <= 8)) || fail "events took $((SECONDS - start)) s; it should stop after 1 s idle"
+[[ -z "$out" ]] || fail "events: stdout should be empty (no events), got '$out'"
+[[ "$err" == *"No events found."* ]] || fail "events: stderr '$err' lacks 'No events found.'"
+run events -o json --type established,disconnected
+expect_rc 0 "events -o json"
+[[ -z "$out" && -z "$err" ]] || fail "events -o json: nothing expected, got stdout '$out', stderr '$err'"
+
+echo "--- events --follow: no deadline (outlives --timeout), ends when interrupted"
+"$RDMACTL" --server "$sock" --timeout 1s events --follow >"$dir/out" 2>"$dir/err" &
+follow_pid=$!
+sleep 2.5
+if kill -0 "$follow_pid" 2>/dev/null; then
+  kill "$follow_pid"
+  wait "$follow_pid" 2>/dev/null
+else
+  wait "$follow_pid"
+  fail "events --follow ended by itself with status $? (stderr: '$(cat "$dir/err")')"
+fi
+
+echo "--- events --channel channels/9: the channel's name is not split as a noun; NOT_FOUND, exit 1"
+run events --channel channels/9
+expect_rc 1 "events --channel channels/9"
+[[ "$err" == *"channels/9 does not exist"* ]] || fail "events --channel channels/9: stderr '$err'"
+
+echo "--- rdma_cm usage errors: exit 2, nothing sent"
+run listen cmids/1 --address fe80::1:7471
+expect_rc 2 "listen with an unbracketed IPv6 address"
+[[ "$err" == *"brackets"* ]] || fail "listen fe80::1:7471: stderr '$err' does not ask for brackets"
+run listen cmids/1 --address "[fe80::1]:7471" --backlog x
+expect_rc 2 "listen --backlog x"
+run connect cmids/1 --to 10.0.2.15
+expect_rc 2 "connect --to without a port"
+run connect cmids/1 --to 10.0.2.15:7471 --data-hex abc
+expect_rc 2 "connect --data-hex abc"
+[[ "$err" == *"odd number"* ]] || fail "connect --data-hex abc: stderr '$err'"
+run connect cmids/1 --to 10.0.2.15:7471 --data hello --data-hex 0a
+expect_rc 2 "connect with --data and --data-hex"
+run connect cmids/1 --to 10.0.2.15:7471 --data-file "$dir/no-such-file"
+expect_rc 2 "connect --data-file missing"
+run connect qps/1 --to 10.0.2.15:7471
+expect_rc 2 "connect qps/1 --to (a QP takes --remote-*)"
+run accept cmids/1 --data-hex zz
+expect_rc 2 "accept --data-hex zz"
+run migrate cmid cmids/1
+expect_rc 2 "migrate without --to"
+run migrate cmid cmids/1 --to pds/1
+expect_rc 2 "migrate --to pds/1"
+run create token --pd pds/1 --ttl forever
+expect_rc 2 "create token --ttl forever"
+run events --type estabished
+expect_rc 2 "events --type estabished"
+[[ "$err" == *"estabished"* && "$err" == *"established"* ]] || fail "events --type: stderr '$err'"
+run events --after -1
+expect_rc 2 "events --after -1"
+
+echo "--- rdma_cm on a missing id: rdmad's NOT_FOUND, exit 1"
+printf 'hi' >"$dir/data"
+run connect cmids/7 --to "[::1]:7471" --data-file "$dir/data"
+expect_rc 1 "connect cmids/7"
+[[ "$err" == *"cmids/7"* ]] || fail "connect cmids/7: stderr '$err'"
+for cmd in "disconnect cmids/7" "accept cmid 7" "reject cmids/7 --data-hex 0a0b" "delete cmid 7"; do
+  # shellcheck disable=SC2086
+  run $cmd
+  expect_rc 1 "$cmd"
+  [[ "$err" == *"cmids/7"* ]] || fail "$cmd: stderr '$err' does not name cmids/7"
+done
+
 echo "--- help and version: exit 0"
 run --help
 expect_rc 0 "--help"
 run register mr --help
 expect_rc 0 "register mr --help"
 [[ "$out" == *"--access"* ]] || fail "register mr --help does not list --access"
+run connect cmid --help
+expect_rc 0 "connect cmid --help"
+[[ "$out" == *"--data-hex"* && "$out" == *"--data-file"* ]] || fail "connect cmid --help: '$out'"
 run version
 expect_rc 0 "version"
 [[ "$out" == rdmactl* ]] || fail "version: '$out'"
