@@ -48,6 +48,14 @@ tests/guest/run-two-guests.sh --timeout 900 --out "$(pwd)/$out/guest-two" \
   --b "tests/conformance/run-two-host.sh $(pwd)/$out/guest-two" || two_rc=$?
 ((two_rc == 0)) || rc=1
 
+step "benchmarks, short form (figures only; fails only if a benchmark cannot run)"
+bench_problem=""
+tests/guest/run-in-guest.sh --timeout 600 -- tests/bench/run-cm-bench.sh >"$out/bench.log" 2>&1 ||
+  bench_problem="tests/bench/run-cm-bench.sh did not run to the end (see $out/bench.log)"
+grep -A3 "^listener" "$out/bench.log" || true
+tests/lib/junit-case.sh "$out/bench.xml" Benchmarks CmBenchRuns "$bench_problem"
+[ -z "$bench_problem" ] || { echo "$bench_problem" >&2; rc=1; }
+
 step "the demo (what ./quickstart.sh demo runs on a host without RDMA)"
 demo_rc=0
 tests/guest/run-in-guest.sh --timeout 600 -- deploy/demo.sh >"$out/demo.log" 2>&1 || demo_rc=$?
@@ -86,7 +94,7 @@ for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_h
          guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml; do
   if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi
 done
-xmls+=("$out/demo.xml" "$out/guest-selftest.xml")
+xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml")
 read -r total failed skipped < <(count "${xmls[@]}")
 failed=$((failed + missing))
 passed=$((total - failed + missing - skipped))
