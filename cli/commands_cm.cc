@@ -37,7 +37,7 @@ absl::StatusOr<uint32_t> FlagMillis(absl::string_view flag, const std::string& t
 // After a failed Connect whose deadline passed on our side: rdmad keeps connecting.
 void ConnectTimeoutNote(Context& ctx, const absl::Status& status, const std::string& name) {
   if (status.code() == absl::StatusCode::kDeadlineExceeded && !client::HasDetail(status)) {
-    ctx.err() << "note: rdmad may still complete the connect; see 'rdmactl get cmids " << name << " -o wide'\n";
+    ctx.err() << "note: rdmad may still complete the connect; see 'rdmactl get " << name << " -o wide'\n";
   }
 }
 
