@@ -24,7 +24,17 @@ absl::Status WrongState(const std::string& name, v1::CmIdState state, const char
   return FailedPrecondition("name", absl::StrCat(name, " is ", v1::CmIdState_Name(state), "; ", wanted));
 }
 
+absl::Status CheckPrivateData(const std::string& data, size_t max, const char* where) {
+  if (data.size() <= max) return absl::OkStatus();
+  return InvalidArgument("private_data", absl::StrCat("at most ", max, " bytes in ", where));
+}
+
 }  // namespace
+
+v1::CmIdState CmManager::StateOf(const Id* id) const {
+  absl::MutexLock lock(&mu_);
+  return id->state;
+}
 
 void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done) {
   if (cm_ == nullptr) return std::move(done)(absl::UnavailableError("rdma_cm is unavailable on this host"));
@@ -83,11 +93,7 @@ void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done) {
   RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return std::move(done)(found.status());
     Id* id = *found;
-    v1::CmIdState state;
-    {
-      absl::MutexLock lock(&mu_);
-      state = id->state;
-    }
+    const v1::CmIdState state = StateOf(id);
     if (state != v1::CM_IDLE || id->cm == nullptr) {
       return std::move(done)(WrongState(request.name(), state, "only an idle id can listen"));
     }
@@ -110,18 +116,17 @@ void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done) {
 
 void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) {
   if (absl::Status s = CheckAddress(request.remote(), "remote", true); !s.ok()) return std::move(done)(s);
-  if (request.private_data().size() > fabric::kConnectPrivateDataMax) {
-    return std::move(done)(InvalidArgument("private_data", absl::StrCat("at most ", fabric::kConnectPrivateDataMax,
-                                                                        " bytes in a connect request")));
+  if (absl::Status s = CheckPrivateData(request.private_data(), fabric::kConnectPrivateDataMax, "a connect request");
+      !s.ok()) {
+    return std::move(done)(s);
   }
   RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return std::move(done)(found.status());
     Id* id = *found;
-    v1::CmIdState state;
+    const v1::CmIdState state = StateOf(id);
     std::string pd;
     {
       absl::MutexLock lock(&mu_);
-      state = id->state;
       pd = id->pd;
     }
     if (state != v1::CM_IDLE || id->cm == nullptr || id->connect_done) {
@@ -143,18 +148,16 @@ void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) 
 }
 
 void CmManager::Accept(const v1::AcceptRequest& request, Done<v1::CmId> done) {
-  if (request.private_data().size() > fabric::kAcceptPrivateDataMax) {
-    return std::move(done)(InvalidArgument("private_data", absl::StrCat("at most ", fabric::kAcceptPrivateDataMax,
-                                                                        " bytes in an accept")));
+  if (absl::Status s = CheckPrivateData(request.private_data(), fabric::kAcceptPrivateDataMax, "an accept"); !s.ok()) {
+    return std::move(done)(s);
   }
   RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return std::move(done)(found.status());
     Id* id = *found;
-    v1::CmIdState state;
+    const v1::CmIdState state = StateOf(id);
     bool data_plane;
     {
       absl::MutexLock lock(&mu_);
-      state = id->state;
       data_plane = id->data_plane;
     }
     if (state != v1::CM_CONNECT_REQUEST) return std::move(done)(WrongState(request.name(), state, "nothing to accept"));
@@ -173,18 +176,13 @@ void CmManager::Accept(const v1::AcceptRequest& request, Done<v1::CmId> done) {
 }
 
 void CmManager::Reject(const v1::RejectRequest& request, Done<v1::CmId> done) {
-  if (request.private_data().size() > fabric::kRejectPrivateDataMax) {
-    return std::move(done)(InvalidArgument("private_data", absl::StrCat("at most ", fabric::kRejectPrivateDataMax,
-                                                                        " bytes in a reject")));
+  if (absl::Status s = CheckPrivateData(request.private_data(), fabric::kRejectPrivateDataMax, "a reject"); !s.ok()) {
+    return std::move(done)(s);
   }
   RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return std::move(done)(found.status());
     Id* id = *found;
-    v1::CmIdState state;
-    {
-      absl::MutexLock lock(&mu_);
-      state = id->state;
-    }
+    const v1::CmIdState state = StateOf(id);
     if (state != v1::CM_CONNECT_REQUEST) return std::move(done)(WrongState(request.name(), state, "nothing to reject"));
     if (absl::Status s = id->cm->Reject(request.private_data()); !s.ok()) return std::move(done)(s);
     // A rejected request's id has no further use: it is destroyed, and its last state returned.
@@ -196,11 +194,7 @@ void CmManager::Disconnect(const std::string& name, Done<v1::CmId> done) {
   RunOnId(name, [this, name, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return std::move(done)(found.status());
     Id* id = *found;
-    v1::CmIdState state;
-    {
-      absl::MutexLock lock(&mu_);
-      state = id->state;
-    }
+    const v1::CmIdState state = StateOf(id);
     if (state != v1::CM_CONNECTED && state != v1::CM_CONNECTING) {
       return std::move(done)(WrongState(name, state, "only a connected id can disconnect"));
     }

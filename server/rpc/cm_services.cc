@@ -133,35 +133,23 @@ class CmIdsService final
   }
   ServerUnaryReactor* CreateCmId(CallbackServerContext* ctx, const v1::CreateCmIdRequest* req,
                                  v1::CmId* resp) override {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    m_->CreateCmId(*req, Replier<v1::CmId>(ctx, "CreateCmId", reactor, resp));
-    return reactor;
+    return Forward(ctx, "CreateCmId", *req, resp, &cm::CmManager::CreateCmId);
   }
   ServerUnaryReactor* Listen(CallbackServerContext* ctx, const v1::ListenRequest* req, v1::CmId* resp) override {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    m_->Listen(*req, Replier<v1::CmId>(ctx, "Listen", reactor, resp));
-    return reactor;
+    return Forward(ctx, "Listen", *req, resp, &cm::CmManager::Listen);
   }
   ServerUnaryReactor* Connect(CallbackServerContext* ctx, const v1::ConnectRequest* req, v1::CmId* resp) override {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    m_->Connect(*req, Replier<v1::CmId>(ctx, "Connect", reactor, resp));
-    return reactor;
+    return Forward(ctx, "Connect", *req, resp, &cm::CmManager::Connect);
   }
   ServerUnaryReactor* Accept(CallbackServerContext* ctx, const v1::AcceptRequest* req, v1::CmId* resp) override {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    m_->Accept(*req, Replier<v1::CmId>(ctx, "Accept", reactor, resp));
-    return reactor;
+    return Forward(ctx, "Accept", *req, resp, &cm::CmManager::Accept);
   }
   ServerUnaryReactor* Reject(CallbackServerContext* ctx, const v1::RejectRequest* req, v1::CmId* resp) override {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    m_->Reject(*req, Replier<v1::CmId>(ctx, "Reject", reactor, resp));
-    return reactor;
+    return Forward(ctx, "Reject", *req, resp, &cm::CmManager::Reject);
   }
   ServerUnaryReactor* Disconnect(CallbackServerContext* ctx, const v1::DisconnectRequest* req,
                                  v1::CmId* resp) override {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    m_->Disconnect(req->name(), Replier<v1::CmId>(ctx, "Disconnect", reactor, resp));
-    return reactor;
+    return Forward(ctx, "Disconnect", req->name(), resp, &cm::CmManager::Disconnect);
   }
   ServerUnaryReactor* DeleteCmId(CallbackServerContext* ctx, const v1::DeleteCmIdRequest* req,
                                  v1::DeleteCmIdResponse* resp) override {
@@ -207,6 +195,14 @@ class CmIdsService final
   }
 
  private:
+  // An id operation: the manager runs it on the id's dispatcher, which finishes the RPC.
+  template <typename Request>
+  ServerUnaryReactor* Forward(CallbackServerContext* ctx, const char* method, const Request& request,
+                              v1::CmId* resp, void (cm::CmManager::*op)(const Request&, Done<v1::CmId>)) {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    (m_->*op)(request, Replier<v1::CmId>(ctx, method, reactor, resp));
+    return reactor;
+  }
   // A watch refused at once.
   class FailedWatch final : public grpc::ServerWriteReactor<v1::CmEvent> {
    public:
