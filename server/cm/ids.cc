@@ -7,6 +7,7 @@
 #include "server/common/log.h"
 #include "server/common/status.h"
 #include "server/registry/internal.h"
+#include "server/registry/rules.h"
 
 namespace rdmad::cm {
 namespace {
@@ -222,33 +223,47 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
                                                       "synchronous mode) would leave the id without a dispatcher, "
                                                       "and every rdmad id is served by one"));
   }
-  absl::StatusOr<Channel*> to_found = [&] {
-    absl::MutexLock lock(&mu_);
-    return FindChannel(request.channel(), "channel");
-  }();
-  if (!to_found.ok()) return std::move(done)(to_found.status());
-  Channel* to = *to_found;
-  RunOnId(request.name(), [this, request, deadline, to, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+  absl::StatusOr<uint64_t> to_number = ParseName(request.channel(), "channels", "channel");
+  if (!to_number.ok()) return std::move(done)(to_number.status());
+  RunOnId(request.name(), [this, request, deadline, to_n = *to_number, done = std::move(done)](
+                              absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return std::move(done)(found.status());
     Id* id = *found;
     if (absl::Now() > deadline) {
       return std::move(done)(absl::DeadlineExceededError(absl::StrCat(
           "migration of ", request.name(), " did not start before the deadline; nothing changed")));
     }
+    Channel* to = nullptr;
+    absl::StatusOr<v1::CmId> settled = absl::UnknownError("");  // set when there is nothing to do
+    bool nothing_to_do = false;
     {
       absl::MutexLock lock(&mu_);
-      if (channels_.count(to->id) == 0) return std::move(done)(NotFound("channel", absl::StrCat(request.channel(), " does not exist")));
-      if (id->channel == to) return std::move(done)(ToProto(*id));
+      auto it = channels_.find(to_n);
+      if (it == channels_.end()) {
+        settled = NotFound("channel", absl::StrCat(request.channel(), " does not exist"));
+        nothing_to_do = true;
+      } else if (it->second.get() == id->channel) {
+        settled = ToProto(*id);
+        nothing_to_do = true;
+      } else {
+        to = it->second.get();
+        // Counted on the target first, so DeleteChannel refuses it while the migration runs.
+        to->ids.insert(id->id);
+      }
     }
+    if (nothing_to_do) return std::move(done)(std::move(settled));
+    std::string from;
     // On the source loop, between events: every event it read was acknowledged, so rdma_migrate_id does
     // not wait; events the kernel still holds for the id move to the new channel.
-    if (absl::Status s = id->cm->Migrate(*to->cm); !s.ok()) return std::move(done)(s);
-    std::string from;
+    if (absl::Status s = id->cm->Migrate(*to->cm); !s.ok()) {
+      absl::MutexLock lock(&mu_);
+      to->ids.erase(id->id);
+      return std::move(done)(s);
+    }
     {
       absl::MutexLock lock(&mu_);
       from = Name("channels", id->channel->id);
       id->channel->ids.erase(id->id);
-      to->ids.insert(id->id);
       id->channel = to;  // from now on, work for the id goes to `to`'s loop
       id->migrations++;
     }
