@@ -264,8 +264,8 @@ absl::StatusOr<EventsPlan> Validate(const EventsOptions& o) {
   if (!o.after.empty()) {
     RDMACTL_ASSIGN_OR_RETURN(uint64_t after, FlagUint("--after", o.after, UINT64_MAX));
     r.set_after_sequence(after);
-  } else {
-    r.set_after_sequence(o.follow ? 0 : 1);
+  } else if (!o.follow) {
+    r.set_from_oldest(true);  // every retained event
   }
   return plan;
 }

@@ -51,6 +51,17 @@ void CmManager::Publish(Channel* ch, const Id* id, const fabric::CmEvent& event,
 
 void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
   if (event.type == CmEventType::kConnectRequest) return OnConnectRequest(ch, std::move(event));
+  // The device an active id resolved to (read before the lock: no rdma_* call under mu_).
+  std::string device;
+  if (event.type == CmEventType::kAddrResolved) {
+    fabric::CmId* cm = nullptr;  // only this loop destroys the ids on its channel: safe after the lock
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = ids_.find(event.key);
+      if (it != ids_.end() && it->second->channel == ch) cm = it->second->cm.get();
+    }
+    if (cm && cm->device()) device = absl::StrCat("devices/", cm->device()->info().name);
+  }
   Id* id = nullptr;
   bool data_plane = false;
   {
@@ -68,6 +79,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
     switch (event.type) {
       case CmEventType::kAddrResolved:
         id->state = v1::CM_ADDR_RESOLVED;
+        id->device = device;
         break;
       case CmEventType::kRouteResolved:
         id->state = v1::CM_ROUTE_RESOLVED;

@@ -77,10 +77,14 @@ void EventHub::Publish(v1::CmEvent event) {
   for (const auto& w : to_wake) WakeUp(*w);
 }
 
-std::shared_ptr<Watcher> EventHub::Subscribe(EventFilter filter, uint64_t after_sequence) {
+std::shared_ptr<Watcher> EventHub::Subscribe(EventFilter filter, uint64_t after_sequence, bool from_oldest) {
   auto w = std::make_shared<Watcher>(std::move(filter), options_.watcher_capacity);
   absl::MutexLock lock(&mu_);
-  if (after_sequence > 0) {
+  if (from_oldest) {
+    for (const auto& e : retained_) {
+      if (w->filter().Matches(e)) w->Offer(e);
+    }
+  } else if (after_sequence > 0) {
     const uint64_t oldest = retained_.empty() ? next_sequence_ : retained_.front().sequence();
     if (after_sequence + 1 < oldest) {
       w->Close(OutOfRange("after_sequence", absl::StrCat("events up to ", oldest - 1,
@@ -106,7 +110,7 @@ void EventHub::Unsubscribe(const std::shared_ptr<Watcher>& watcher) {
   }
 }
 
-void EventHub::CloseWhere(const std::function<bool(const Watcher&)>& pred) {
+void EventHub::CloseWhere(const std::function<bool(const Watcher&)>& pred, const absl::Status& status) {
   std::vector<std::shared_ptr<Watcher>> closed;
   {
     absl::MutexLock lock(&mu_);
@@ -116,7 +120,7 @@ void EventHub::CloseWhere(const std::function<bool(const Watcher&)>& pred) {
         continue;
       }
       // The stream ends cleanly (OK) once what it holds is sent.
-      if ((*it)->Close(absl::OkStatus())) closed.push_back(*it);
+      if ((*it)->Close(status)) closed.push_back(*it);
       it = watchers_.erase(it);
     }
   }
@@ -124,15 +128,15 @@ void EventHub::CloseWhere(const std::function<bool(const Watcher&)>& pred) {
 }
 
 void EventHub::CloseChannel(const std::string& channel) {
-  CloseWhere([&](const Watcher& w) { return w.filter().channel == channel; });
+  CloseWhere([&](const Watcher& w) { return w.filter().channel == channel; }, absl::OkStatus());
 }
 
 void EventHub::CloseCmId(const std::string& cm_id) {
-  CloseWhere([&](const Watcher& w) { return w.filter().cm_id == cm_id; });
+  CloseWhere([&](const Watcher& w) { return w.filter().cm_id == cm_id; }, absl::OkStatus());
 }
 
-void EventHub::CloseAll() {
-  CloseWhere([](const Watcher&) { return true; });
+void EventHub::CloseAll(absl::Status status) {
+  CloseWhere([](const Watcher&) { return true; }, status);
 }
 
 void EventHub::WakeUp(Watcher& w) {

@@ -73,18 +73,20 @@ class EventHub {
 
   // Numbers the event (sequence, time) and hands it to every matching watcher.
   void Publish(v1::CmEvent event);
-  // A new watcher; retained events after `after_sequence` (if non-zero) are queued first. An
-  // after_sequence older than the retained history closes it at once with OUT_OF_RANGE.
-  std::shared_ptr<Watcher> Subscribe(EventFilter filter, uint64_t after_sequence);
+  // A new watcher; retained events after `after_sequence` (if non-zero), or all of them (`from_oldest`),
+  // are queued first. An after_sequence older than the retained history closes it at once with
+  // OUT_OF_RANGE.
+  std::shared_ptr<Watcher> Subscribe(EventFilter filter, uint64_t after_sequence, bool from_oldest = false);
   void Unsubscribe(const std::shared_ptr<Watcher>& watcher);
-  // Ends the streams of watchers filtered on this channel or id (deleted), or of all (shutdown), with OK.
+  // Ends the streams of watchers filtered on this channel or id (deleted) with OK, or of all with
+  // `status` (shutdown: UNAVAILABLE, so a follower can tell rdmad went away).
   void CloseChannel(const std::string& channel);
   void CloseCmId(const std::string& cm_id);
-  void CloseAll();
+  void CloseAll(absl::Status status);
   uint64_t last_sequence() const;
 
  private:
-  void CloseWhere(const std::function<bool(const Watcher&)>& pred);
+  void CloseWhere(const std::function<bool(const Watcher&)>& pred, const absl::Status& status);
   static void WakeUp(Watcher& w);
   const Options options_;
   mutable absl::Mutex mu_;

@@ -70,13 +70,15 @@ void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> 
   });
 }
 
-absl::StatusOr<v1::CmId> CmManager::GetCmId(const std::string& name) const {
+absl::StatusOr<v1::CmId> CmManager::GetCmId(const std::string& name, const std::string& field) const {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
   absl::MutexLock lock(&mu_);
-  RDMAD_ASSIGN_OR_RETURN(Id * id, FindId(name, "name"));
+  RDMAD_ASSIGN_OR_RETURN(Id * id, FindId(name, field));
   return ToProto(*id);
 }
 
 absl::StatusOr<std::vector<v1::CmId>> CmManager::ListCmIds(const v1::ListCmIdsRequest& request) const {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
   absl::MutexLock lock(&mu_);
   std::vector<v1::CmId> out;
   if (!request.channel().empty()) {
@@ -278,7 +280,7 @@ absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueCon
   {
     absl::MutexLock lock(&mu_);
     if (listeners_.empty()) {
-      return FailedPrecondition("pd", "rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
+      return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
     }
   }
   Claims claims;

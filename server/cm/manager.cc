@@ -96,7 +96,7 @@ void CmManager::Quiesce() {
     absl::MutexLock lock(&mu_);
     quiescing_ = true;
   }
-  events_.CloseAll();
+  events_.CloseAll(absl::UnavailableError("rdmad is shutting down"));
   // Connects still waiting are failed on their own loops (the ids belong to them).
   std::vector<std::pair<uint64_t, Channel*>> waiting;
   {
@@ -183,13 +183,15 @@ absl::StatusOr<v1::EventChannel> CmManager::CreateChannel(const v1::CreateChanne
   return ToProto(*ch);
 }
 
-absl::StatusOr<v1::EventChannel> CmManager::GetChannel(const std::string& name) const {
+absl::StatusOr<v1::EventChannel> CmManager::GetChannel(const std::string& name, const std::string& field) const {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
   absl::MutexLock lock(&mu_);
-  RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(name, "name"));
+  RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(name, field));
   return ToProto(*ch);
 }
 
-std::vector<v1::EventChannel> CmManager::ListChannels() const {
+absl::StatusOr<std::vector<v1::EventChannel>> CmManager::ListChannels() const {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
   absl::MutexLock lock(&mu_);
   std::vector<v1::EventChannel> out;
   for (const auto& [n, ch] : channels_) out.push_back(ToProto(*ch));

@@ -64,12 +64,13 @@ class CmManager {
   EventHub& events() { return events_; }
 
   absl::StatusOr<v1::EventChannel> CreateChannel(const v1::CreateChannelRequest& request);
-  absl::StatusOr<v1::EventChannel> GetChannel(const std::string& name) const;
-  std::vector<v1::EventChannel> ListChannels() const;
+  // Lookups name `field` in their errors. Without rdma_cm, UNAVAILABLE (not an empty answer).
+  absl::StatusOr<v1::EventChannel> GetChannel(const std::string& name, const std::string& field = "name") const;
+  absl::StatusOr<std::vector<v1::EventChannel>> ListChannels() const;
   absl::Status DeleteChannel(const std::string& name);
 
   void CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done);
-  absl::StatusOr<v1::CmId> GetCmId(const std::string& name) const;
+  absl::StatusOr<v1::CmId> GetCmId(const std::string& name, const std::string& field = "name") const;
   absl::StatusOr<std::vector<v1::CmId>> ListCmIds(const v1::ListCmIdsRequest& request) const;
   void Listen(const v1::ListenRequest& request, Done<v1::CmId> done);
   void Connect(const v1::ConnectRequest& request, Done<v1::CmId> done);

@@ -34,8 +34,9 @@ class ChannelsService final : public v1::EventChannels::Service {
     return Reply(ctx, "GetChannel", m_->GetChannel(req->name()), resp);
   }
   Status ListChannels(ServerContext* ctx, const v1::ListChannelsRequest*, v1::ListChannelsResponse* resp) override {
-    Fill(m_->ListChannels(), resp->mutable_channels());
-    return Reply(ctx, "ListChannels", absl::OkStatus(), resp);
+    auto channels = m_->ListChannels();
+    if (channels.ok()) Fill(std::move(*channels), resp->mutable_channels());
+    return Reply(ctx, "ListChannels", channels.status(), resp);
   }
   Status DeleteChannel(ServerContext* ctx, const v1::DeleteChannelRequest* req,
                        v1::DeleteChannelResponse* resp) override {
@@ -172,12 +173,13 @@ class CmIdsService final
                                                      const v1::WatchEventsRequest* req) override {
     cm::EventFilter filter;
     absl::Status bad;
-    if (!req->channel().empty()) {
-      bad = m_->GetChannel(req->channel()).status();
+    bad = m_->ListChannels().status();  // UNAVAILABLE without rdma_cm
+    if (bad.ok() && !req->channel().empty()) {
+      bad = m_->GetChannel(req->channel(), "channel").status();
       filter.channel = req->channel();
     }
     if (bad.ok() && !req->cm_id().empty()) {
-      bad = m_->GetCmId(req->cm_id()).status();
+      bad = m_->GetCmId(req->cm_id(), "cm_id").status();
       filter.cm_id = req->cm_id();
     }
     for (const std::string& t : req->types()) {
@@ -188,10 +190,11 @@ class CmIdsService final
     if (!bad.ok()) {
       rpc_internal::LogFailure("WatchEvents", ctx->peer(), bad);
       auto* failed = new FailedWatch();
-      failed->Fail(ToGrpc(WithField(bad, bad.code() == absl::StatusCode::kNotFound && !req->cm_id().empty() ? "cm_id" : "")));
+      failed->Fail(ToGrpc(bad));
       return failed;
     }
-    return EventWriter::Start(&m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence()));
+    return EventWriter::Start(&m_->events(),
+                              m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()));
   }
 
  private:

@@ -146,7 +146,7 @@ class CmManagerTest : public ::testing::Test {
 
 TEST_F(CmManagerTest, StartMakesADefaultAndWorkerChannelsEachServedByItsOwnThread) {
   Build();
-  std::vector<v1::EventChannel> channels = manager_->ListChannels();
+  std::vector<v1::EventChannel> channels = manager_->ListChannels().value();
   ASSERT_EQ(channels.size(), 3u);
   EXPECT_EQ(channels[0].name(), "channels/1");
   EXPECT_EQ(channels[0].role(), v1::CHANNEL_DEFAULT);
@@ -487,7 +487,36 @@ TEST_F(CmManagerTest, BadInputsNameTheField) {
   EXPECT_TRUE(IsError(manager_->GetCmId("cmids/0"), absl::StatusCode::kInvalidArgument, "name"));
   v1::IssueConnectTokenRequest issue;
   issue.set_pd(pd_);
-  EXPECT_TRUE(IsError(manager_->IssueConnectToken(issue), absl::StatusCode::kFailedPrecondition, "pd"));  // no listener
+  absl::StatusOr<v1::ConnectToken> no_listener = manager_->IssueConnectToken(issue);
+  EXPECT_EQ(no_listener.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(no_listener.status().message()), HasSubstr("rdma_listen"));
+}
+
+TEST_F(CmManagerTest, WatchersReplayFromTheOldestAndLearnWhenRdmadStops) {
+  Build();
+  auto [active, passive] = Connected(7495);
+  auto replay = manager_->events().Subscribe(EventFilter{"", active.name(), {}}, 0, /*from_oldest=*/true);
+  absl::StatusOr<v1::CmEvent> first = NextEvent(*replay);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->type(), "RDMA_CM_EVENT_ADDR_RESOLVED");  // the id's very first event
+  auto live = Watch();
+  manager_->Quiesce();
+  std::optional<absl::Status> closed = live->Closed();
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->code(), absl::StatusCode::kUnavailable);  // not OK: a follower can tell rdmad went away
+}
+
+TEST(CmManagerWithoutRdmaCm, AnswersUnavailableRatherThanEmpty) {
+  auto ledger = std::make_shared<fake::FakeLedger>();
+  Registry registry(std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")},
+                                                       ledger),
+                    Registry::Options());
+  TokenStore tokens;
+  CmManager manager(nullptr, &registry, &tokens, CmManager::Options());
+  ASSERT_TRUE(manager.Start().ok());
+  EXPECT_EQ(manager.ListChannels().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(manager.ListCmIds(v1::ListCmIdsRequest()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(manager.GetChannel("channels/1").status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
