@@ -506,6 +506,55 @@ TEST_F(CmManagerTest, WatchersReplayFromTheOldestAndLearnWhenRdmadStops) {
   EXPECT_EQ(closed->code(), absl::StatusCode::kUnavailable);  // not OK: a follower can tell rdmad went away
 }
 
+TEST_F(CmManagerTest, CmEventsFlowWhileABindIsHeldInsideTheFabric) {
+  Build();
+  // A type 2 bind on one PD, held inside the fabric (its completion not delivered)...
+  v1::CreatePdRequest other;
+  other.set_device("rxe0");
+  const std::string pd_a = registry_->CreatePd(other).value().name();
+  v1::RegisterMrRequest mr;
+  mr.set_pd(pd_a);
+  mr.mutable_source()->mutable_anonymous()->set_size(8192);
+  for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::MW_BIND}) mr.add_access(a);
+  const std::string mr_name = registry_->RegisterMr(mr).value().name();
+  v1::CreateQpRequest cq;
+  cq.set_pd(pd_a);
+  const std::string qp = registry_->CreateQp(cq).value().name();
+  v1::ConnectQpRequest cc;
+  cc.set_name(qp);
+  cc.mutable_remote()->set_qpn(0x4242);
+  cc.mutable_remote()->set_gid("0000:0000:0000:0000:0000:ffff:0a00:0002");
+  ASSERT_TRUE(registry_->ConnectQp(cc).ok());
+  v1::AllocMwRequest mw;
+  mw.set_pd(pd_a);
+  mw.set_type(v1::TYPE_2);
+  const std::string mw_name = registry_->AllocMw(mw).value().name();
+  ledger_->HoldCompletions();
+  absl::Notification bound;
+  v1::BindMwRequest bind;
+  bind.set_name(mw_name);
+  bind.set_mr(mr_name);
+  bind.set_length(4096);
+  bind.add_access(v1::REMOTE_READ);
+  bind.set_qp(qp);
+  registry_->BindMwAsync(bind, [&](absl::StatusOr<v1::MemoryWindow> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    bound.Notify();
+  });
+  // ... while a whole connection is set up and torn down on the other PD, with its QPs registered.
+  auto [active, passive] = Connected(7496);
+  EXPECT_EQ(active.state(), v1::CM_CONNECTED);
+  ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(active.name(), std::move(d)); }).ok());
+  ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(passive.name(), std::move(d)); }).ok());
+  EXPECT_FALSE(bound.HasBeenNotified());
+  ledger_->ReleaseCompletions();
+  ASSERT_TRUE(bound.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  v1::DeletePdRequest del;
+  del.set_name(pd_a);
+  del.set_cascade(true);
+  EXPECT_TRUE(registry_->DeletePd(del).ok());
+}
+
 TEST(CmManagerWithoutRdmaCm, AnswersUnavailableRatherThanEmpty) {
   auto ledger = std::make_shared<fake::FakeLedger>();
   Registry registry(std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")},
