@@ -57,9 +57,14 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
         return InvalidArgument(key, "must be an integer from 1 to 64");
       }
       (key == "cm_workers" ? c.cm_workers : c.pin_workers) = value.get<int>();
+    } else if (key == "watch_buffer") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 16 || value.get<int64_t>() > 1048576) {
+        return InvalidArgument(key, "must be an integer from 16 to 1048576");
+      }
+      c.watch_buffer = value.get<int>();
     } else {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, max_mr_bytes, log_level, "
-                                  "rdma_listen, cm_workers, pin_workers)");
+                                  "rdma_listen, cm_workers, pin_workers, watch_buffer)");
     }
   }
   return c;

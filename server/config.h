@@ -24,6 +24,7 @@ struct Config {
   std::vector<std::string> rdma_listen;
   int cm_workers = 2;   // worker event channels for accepted connections (1..64)
   int pin_workers = 2;  // threads that map and pin memory (1..64)
+  int watch_buffer = 1024;  // events buffered per WatchEvents stream before it is cut off (16..1048576)
 };
 
 // "host:port" or "[v6]:port" -> host and port; INVALID_ARGUMENT naming `field` otherwise.

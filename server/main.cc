@@ -152,6 +152,7 @@ int Run(int argc, char** argv) {
 
   cm::CmManager::Options cm_options;
   cm_options.workers = config.cm_workers;
+  cm_options.events.watcher_capacity = static_cast<size_t>(config.watch_buffer);
   for (const auto& a : config.rdma_listen) {
     fabric::SockAddr addr;
     if (absl::Status s = SplitHostPort(a, "rdma_listen", &addr.host, &addr.port); !s.ok()) return 2;

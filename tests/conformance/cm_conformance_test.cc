@@ -164,6 +164,12 @@ class Watch {
     }
     return v1::CmEvent();
   }
+  int CountType(const std::string& type) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& e : events_) n += e.type() == type;
+    return n;
+  }
   int Count(const std::string& id, const std::string& type) {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;
@@ -477,6 +483,51 @@ TEST(CmConformance, DeletingAChannelEndsItsWatchStreamCleanly) {
   }
   grpc::Status end = reader->Finish();
   EXPECT_TRUE(end.ok()) << end.error_code() << " " << end.error_message();
+}
+
+TEST(CmConformance, AWatcherThatNeverReadsIsCutOffWithACountWhileAnotherKeepsUp) {
+  // rdmad runs with "watch_buffer": 128 here. The stalled stream's HTTP/2 window is kept small, so
+  // rdmad's writes to it stop soon and its buffer fills.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  auto stalled_channel =
+      grpc::CreateCustomChannel(Env("RDMAD_TARGET", "unix:/run/rdmad/rdmad.sock"), grpc::InsecureChannelCredentials(), args);
+  auto stalled_stub = v1::CmIds::NewStub(stalled_channel);
+  grpc::ClientContext stalled_ctx;
+  stalled_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto stalled = stalled_stub->WatchEvents(&stalled_ctx, v1::WatchEventsRequest());
+  v1::WatchEventsRequest all;
+  Watch keeping_up(all);
+  const std::string pd = NewPd();
+  constexpr int kConnections = 60;  // about 6 events each
+  for (int i = 0; i < kConnections; ++i) {
+    CmPeer peer;
+    ASSERT_EQ(peer.Dial(Addr(), 7471, IssueToken(pd)).outcome, CmPeer::Outcome::kEstablished) << i;
+  }
+  // Now read the stalled stream: what it got before the cut, then the end.
+  v1::CmEvent e;
+  int got = 0;
+  while (stalled->Read(&e)) ++got;
+  grpc::Status end = stalled->Finish();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << end.error_message();
+  EXPECT_NE(end.error_message().find("dropped"), std::string::npos) << end.error_message();
+  EXPECT_NE(end.error_message().find("after_sequence = "), std::string::npos) << end.error_message();
+  EXPECT_LT(got, kConnections * 5);
+  // The other watcher saw the connections' events, through to the end.
+  int established = 0;  // each connection: one ESTABLISHED on rdmad's side
+  for (int i = 0; i < 500 && established < kConnections; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    established = keeping_up.CountType("RDMA_CM_EVENT_ESTABLISHED");
+  }
+  EXPECT_GE(established, kConnections);
+  for (int i = 0; i < 500; ++i) {
+    bool left = false;
+    for (const auto& id : ListIds()) left = left || (id.data_plane() && !id.listener().empty());
+    if (!left) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  DeletePd(pd);
 }
 
 TEST(CmConformance, HundredConnectionsSpreadOverTheWorkersAndAllGoAfterDisconnect) {

@@ -25,6 +25,7 @@ cat >"$work/rdmad.json" <<JSON
   "allowed_file_roots": ["/dev/shm"],
   "rdma_listen": ["10.0.2.15:7471"],
   "cm_workers": 2,
+  "watch_buffer": 128,
   "log_level": "info"
 }
 JSON

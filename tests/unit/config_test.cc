@@ -191,4 +191,26 @@ TEST(LoadConfigTest, AMissingFileIsAnError) {
 }
 
 }  // namespace
+TEST(ParseConfigTest, RdmaCmKeys) {
+  absl::StatusOr<Config> c = ParseConfig(R"({"rdma_listen": ["10.0.2.15:7471", "[fe80::1]:7472"],
+                                             "cm_workers": 3, "pin_workers": 4, "watch_buffer": 64})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rdma_listen.size(), 2u);
+  EXPECT_EQ(c->cm_workers, 3);
+  EXPECT_EQ(c->pin_workers, 4);
+  EXPECT_EQ(c->watch_buffer, 64);
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(SplitHostPort("[fe80::1]:7472", "rdma_listen", &host, &port).ok());
+  EXPECT_EQ(host, "fe80::1");
+  EXPECT_EQ(port, 7472);
+  for (const char* bad : {R"({"rdma_listen": ["10.0.2.15"]})", R"({"rdma_listen": ["10.0.2.15:0"]})",
+                          R"({"rdma_listen": [":7471"]})", R"({"rdma_listen": ["10.0.2.15:70000"]})"}) {
+    EXPECT_TRUE(IsError(ParseConfig(bad), absl::StatusCode::kInvalidArgument, "rdma_listen")) << bad;
+  }
+  EXPECT_TRUE(IsError(ParseConfig(R"({"cm_workers": 0})"), absl::StatusCode::kInvalidArgument, "cm_workers"));
+  EXPECT_TRUE(IsError(ParseConfig(R"({"pin_workers": 65})"), absl::StatusCode::kInvalidArgument, "pin_workers"));
+  EXPECT_TRUE(IsError(ParseConfig(R"({"watch_buffer": 15})"), absl::StatusCode::kInvalidArgument, "watch_buffer"));
+}
+
 }  // namespace rdmad
