@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The rdmad demo: starts rdmad on this machine's verbs device, then does what an operator would with
 # rdmactl: look at the device, create a PD, register memory an application shares (a file in /dev/shm)
-# and memory rdmad allocates, bind a memory window over part of it, show it, rereg, see a refusal, and
-# tear it all down. Runs inside the Soft-RoCE guest via ./quickstart.sh demo; works on any host with a
+# and memory rdmad allocates, bind a memory window over part of it, show it, rereg, see a refusal; then
+# rdma_cm: rdmad's event channels, a connection token, a connection from an rdmad id to rdmad's own
+# token-checked data-plane listener, its events; and tear it all down. Runs inside the Soft-RoCE guest via ./quickstart.sh demo; works on any host with a
 # verbs device (RDMAD_DEMO_DEVICE, default: the first one).
 set -euo pipefail
 
@@ -13,7 +14,15 @@ sock=$work/rdmad.sock
 device=${RDMAD_DEMO_DEVICE:-$(ls /sys/class/infiniband | head -n 1)}
 [ -n "$device" ] || { echo "demo: no verbs device on this machine" >&2; exit 1; }
 
-"$bin/server/rdmad" --listen "unix:$sock" >"$work/rdmad.log" 2>&1 &
+# The address of the device's network interface, for rdmad's data-plane listener (RoCE; empty: none).
+netdev=$(rdma link show 2>/dev/null | awk -v d="$device/" '$2 ~ "^"d {for (i = 1; i < NF; i++) if ($i == "netdev") print $(i + 1)}' | head -n 1)
+addr=$([ -n "$netdev" ] && ip -4 -o addr show dev "$netdev" | awk '{print $4}' | cut -d/ -f1 | head -n 1 || true)
+listen='[]'
+[ -n "$addr" ] && listen="[\"$addr:7471\"]"
+cat >"$work/rdmad.json" <<JSON
+{ "listen": ["unix:$sock"], "rdma_listen": $listen }
+JSON
+"$bin/server/rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
 stop() {
   kill -TERM "$rdmad_pid" 2>/dev/null && wait "$rdmad_pid" 2>/dev/null
@@ -47,5 +56,27 @@ echo "# Deregistering a region while a window is bound is refused (ibv_dereg_mr(
 ctl delete mr mrs/1 || echo "(exit status $?)"
 ctl invalidate mw mws/1
 ctl delete mr mrs/1
+
+if [ -n "$addr" ]; then
+  echo
+  echo "# rdma_cm: event channels are dispatcher threads; rdmad's data-plane listener is cmids/1."
+  ctl get channels -o wide
+  ctl get cmids -o wide
+  echo
+  echo "# A single-use token for the listener, and a connection that presents it (rdmad to itself here;"
+  echo "# any rdma_cm client on any machine does the same: docs/PROTOCOL.md)."
+  token=$("$bin/cli/rdmactl" --server "unix:$sock" create token --pd pds/1 --ttl 30s 2>/dev/null | awk '/^token:/ {print $2}')
+  echo "token issued (a secret: not shown)"
+  ctl create cmid --pd pds/1
+  printf '\n$ rdmactl connect cmid cmids/2 --to %s:7471 --data-hex "$TOKEN"\n' "$addr"
+  "$bin/cli/rdmactl" --server "unix:$sock" connect cmid cmids/2 --to "$addr:7471" --data-hex "$token"
+  ctl get cmids -o wide
+  ctl get qps
+  ctl events --type established
+  ctl delete cmid cmids/2
+  # The accepted side goes when its peer disconnects.
+  for _ in $(seq 1 50); do "$bin/cli/rdmactl" --server "unix:$sock" get cmids/3 >/dev/null 2>&1 || break; sleep 0.1; done
+  ctl get cmids
+fi
 ctl delete pd pds/1 --cascade
 ctl get pds
