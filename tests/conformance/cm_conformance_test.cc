@@ -117,6 +117,29 @@ std::vector<v1::CmId> ListIds() {
   EXPECT_TRUE(Call(Api().ids.get(), &v1::CmIds::Stub::ListCmIds, v1::ListCmIdsRequest(), &resp).ok());
   return {resp.cm_ids().begin(), resp.cm_ids().end()};
 }
+// Waits (bounded) for the connect request that reached `listener`; returns the new id's name ("" if none).
+std::string WaitConnectRequest(const std::string& listener) {
+  for (int i = 0; i < 2000; ++i) {
+    for (const v1::CmId& id : ListIds()) {
+      if (id.listener() == listener && id.state() == v1::CM_CONNECT_REQUEST) return id.name();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "";
+}
+
+// Waits (bounded) until rdmad holds no accepted data-plane connection; returns how many are left.
+int WaitDataPlaneConnectionsGone() {
+  int left = 0;
+  for (int i = 0; i < 3000; ++i) {
+    left = 0;
+    for (const auto& id : ListIds()) left += id.data_plane() && !id.listener().empty();
+    if (left == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return left;
+}
+
 grpc::Status Migrate(const std::string& id, const std::string& channel, v1::CmId* out) {
   v1::MigrateCmIdRequest r;
   r.set_name(id);
@@ -204,13 +227,7 @@ std::pair<v1::CmId, v1::CmId> ConnectPair(const std::string& pd, int port, const
   v1::CmId connected;
   grpc::Status connect_status;
   std::thread connector([&] { connect_status = Call(Api().ids.get(), &v1::CmIds::Stub::Connect, c, &connected); });
-  std::string passive;
-  for (int i = 0; i < 2000 && passive.empty(); ++i) {
-    for (const v1::CmId& id : ListIds()) {
-      if (id.listener() == listener.name() && id.state() == v1::CM_CONNECT_REQUEST) passive = id.name();
-    }
-    if (passive.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::string passive = WaitConnectRequest(listener.name());
   EXPECT_FALSE(passive.empty()) << "no connect request reached the listener";
   v1::AcceptRequest a;
   a.set_name(passive);
@@ -366,12 +383,7 @@ TEST(CmConformance, BadTokensAreRejectedWithTheDocumentedReasonAndTheListenerKee
   CmPeer after;
   EXPECT_EQ(after.Dial(Addr(), 7471, IssueToken(pd)).outcome, CmPeer::Outcome::kEstablished);
   after.Disconnect();
-  for (int i = 0; i < 500; ++i) {
-    bool left = false;
-    for (const auto& id : ListIds()) left = left || (id.data_plane() && !id.listener().empty());
-    if (!left) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_EQ(WaitDataPlaneConnectionsGone(), 0);
   DeletePd(pd);
 }
 
@@ -423,13 +435,7 @@ TEST(CmConformance, AnIdMigratedBeforeConnectGetsEstablishedOnItsNewChannel) {
   grpc::Status connect_status;
   v1::CmId connected;
   std::thread connector([&] { connect_status = Call(Api().ids.get(), &v1::CmIds::Stub::Connect, c, &connected); });
-  std::string passive;
-  for (int i = 0; i < 2000 && passive.empty(); ++i) {
-    for (const auto& id : ListIds()) {
-      if (id.listener() == listener.name() && id.state() == v1::CM_CONNECT_REQUEST) passive = id.name();
-    }
-    if (passive.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::string passive = WaitConnectRequest(listener.name());
   ASSERT_FALSE(passive.empty());
   v1::AcceptRequest a;
   a.set_name(passive);
@@ -521,12 +527,7 @@ TEST(CmConformance, AWatcherThatNeverReadsIsCutOffWithACountWhileAnotherKeepsUp)
     established = keeping_up.CountType("RDMA_CM_EVENT_ESTABLISHED");
   }
   EXPECT_GE(established, kConnections);
-  for (int i = 0; i < 500; ++i) {
-    bool left = false;
-    for (const auto& id : ListIds()) left = left || (id.data_plane() && !id.listener().empty());
-    if (!left) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_EQ(WaitDataPlaneConnectionsGone(), 0);
   DeletePd(pd);
 }
 
@@ -558,13 +559,7 @@ TEST(CmConformance, HundredConnectionsSpreadOverTheWorkersAndAllGoAfterDisconnec
   EXPECT_GE(per_channel.size(), 2u) << "accepted connections were not spread over the worker channels";
   for (const auto& [ch, n] : per_channel) EXPECT_GE(n, kConnections / 4) << ch;
   peers.clear();  // each disconnects
-  int left = -1;
-  for (int i = 0; i < 3000 && left != 0; ++i) {
-    left = 0;
-    for (const auto& id : ListIds()) left += id.data_plane() && !id.listener().empty();
-    if (left) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(left, 0);
+  EXPECT_EQ(WaitDataPlaneConnectionsGone(), 0);
   DeletePd(pd);
 }
 
