@@ -32,6 +32,11 @@ absl::Status CheckPrivateData(const std::string& data, size_t max, const char* w
 
 }  // namespace
 
+bool CmManager::Quiescing() const {
+  absl::MutexLock lock(&mu_);
+  return quiescing_;
+}
+
 v1::CmIdState CmManager::StateOf(const Id* id) const {
   absl::MutexLock lock(&mu_);
   return id->state;
@@ -135,6 +140,8 @@ void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) 
     if (state != v1::CM_IDLE || id->cm == nullptr || id->connect_done) {
       return std::move(done)(WrongState(request.name(), state, "only an idle id can connect"));
     }
+    // After Quiesce nothing may wait for an event: the server is about to stop.
+    if (Quiescing()) return std::move(done)(absl::UnavailableError("rdmad is shutting down"));
     if (pd.empty()) return std::move(done)(FailedPrecondition("name", absl::StrCat(request.name(), " has no PD for its QP")));
     id->connect_done = std::move(done);
     id->connect_data = request.private_data();

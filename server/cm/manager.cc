@@ -216,6 +216,9 @@ absl::Status CmManager::DeleteChannel(const std::string& name) {
     channels_.erase(ch->id);
   }
   events_.CloseChannel(name);
+  // Work queued on its loop before the channel left the index (an operation that followed a migrated id
+  // there) runs first: it re-posts itself to the id's new channel. Nothing can be queued after.
+  owned->loop->RunSync([] {});
   owned.reset();  // the loop stops and joins, then rdma_destroy_event_channel
   RDMAD_LOG_INFO("%s deleted", name.c_str());
   return absl::OkStatus();

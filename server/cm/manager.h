@@ -137,6 +137,7 @@ class CmManager {
   v1::EventChannel ToProto(const Channel& ch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::CmId Snapshot(const Id* id) const;
   v1::CmIdState StateOf(const Id* id) const;
+  bool Quiescing() const;
 
   fabric::CmFabric* const cm_;
   Registry* const registry_;

@@ -555,6 +555,14 @@ TEST_F(CmManagerTest, CmEventsFlowWhileABindIsHeldInsideTheFabric) {
   EXPECT_TRUE(registry_->DeletePd(del).ok());
 }
 
+TEST_F(CmManagerTest, AfterQuiesceAConnectIsRefusedRatherThanLeftWaiting) {
+  Build();
+  v1::CmId id = NewId();
+  manager_->Quiesce();
+  absl::StatusOr<v1::CmId> r = Run([&](Done<v1::CmId> d) { manager_->Connect(ConnectReq(id.name(), 7497), std::move(d)); });
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(CmManagerWithoutRdmaCm, AnswersUnavailableRatherThanEmpty) {
   auto ledger = std::make_shared<fake::FakeLedger>();
   Registry registry(std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")},
