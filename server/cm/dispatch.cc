@@ -241,7 +241,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   Redemption r = tokens_->Redeem(private_data);
   if (!r.accepted()) {
     RDMAD_LOG_INFO("cmids/%llu: data-plane connect from %s rejected: %s (%s)", static_cast<unsigned long long>(id->id),
-                   id->remote.host.c_str(), RejectReasonName(r.reason), r.detail.c_str());
+                   id->remote.host.c_str(), std::string(RejectReasonName(r.reason)).c_str(), r.detail.c_str());
     if (absl::Status s = id->cm->Reject(EncodeReject(r.reject())); !s.ok()) {
       RDMAD_LOG_WARN("rdma_reject failed: %s", std::string(s.message()).c_str());
     }

@@ -167,7 +167,13 @@ void VerbsCmId::set_key(uint64_t key) {
 absl::Status VerbsCmId::Bind(const fabric::SockAddr& local) {
   RDMAD_ASSIGN_OR_RETURN(sockaddr_storage ss, ToSockaddr(local));
   if (int ret = rdma_bind_addr(id_, reinterpret_cast<sockaddr*>(&ss)); ret != 0) {
-    return WithField(FromRdmaCm("rdma_bind_addr", ret), "address");
+    const int err = errno;
+    // Not an address of this host: the caller's mistake, not a conflict (errno maps to ALREADY_EXISTS).
+    if (err == EADDRNOTAVAIL) {
+      return ErrnoError(absl::StatusCode::kInvalidArgument, "rdma_bind_addr", err,
+                        absl::StrCat(local.host, " is not an address of this host"), "address");
+    }
+    return WithField(ErrnoError("rdma_bind_addr", err), "address");
   }
   return absl::OkStatus();
 }

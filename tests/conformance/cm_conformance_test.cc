@@ -254,6 +254,22 @@ TEST(CmConformance, ChannelsAreDispatchersWithTheirOwnThreads) {
   EXPECT_TRUE(listener);
 }
 
+TEST(CmConformance, ListeningOnAnAddressOfAnotherHostIsInvalidArgument) {
+  const std::string pd = NewPd();
+  v1::CmId id = NewId(pd);
+  v1::ListenRequest listen;
+  listen.set_name(id.name());
+  listen.mutable_address()->set_address("10.9.9.9");
+  listen.mutable_address()->set_port(7000);
+  v1::CmId out;
+  grpc::Status s = Call(Api().ids.get(), &v1::CmIds::Stub::Listen, listen, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("not an address of this host"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("EADDRNOTAVAIL"), std::string::npos) << s.error_message();
+  ASSERT_RPC_OK(DeleteId(id.name()));
+  DeletePd(pd);
+}
+
 TEST(CmConformance, RdmadConnectsToRpingServer) {
   const std::string pd = NewPd();
   pid_t rping = 0;

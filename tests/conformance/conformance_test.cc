@@ -132,7 +132,9 @@ void ExpectError(const absl::Status& s, absl::StatusCode code, const std::string
   EXPECT_EQ(s.code(), code) << s.message();
   v1::ErrorDetail d = Detail(s);
   EXPECT_EQ(d.field(), field) << s.message();
-  if (!errno_name.empty()) EXPECT_EQ(d.errno_name(), errno_name) << s.message();
+  if (!errno_name.empty()) {
+    EXPECT_EQ(d.errno_name(), errno_name) << s.message();
+  }
   EXPECT_FALSE(s.message().empty());
 }
 

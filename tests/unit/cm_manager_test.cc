@@ -336,7 +336,9 @@ struct Client {
     for (const char* want : {"ADDR", "ROUTE"}) {
       std::vector<fabric::CmEvent> e = Wait();
       EXPECT_EQ(e.size(), 1u) << want;
-      if (std::string(want) == "ADDR") EXPECT_TRUE(id->ResolveRoute(1000).ok());
+      if (std::string(want) == "ADDR") {
+        EXPECT_TRUE(id->ResolveRoute(1000).ok());
+      }
     }
     EXPECT_TRUE(id->Connect(data).ok());
     std::vector<fabric::CmEvent> e = Wait();
