@@ -79,8 +79,11 @@ struct QpEntry {
   std::string cm_id;  // "cmids/4" for a borrowed QP
   fabric::Qp* get() const { return qp ? qp.get() : borrowed; }
   fabric::QpEndpoint local;
-  // As of rdmad's last operation on the QP or the last completion on it.
+  // As of the last query of the device (GetQp, ListQps), rdmad's last operation on the QP, or the last
+  // completion on it.
   fabric::QpState state = fabric::QpState::kInit;
+  // GetQp/ListQps querying the device without mu_: the QP is not destroyed while any is (deletion waits).
+  int readers = 0;
   bool has_remote = false;
   fabric::QpEndpoint remote;
   std::map<uint64_t, MwEntry*> windows;  // bound (or being bound) through it, type 1 and type 2

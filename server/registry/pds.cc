@@ -134,6 +134,7 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
       return WithContext(failed, absl::StrCat("released so far: ", absl::StrJoin(response.deleted(), ", ")));
     }
     for (auto& [id, q] : pd->qps) {
+      AwaitNoReaders(*q);  // a GetQp querying it finishes first
       qps.push_back(std::move(qps_[id]));
       qps_.erase(id);
       response.add_deleted(Name("qps", id));

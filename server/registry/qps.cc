@@ -69,17 +69,46 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
   return out;
 }
 
-absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
+std::vector<v1::QueuePair> Registry::QueryAndConvert(const std::vector<QpEntry*>& pinned) const {
+  // Pinned by the caller (`readers`: deletion waits), queried without mu_: a remote access error moves a
+  // QP to ERROR without any completion of rdmad's, and this is where it shows.
+  std::vector<fabric::QpState> states;
+  for (QpEntry* e : pinned) states.push_back(e->get()->state());
   absl::MutexLock lock(&mu_);
-  RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "name"));
-  return ToProto(*e);
+  std::vector<v1::QueuePair> out;
+  for (size_t i = 0; i < pinned.size(); ++i) {
+    QpEntry* e = pinned[i];
+    if (states[i] != fabric::QpState::kUnknown) e->state = states[i];
+    e->readers--;
+    out.push_back(ToProto(*e));
+  }
+  return out;
+}
+
+void Registry::AwaitNoReaders(QpEntry& e) const {
+  mu_.Await(absl::Condition(+[](QpEntry* q) { return q->readers == 0; }, &e));
+}
+
+absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
+  QpEntry* e = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(e, FindQp(name, "name"));
+    e->readers++;
+  }
+  return QueryAndConvert({e}).front();
 }
 
 std::vector<v1::QueuePair> Registry::ListQps() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::QueuePair> out;
-  for (const auto& [id, e] : qps_) out.push_back(ToProto(*e));
-  return out;
+  std::vector<QpEntry*> pinned;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, e] : qps_) {
+      e->readers++;
+      pinned.push_back(e.get());
+    }
+  }
+  return QueryAndConvert(pinned);
 }
 
 absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& request) {
@@ -138,6 +167,8 @@ absl::Status Registry::DeleteQp(const std::string& name) {
       w->qp = nullptr;
       w->binding.clear_qp();
     }
+    e->busy = "DeleteQp";
+    AwaitNoReaders(*e);  // a GetQp querying it finishes first
     e->pd->qps.erase(e->id);
     owned = std::move(qps_[e->id]);
     qps_.erase(e->id);
@@ -217,6 +248,8 @@ absl::Status Registry::ReleaseCmQp(const std::string& name, bool force, const st
       windows.push_back(std::move(mws_[w->id]));
       mws_.erase(w->id);
     }
+    e->busy = "ReleaseCmQp";
+    AwaitNoReaders(*e);  // a GetQp querying it finishes first
     e->pd->qps.erase(e->id);
     qps_.erase(e->id);  // borrowed: the QP itself is destroyed with its CM id
   }

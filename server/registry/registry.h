@@ -16,7 +16,8 @@
 //     bookkeeping and never across a verbs call: an operation reserves what it needs under mu_ (marks the
 //     entries busy, counts a pending registration), calls the fabric without it, and commits under mu_.
 //     A second operation on a reserved object gets ABORTED ("... in progress; retry"); removal of a parent
-//     with a reserved child is refused the same way.
+//     with a reserved child is refused the same way. GetQp/ListQps query a QP's state without mu_, the
+//     entry pinned by a reader count that deletion waits for (AwaitNoReaders).
 //   - One dispatcher (dispatch::EventLoop "dev-NAME") per device drains its completion channel: bind and
 //     invalidate completions run their commit there. Nothing waits for a completion.
 //   - A worker pool maps and pins memory (RegisterMr, ReregisterMr), then commits.
@@ -154,6 +155,12 @@ class Registry {
   void FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
                   absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done);
   absl::StatusOr<v1::ReregisterMrResponse> ReregWorkAndCommit(MrEntry* e, ReregPlan plan);
+
+  // GetQp/ListQps: the device's view of each QP's state, queried without mu_; the entries come pinned
+  // (readers++ under mu_) and leave unpinned.
+  std::vector<v1::QueuePair> QueryAndConvert(const std::vector<QpEntry*>& pinned) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits (releasing mu_) until no GetQp/ListQps is querying the entry's QP. Call before destroying it.
+  void AwaitNoReaders(QpEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   v1::ProtectionDomain ToProto(const PdEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::MemoryRegion ToProto(const MrEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -22,6 +22,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -264,7 +266,20 @@ class Conformance : public ::testing::Test {
     ibv_wc_status st = peer->Read(remote_addr, rkey, length, &error);
     EXPECT_TRUE(error.empty()) << error;
     last_peer_ = peer;
+    last_qp_ = *qp;
     return st;
+  }
+
+  // rdmad's view of one of its QPs, polled (bounded) until it reports `want`; returns the last state seen.
+  v1::QpState WaitQpState(const std::string& qp, v1::QpState want) {
+    v1::QpState seen = v1::QP_STATE_UNSPECIFIED;
+    for (int i = 0; i < 100 && seen != want; ++i) {
+      absl::StatusOr<v1::QueuePair> q = Rdmad().GetQp(qp);
+      if (!q.ok()) return seen;
+      seen = q->state();
+      if (seen != want) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return seen;
   }
 
   void ExpectPattern(const TestPeer* peer, int seed, uint64_t file_offset, uint32_t length) {
@@ -282,6 +297,7 @@ class Conformance : public ::testing::Test {
   std::vector<std::string> files_;
   std::vector<std::unique_ptr<TestPeer>> peers_;
   TestPeer* last_peer_ = nullptr;
+  std::string last_qp_;  // rdmad's QP of the last ReadOnFreshLink
 };
 
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
@@ -616,6 +632,8 @@ TEST_F(Conformance, Type1WindowReadsExactlyItsRange) {
   ExpectPattern(last_peer_, 8, off + len - 1, 1);
   EXPECT_EQ(ReadOnFreshLink(pd, start - 1, w.rkey(), 1), IBV_WC_REM_ACCESS_ERR) << "one byte before the window";
   EXPECT_EQ(ReadOnFreshLink(pd, start + len, w.rkey(), 1), IBV_WC_REM_ACCESS_ERR) << "one byte past the window";
+  // The failed read moved rdmad's QP to ERROR without any completion of rdmad's: GetQp asks the device.
+  EXPECT_EQ(WaitQpState(last_qp_, v1::QP_ERROR), v1::QP_ERROR) << last_qp_;
   EXPECT_EQ(ReadOnFreshLink(pd, start, w.rkey(), len + 1), IBV_WC_REM_ACCESS_ERR) << "spanning the end";
   EXPECT_EQ(ReadOnFreshLink(pd, mr.addr(), mr.rkey(), 1), IBV_WC_REM_ACCESS_ERR) << "the MR's own rkey";
   // Invalidation revokes the key for real.

@@ -185,6 +185,11 @@ void FakeLedger::SetRegMrHook(std::function<void()> hook) {
   reg_mr_hook_ = std::move(hook);
 }
 
+void FakeLedger::ForceQpError(uint32_t qpn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  forced_error_qpns_.insert(qpn);
+}
+
 void FakeLedger::HoldCompletions() {
   std::lock_guard<std::mutex> lock(mu_);
   held_ = true;
@@ -335,7 +340,7 @@ class FakeQp final : public fabric::Qp {
   fabric::QpEndpoint local() const override { return local_; }
   fabric::QpState state() const override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
-    return state_;
+    return ledger_->forced_error_qpns_.count(local_.qpn) ? fabric::QpState::kError : state_;
   }
 
   absl::Status Connect(const fabric::QpEndpoint& remote) override {

@@ -40,6 +40,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -108,6 +109,8 @@ class FakeLedger {
   void FailNextCreateQp(int err);
   // Runs inside every Pd::RegMr, before the registration, without any lock held.
   void SetRegMrHook(std::function<void()> hook);
+  // Moves a live QP to the error state behind the registry's back, as a peer's bad RDMA access does.
+  void ForceQpError(uint32_t qpn);
 
   // --- completions. A posted bind or invalidation takes effect in the fake at once, but its completion
   // is delivered like the verbs backend's: through the device's completion fd, to whoever calls
@@ -165,6 +168,7 @@ class FakeLedger {
   std::deque<ReregScript> rereg_script_;
   int fail_bind_ = 0, fail_invalidate_ = 0;
   std::function<void()> reg_mr_hook_;
+  std::set<uint32_t> forced_error_qpns_;
 
   struct Completion {
     std::string device;

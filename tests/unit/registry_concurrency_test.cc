@@ -200,6 +200,32 @@ TEST_F(ConcurrencyTest, ShutdownWithACompletionStillInsideTheFabricDoesNotHangOr
   EXPECT_FALSE(bind.arrived.HasBeenNotified());  // never finished: its RPC was cancelled by the server first
 }
 
+TEST_F(ConcurrencyTest, GetQpAndListQpsAskTheDeviceOutsideTheLock) {
+  const std::string pd = NewPd(), qp = NewQp(pd);
+  v1::QueuePair before = registry_->GetQp(qp).value();
+  EXPECT_EQ(before.state(), v1::QP_RTS);
+  ledger_->ForceQpError(before.local().qpn());  // a peer's bad read, which rdmad sees no completion of
+  EXPECT_EQ(registry_->GetQp(qp).value().state(), v1::QP_ERROR);
+  std::vector<v1::QueuePair> all = registry_->ListQps();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].state(), v1::QP_ERROR);
+  // Readers and deleters side by side: nothing is destroyed under a query (the fake would flag it).
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) registry_->ListQps();
+  });
+  for (int i = 0; i < 50; ++i) {
+    const std::string q = NewQp(pd);
+    EXPECT_TRUE(registry_->DeleteQp(q).ok());
+  }
+  stop = true;
+  reader.join();
+  EXPECT_TRUE(registry_->DeleteQp(qp).ok());
+  v1::DeletePdRequest del;
+  del.set_name(pd);
+  EXPECT_TRUE(registry_->DeletePd(del).ok());
+}
+
 TEST_F(ConcurrencyTest, ManyThreadsBindAndInvalidateTheirOwnWindowsWhileOthersList) {
   const std::string pd = NewPd(), mr = NewMr(pd), qp = NewQp(pd);
   constexpr int kThreads = 4, kRounds = 50;
