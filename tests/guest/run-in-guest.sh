@@ -37,33 +37,21 @@
 set -euo pipefail
 
 readonly PROG=run-in-guest
+readonly USAGE="[--timeout SECS] [--out DIR] [--env NAME[=VAL]] [-v] -- COMMAND [ARGS...]"
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 readonly HERE
-readonly EXIT_TIMEOUT=124 EXIT_HARNESS=125
-
-err() { echo "$PROG: error: $*" >&2; }
-warn() { echo "$PROG: warning: $*" >&2; }
-usage_error() { err "$*"; echo "usage: $0 [--timeout SECS] [--out DIR] [--env NAME[=VAL]] [-v] -- COMMAND [ARGS...]" >&2; exit "$EXIT_HARNESS"; }
-verbose=0
-info() { ((verbose)) && echo "$PROG: $*" >&2; return 0; }
+# shellcheck source=harness-lib.sh
+source "$HERE/harness-lib.sh" || { echo "$PROG: error: $HERE/harness-lib.sh is missing" >&2; exit 125; }
 
 # ---- arguments -----------------------------------------------------------------------------------
-timeout_s=600
-out_dir=
-extra_env=()
 net=user
 addr=10.0.2.15/24
 mac=
 guest_name=
 ready_file=
 while (($#)); do
+  if common_option "$@"; then shift "$nshift"; continue; fi
   case "$1" in
-    --timeout) (($# >= 2)) || usage_error "--timeout needs a value"; timeout_s=$2; shift 2 ;;
-    --timeout=*) timeout_s=${1#*=}; shift ;;
-    --out) (($# >= 2)) || usage_error "--out needs a value"; out_dir=$2; shift 2 ;;
-    --out=*) out_dir=${1#*=}; shift ;;
-    --env) (($# >= 2)) || usage_error "--env needs a value"; extra_env+=("$2"); shift 2 ;;
-    --env=*) extra_env+=("${1#*=}"); shift ;;
     --net) (($# >= 2)) || usage_error "--net needs a value"; net=$2; shift 2 ;;
     --net=*) net=${1#*=}; shift ;;
     --addr) (($# >= 2)) || usage_error "--addr needs a value"; addr=$2; shift 2 ;;
@@ -74,15 +62,12 @@ while (($#)); do
     --name=*) guest_name=${1#*=}; shift ;;
     --ready-file) (($# >= 2)) || usage_error "--ready-file needs a value"; ready_file=$2; shift 2 ;;
     --ready-file=*) ready_file=${1#*=}; shift ;;
-    -v|--verbose) verbose=1; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) usage_error "unexpected argument '$1' (put the command after --)" ;;
   esac
 done
 (($#)) || usage_error "no COMMAND given"
-[[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || usage_error "--timeout must be a positive integer, got '$timeout_s'"
-[[ ${RDMAD_GUEST_VERBOSE:-0} == 1 ]] && verbose=1
+check_common_options
 [[ $net =~ ^(user|(listen|connect):[A-Za-z0-9.-]+:[0-9]+)$ ]] || usage_error "--net must be user, listen:HOST:PORT or connect:HOST:PORT, got '$net'"
 [[ $addr =~ ^[0-9]+(\.[0-9]+){3}/[0-9]+$ ]] || usage_error "--addr must be an IPv4 CIDR like 10.0.3.1/24, got '$addr'"
 [[ -z $mac || $mac =~ ^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$ ]] || usage_error "--mac must look like 52:54:00:12:34:56, got '$mac'"
@@ -96,10 +81,7 @@ for v in boot_timeout ready_timeout smp; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || usage_error "$v must be a positive integer, got '${!v}'"
 done
 
-((EUID == 0)) || { err "must run as root (QEMU's 9p export of / needs it)"; exit "$EXIT_HARNESS"; }
-for tool in qemu-system-x86_64 timeout setpriv tail; do
-  command -v "$tool" >/dev/null || { err "$tool not found (see deploy/install-deps.sh)"; exit "$EXIT_HARNESS"; }
-done
+check_host qemu-system-x86_64 timeout setpriv tail
 
 # POSIX-sh single-quoting (the guest runs the command with /bin/sh, i.e. dash).
 sh_quote() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
@@ -132,9 +114,6 @@ initrd=$(sed -n 's/^INITRD=//p' <<<"$boot_files")
 # ---- per-run state (no fixed names in shared places) ---------------------------------------------
 ctl=
 qpid=
-tail_pids=()
-own_out=0
-harness_ok=0
 
 stop_qemu() {
   [[ -n $qpid ]] || return 0
@@ -149,17 +128,6 @@ stop_qemu() {
   qpid=
 }
 
-# $1 = seconds to let the tails drain the output files (they exit by themselves once QEMU is gone).
-stop_tails() {
-  local p grace=$((${1:-0} * 10))
-  for p in "${tail_pids[@]}"; do
-    while ((grace > 0)) && kill -0 "$p" 2>/dev/null; do sleep 0.1; grace=$((grace - 1)); done
-    kill "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  tail_pids=()
-}
-
 # shellcheck disable=SC2317 # invoked by the EXIT trap
 cleanup() {
   local rc=$?
@@ -167,27 +135,11 @@ cleanup() {
   stop_qemu
   stop_tails
   [[ -n $ctl ]] && rm -rf -- "$ctl"
-  if ((own_out)); then
-    # Kept only when the harness itself failed (boot, timeout, crash), for the console log.
-    if ((harness_ok || rc >= 128)); then rm -rf -- "$out_dir"
-    else echo "$PROG: guest logs kept in $out_dir" >&2
-    fi
-  fi
+  finish_out_dir "$rc"
   exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-if [[ -n $out_dir ]]; then
-  mkdir -p -- "$out_dir" || { err "cannot create --out dir $out_dir"; exit "$EXIT_HARNESS"; }
-  out_dir=$(cd -- "$out_dir" && pwd -P)
-else
-  out_dir=$(mktemp -d "${TMPDIR:-/tmp}/rdmad-guest-out.XXXXXX")
-  out_dir=$(cd -- "$out_dir" && pwd -P)
-  own_out=1
-fi
+install_traps
+prepare_out_dir
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/rdmad-guest-ctl.XXXXXX")
 cp "$HERE/guest-init.sh" "$ctl/guest-init.sh"
 {
@@ -204,10 +156,8 @@ cp "$HERE/guest-init.sh" "$ctl/guest-init.sh"
 # QEMU option values: a comma is written as two.
 qesc() { printf '%s' "${1//,/,,}"; }
 
-now() { local t=$EPOCHREALTIME; echo "${t/./}"; } # microseconds
 t_start=$(now)
 deadline=$((t_start + timeout_s * 1000000))
-secs() { printf '%d.%01d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); } # us -> "S.d"
 
 console=$out_dir/guest-console${guest_name:+-$guest_name}.log
 

@@ -33,59 +33,39 @@
 set -euo pipefail
 
 readonly PROG=run-two-guests
+readonly USAGE="[--timeout SECS] [--out DIR] [--env NAME[=VAL]] [-v] --a 'COMMAND_A' --b 'COMMAND_B'"
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 readonly HERE RUN=$HERE/run-in-guest.sh
-readonly EXIT_TIMEOUT=124 EXIT_HARNESS=125
+# shellcheck source=harness-lib.sh
+source "$HERE/harness-lib.sh" || { echo "$PROG: error: $HERE/harness-lib.sh is missing" >&2; exit 125; }
 readonly SIDES=(a b)
 declare -rA ADDR=([a]=10.0.3.1 [b]=10.0.3.2) MAC=([a]=52:54:00:00:03:01 [b]=52:54:00:00:03:02)
 declare -rA PEER=([a]=b [b]=a) LABEL=([a]=A [b]=B)
 
-err() { echo "$PROG: error: $*" >&2; }
-warn() { echo "$PROG: warning: $*" >&2; }
-usage_error() { err "$*"; echo "usage: $0 [--timeout SECS] [--out DIR] [--env NAME[=VAL]] [-v] --a 'COMMAND_A' --b 'COMMAND_B'" >&2; exit "$EXIT_HARNESS"; }
-verbose=0
-info() { ((verbose)) && echo "$PROG: $*" >&2; return 0; }
-
 # ---- arguments -----------------------------------------------------------------------------------
-timeout_s=600
-out_dir=
 declare -A cmd=()
-pass=() # options handed to both run-in-guest.sh
 while (($#)); do
+  if common_option "$@"; then shift "$nshift"; continue; fi
   case "$1" in
     --a|--b) (($# >= 2)) || usage_error "$1 needs a command"; cmd[${1#--}]=$2; shift 2 ;;
     --a=*|--b=*) side=${1%%=*}; cmd[${side#--}]=${1#*=}; shift ;;
-    --timeout) (($# >= 2)) || usage_error "--timeout needs a value"; timeout_s=$2; shift 2 ;;
-    --timeout=*) timeout_s=${1#*=}; shift ;;
-    --out) (($# >= 2)) || usage_error "--out needs a value"; out_dir=$2; shift 2 ;;
-    --out=*) out_dir=${1#*=}; shift ;;
-    --env) (($# >= 2)) || usage_error "--env needs a value"; pass+=(--env "$2"); shift 2 ;;
-    --env=*) pass+=(--env "${1#*=}"); shift ;;
-    -v|--verbose) verbose=1; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unexpected argument '$1'" ;;
   esac
 done
 [[ -n ${cmd[a]:-} && -n ${cmd[b]:-} ]] || usage_error "both --a and --b are needed"
-[[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || usage_error "--timeout must be a positive integer, got '$timeout_s'"
-[[ ${RDMAD_GUEST_VERBOSE:-0} == 1 ]] && verbose=1
+check_common_options
+pass=() # options handed to both run-in-guest.sh
+for e in "${extra_env[@]}"; do pass+=(--env "$e"); done
 ((verbose)) && pass+=(-v)
 export RDMAD_GUEST_MEM=${RDMAD_GUEST_MEM:-1G}
 
-((EUID == 0)) || { err "must run as root (QEMU's 9p export of / needs it)"; exit "$EXIT_HARNESS"; }
-for tool in ss setpriv tail sed; do
-  command -v "$tool" >/dev/null || { err "$tool not found (see deploy/install-deps.sh)"; exit "$EXIT_HARNESS"; }
-done
+check_host ss setpriv tail sed
 [[ -x $RUN && -f $HERE/peer.sh ]] || { err "run-in-guest.sh and peer.sh must be next to this script"; exit "$EXIT_HARNESS"; }
 
 # ---- per-run state -------------------------------------------------------------------------------
 declare -A pid=() status=() note=()
 ctl=
-own_out=0
-tail_pids=()
 
-now() { local t=$EPOCHREALTIME; echo "${t/./}"; } # microseconds
-secs() { printf '%d.%01d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); } # us -> "S.d"
 t_start=$(now)
 deadline=$((t_start + timeout_s * 1000000))
 # run-in-guest.sh ends itself at the deadline (124) and stops QEMU within ~15 s; this is the backstop.
@@ -124,17 +104,6 @@ start_tails() {
 }
 
 # shellcheck disable=SC2317 # invoked by the EXIT trap
-stop_tails() {
-  local p grace=50
-  for p in "${tail_pids[@]}"; do
-    while ((grace > 0)) && kill -0 "$p" 2>/dev/null; do sleep 0.1; grace=$((grace - 1)); done
-    kill "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  tail_pids=()
-}
-
-# shellcheck disable=SC2317 # invoked by the EXIT trap
 describe() { # status of a side, in words
   local s=$1 rc=${status[$1]:-}
   case $rc in
@@ -152,30 +121,16 @@ cleanup() {
   local rc=$? s
   trap - EXIT INT TERM HUP
   for s in "${SIDES[@]}"; do stop_side "$s"; done
-  stop_tails
+  stop_tails 5
   [[ -n $ctl ]] && rm -rf -- "$ctl"
-  if ((own_out)); then
-    if ((rc == EXIT_TIMEOUT || rc == EXIT_HARNESS)); then echo "$PROG: guest logs kept in $out_dir" >&2
-    else rm -rf -- "$out_dir"
-    fi
-  fi
+  finish_out_dir "$rc"
   if [[ -n ${status[a]:-} || -n ${status[b]:-} ]]; then
     echo "$PROG: A (${ADDR[a]}): $(describe a); B (${ADDR[b]}): $(describe b)" >&2
   fi
   exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-if [[ -n $out_dir ]]; then
-  mkdir -p -- "$out_dir" || { err "cannot create --out dir $out_dir"; exit "$EXIT_HARNESS"; }
-else
-  out_dir=$(mktemp -d "${TMPDIR:-/tmp}/rdmad-guest-out.XXXXXX")
-  own_out=1
-fi
-out_dir=$(cd -- "$out_dir" && pwd -P)
+install_traps
+prepare_out_dir
 rm -f -- "$out_dir"/guest-{a,b}.status
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/rdmad-guest-pair.XXXXXX")
 
@@ -274,4 +229,5 @@ if ((rc == 0)); then
   ((status[a] == 0)) || rc=$((rc | 1))
   ((status[b] == 0)) || rc=$((rc | 2))
 fi
+((rc == EXIT_TIMEOUT || rc == EXIT_HARNESS)) || harness_ok=1
 exit "$rc"
