@@ -242,6 +242,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::BindMw(const v1::BindMwRequest& reque
 void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done) {
   MwEntry* w = nullptr;
   bool queued = false;
+  bool qp_in_error = false;  // type 2: its QP is known to be in the error state
   absl::StatusOr<v1::MemoryWindow> early = absl::UnknownError("");
   absl::Status refused = [&]() -> absl::Status {
     absl::MutexLock lock(&mu_);
@@ -257,36 +258,29 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
       return absl::OkStatus();
     }
     w->busy = "InvalidateMw";
+    qp_in_error = w->type == fabric::MwType::kType2 && w->qp != nullptr && w->qp->state == fabric::QpState::kError;
     return absl::OkStatus();
   }();
   if (queued) return;
   if (!refused.ok()) return std::move(done)(refused);
   if (early.ok()) return std::move(done)(std::move(early));
+  if (qp_in_error) {
+    // A LOCAL_INV posted there would only be flushed: revoke by replacing the window instead.
+    return FinishInvalidate(w, name, ReplaceWindow(*w), /*replaced=*/true, std::move(done));
+  }
 
   const bool type1 = w->type == fabric::MwType::kType1;
   // Type 2: invalidated on the QP it is bound on (reserved through the window's link to it).
   absl::StatusOr<fabric::Qp*> qp = type1 ? PrepareBindQp(*w->pd) : w->qp->get();
   auto finish = [this, w, name, type1](absl::Status s, Done<v1::MemoryWindow> done) {
-    std::unique_ptr<fabric::Mr> released;
-    absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
-    {
-      absl::MutexLock lock(&mu_);
-      w->busy = nullptr;
-      if (s.ok()) {
-        released = Unbind(*w);
-        out = ToProto(*w);
-      } else {
-        if (s.code() == absl::StatusCode::kAborted) {
-          if (type1) w->pd->bind_qp_state = fabric::QpState::kError;
-          else if (w->qp) w->qp->state = fabric::QpState::kError;
-        }
-        out = WithContext(s, name);
-      }
+    bool replaced = false;
+    if (!type1 && s.code() == absl::StatusCode::kAborted) {
+      // The LOCAL_INV's completion failed (a QP in the error state flushes it): the window is still
+      // bound, so revoke it by replacing it.
+      s = ReplaceWindow(*w);
+      replaced = true;
     }
-    released.reset();  // the window no longer references it
-    if (out.ok()) RDMAD_LOG_INFO("%s invalidated", name.c_str());
-    if (type1) ReleaseLane(*w->pd);
-    std::move(done)(std::move(out));
+    FinishInvalidate(w, name, std::move(s), replaced, std::move(done));
   };
   if (!qp.ok()) return finish(qp.status(), std::move(done));
   auto shared = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
@@ -294,6 +288,48 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
     finish(std::move(s), std::move(*shared));
   });
   if (!posted.ok()) finish(posted, std::move(*shared));
+}
+
+absl::Status Registry::ReplaceWindow(MwEntry& w) {
+  // ibv_dealloc_mw invalidates a window whatever the state of the QP it is bound on; a new one takes the
+  // name, unbound. The new window is allocated first, so a failure leaves the old one as it was.
+  absl::StatusOr<std::unique_ptr<fabric::Mw>> fresh = w.pd->pd->AllocMw(w.type);
+  if (!fresh.ok()) return WithContext(fresh.status(), "replacing the window to revoke it");
+  w.mw = std::move(fresh).value();  // ibv_dealloc_mw of the old one
+  return absl::OkStatus();
+}
+
+void Registry::FinishInvalidate(MwEntry* w, const std::string& name, absl::Status s, bool replaced,
+                                Done<v1::MemoryWindow> done) {
+  const bool type1 = w->type == fabric::MwType::kType1;
+  const uint32_t rkey = replaced && s.ok() ? w->mw->rkey() : 0;  // read before the lock: the new window's
+  std::unique_ptr<fabric::Mr> released;
+  absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
+  {
+    absl::MutexLock lock(&mu_);
+    w->busy = nullptr;
+    if (s.ok()) {
+      released = Unbind(*w);
+      if (replaced) {
+        w->rkey = rkey;
+        if (w->qp) w->qp->state = fabric::QpState::kError;
+      }
+      out = ToProto(*w);
+    } else {
+      if (s.code() == absl::StatusCode::kAborted) {
+        if (type1) w->pd->bind_qp_state = fabric::QpState::kError;
+        else if (w->qp) w->qp->state = fabric::QpState::kError;
+      }
+      out = WithContext(s, name);
+    }
+  }
+  released.reset();  // the window no longer references it
+  if (out.ok()) {
+    RDMAD_LOG_INFO("%s invalidated%s", name.c_str(),
+                   replaced ? " (its QP is in the error state: the window was deallocated and replaced)" : "");
+  }
+  if (type1) ReleaseLane(*w->pd);
+  std::move(done)(std::move(out));
 }
 
 absl::StatusOr<v1::MemoryWindow> Registry::InvalidateMw(const std::string& name) {

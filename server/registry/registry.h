@@ -154,6 +154,11 @@ class Registry {
 
   void FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
                   absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done);
+  // Invalidation's commit. `replaced`: the window was revoked by ReplaceWindow (its QP in error).
+  void FinishInvalidate(MwEntry* w, const std::string& name, absl::Status s, bool replaced,
+                        Done<v1::MemoryWindow> done);
+  // Reservation holder, without mu_: revokes a window by deallocating it, a new one taking its place.
+  absl::Status ReplaceWindow(MwEntry& w);
   absl::StatusOr<v1::ReregisterMrResponse> ReregWorkAndCommit(MrEntry* e, ReregPlan plan);
 
   // GetQp/ListQps: the device's view of each QP's state, queried without mu_; the entries come pinned

@@ -1626,17 +1626,35 @@ TEST_F(BindTest, InvalidateIsIdempotent) {
   EXPECT_EQ(ledger_->calls("invalidate"), before + 2);
 }
 
-TEST_F(BindTest, AFailedInvalidationLeavesTheWindowBound) {
+TEST_F(BindTest, AFlushedInvalidationStillRevokesByReplacingTheWindow) {
+  // A type 2 window whose QP went to the error state (a client's bad read) cannot be invalidated with
+  // LOCAL_INV: the work request is flushed. Revocation must still happen: the window is deallocated (which
+  // invalidates it) and a new one takes its name, unbound.
   v1::MemoryWindow bound =
       OK(registry_->BindMw(BindReq(w2_.name(), mr_.name(), 0, kPage, {v1::REMOTE_READ}, qp_.name())));
+  const uint64_t old_mw = ledger_->MwIdByRkey(bound.rkey());
   ledger_->FailNextInvalidate();
-  absl::StatusOr<v1::MemoryWindow> r = registry_->InvalidateMw(w2_.name());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr(w2_.name()));
-  EXPECT_TRUE(MessageDifferencer::Equals(Mw(w2_.name()), bound));
-  EXPECT_EQ(Mr(mr_.name()).bound_windows(), 1u);
-  EXPECT_EQ(Qp(qp_.name()).bound_windows(), 1u);
-  EXPECT_EQ(ErrnoOf(registry_->DeregisterMr(mr_.name())), EBUSY);
+  v1::MemoryWindow r = OK(registry_->InvalidateMw(w2_.name()));
+  EXPECT_FALSE(r.bound());
+  EXPECT_EQ(r.name(), w2_.name());
+  EXPECT_NE(r.rkey(), bound.rkey());
+  EXPECT_EQ(ledger_->MwIdByRkey(bound.rkey()), 0u);  // the old window is gone from the device
+  EXPECT_THAT(ledger_->events_of({"dealloc_mw"}), ::testing::Contains("dealloc_mw " + S(old_mw)));
+  EXPECT_EQ(Mr(mr_.name()).bound_windows(), 0u);
+  EXPECT_EQ(Qp(qp_.name()).bound_windows(), 0u);
+  EXPECT_OK(registry_->DeregisterMr(mr_.name()));
+}
+
+TEST_F(BindTest, AWindowOnAQpKnownToBeInErrorIsReplacedWithoutPostingOnIt) {
+  v1::MemoryWindow bound =
+      OK(registry_->BindMw(BindReq(w2_.name(), mr_.name(), 0, kPage, {v1::REMOTE_READ}, qp_.name())));
+  ledger_->ForceQpError(Qp(qp_.name()).local().qpn());  // a peer's bad read; GetQp (above) saw it
+  EXPECT_EQ(Qp(qp_.name()).state(), v1::QP_ERROR);
+  const int posted = ledger_->calls("invalidate");
+  v1::MemoryWindow r = OK(registry_->InvalidateMw(w2_.name()));
+  EXPECT_FALSE(r.bound());
+  EXPECT_EQ(ledger_->calls("invalidate"), posted);  // nothing posted on the dead QP
+  EXPECT_EQ(ledger_->MwIdByRkey(bound.rkey()), 0u);
 }
 
 TEST_F(BindTest, BoundsRegionsArePrivateAndReleasedWithTheirWindow) {
