@@ -148,10 +148,6 @@ void EventHub::WakeUp(Watcher& w) {
   if (wake) wake();
 }
 
-uint64_t EventHub::last_sequence() const {
-  absl::MutexLock lock(&mu_);
-  return next_sequence_ - 1;
-}
 
 absl::StatusOr<std::string> CanonicalEventName(const std::string& name) {
   const std::string full = absl::StartsWith(name, "RDMA_CM_EVENT_") ? name : absl::StrCat("RDMA_CM_EVENT_", name);

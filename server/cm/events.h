@@ -83,7 +83,6 @@ class EventHub {
   void CloseChannel(const std::string& channel);
   void CloseCmId(const std::string& cm_id);
   void CloseAll(absl::Status status);
-  uint64_t last_sequence() const;
 
  private:
   void CloseWhere(const std::function<bool(const Watcher&)>& pred, const absl::Status& status);

@@ -163,11 +163,4 @@ absl::StatusOr<v1::Device> Registry::GetDevice(const std::string& name) const {
   return registry_internal::ToProto(d->info());
 }
 
-const dispatch::EventLoop* Registry::DeviceDispatcher(const std::string& device) const {
-  absl::StatusOr<fabric::Device*> d = FindDevice(device, "device");
-  if (!d.ok()) return nullptr;
-  auto it = dispatchers_.find(*d);
-  return it == dispatchers_.end() ? nullptr : it->second.get();
-}
-
 }  // namespace rdmad

@@ -73,8 +73,6 @@ class Registry {
 
   std::vector<v1::Device> ListDevices() const;
   absl::StatusOr<v1::Device> GetDevice(const std::string& name) const;
-  // The dispatcher that drains `device`'s completions (for thread names in listings and for tests).
-  const dispatch::EventLoop* DeviceDispatcher(const std::string& device) const;
 
   absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request);
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name) const;
