@@ -1,0 +1,98 @@
+#include "proto/wire/grant_message.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace rdmad::wire {
+namespace {
+
+constexpr char kMagic[4] = {'R', 'D', 'G', 'M'};
+
+void PutBig(std::string& out, size_t offset, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[offset + i] = static_cast<char>((value >> (8 * (bytes - 1 - i))) & 0xff);
+}
+
+uint64_t GetBig(absl::string_view in, size_t offset, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<uint8_t>(in[offset + i]);
+  return v;
+}
+
+}  // namespace
+
+std::string EncodeGrantMessage(const GrantMessage& m) {
+  std::string out(kGrantMessageSize, '\0');
+  out.replace(0, 4, kMagic, 4);
+  out[4] = static_cast<char>(kGrantMessageVersion);
+  out[5] = static_cast<char>(m.type);
+  out[6] = static_cast<char>(m.scope);
+  out[7] = static_cast<char>(m.reason);
+  PutBig(out, 8, m.grant_id, 8);
+  PutBig(out, 16, m.remote_addr, 8);
+  PutBig(out, 24, m.length, 8);
+  PutBig(out, 32, m.rkey, 4);
+  PutBig(out, 36, m.access, 4);
+  PutBig(out, 40, static_cast<uint64_t>(m.expiry_unix_nanos), 8);
+  return out;
+}
+
+absl::StatusOr<GrantMessage> DecodeGrantMessage(absl::string_view in) {
+  if (in.size() < kGrantMessageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grant message: ", in.size(), " bytes, expected ", kGrantMessageSize));
+  }
+  if (in.substr(0, 4) != absl::string_view(kMagic, 4)) {
+    return absl::InvalidArgumentError("grant message: wrong magic (not an rdmad grant message)");
+  }
+  if (static_cast<uint8_t>(in[4]) < kGrantMessageVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("grant message: version ", static_cast<int>(in[4])));
+  }
+  GrantMessage m;
+  const uint8_t type = static_cast<uint8_t>(in[5]), scope = static_cast<uint8_t>(in[6]);
+  if (type < 1 || type > 3) return absl::InvalidArgumentError(absl::StrCat("grant message: unknown type ", type));
+  if (scope < 1 || scope > 3) {
+    // ENDED and FAILED may be sent before a scope was decided: 0 is accepted there.
+    if (!(scope == 0 && type != 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("grant message: unknown scope ", scope));
+    }
+    m.scope = GrantKeyScope::kQp;
+  } else {
+    m.scope = static_cast<GrantKeyScope>(scope);
+  }
+  m.type = static_cast<GrantMessageType>(type);
+  m.reason = static_cast<uint8_t>(in[7]);
+  m.grant_id = GetBig(in, 8, 8);
+  m.remote_addr = GetBig(in, 16, 8);
+  m.length = GetBig(in, 24, 8);
+  m.rkey = static_cast<uint32_t>(GetBig(in, 32, 4));
+  m.access = static_cast<uint32_t>(GetBig(in, 36, 4));
+  m.expiry_unix_nanos = static_cast<int64_t>(GetBig(in, 40, 8));
+  return m;
+}
+
+const char* GrantMessageTypeName(GrantMessageType type) {
+  switch (type) {
+    case GrantMessageType::kActive: return "ACTIVE";
+    case GrantMessageType::kEnded: return "ENDED";
+    case GrantMessageType::kFailed: return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+const char* GrantKeyScopeName(GrantKeyScope scope) {
+  switch (scope) {
+    case GrantKeyScope::kQp: return "QP";
+    case GrantKeyScope::kPd: return "PD";
+    case GrantKeyScope::kMr: return "MR";
+  }
+  return "UNKNOWN";
+}
+
+std::string GrantEndReasonName(uint8_t reason) {
+  static const char* const kNames[] = {"UNSPECIFIED",     "REVOKED",         "EXPIRED",
+                                       "DISCONNECTED",    "MR_DEREGISTERED", "MR_REREGISTERED",
+                                       "PD_DELETED",      "ACTIVATION_FAILED", "SHUTDOWN"};
+  if (reason < sizeof(kNames) / sizeof(kNames[0])) return kNames[reason];
+  return absl::StrCat("REASON_", reason);
+}
+
+}  // namespace rdmad::wire
