@@ -1,5 +1,6 @@
 // The client's core: status conversion, the channel and stubs, and the calls on devices, PDs, MRs, QPs and
-// MWs. The rdma_cm calls are in client_cm.cc.
+// MWs. The rdma_cm calls (and the stream reader every watch shares) are in client_cm.cc, grants in
+// client_grants.cc.
 #include "client/client.h"
 
 #include "absl/strings/cord.h"
@@ -44,7 +45,8 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds
       mws_(v1::MemoryWindows::NewStub(channel_)),
       channels_(v1::EventChannels::NewStub(channel_)),
       cm_ids_(v1::CmIds::NewStub(channel_)),
-      tokens_(v1::ConnectTokens::NewStub(channel_)) {}
+      tokens_(v1::ConnectTokens::NewStub(channel_)),
+      grants_(v1::Grants::NewStub(channel_)) {}
 
 absl::StatusOr<v1::ListDevicesResponse> Client::ListDevices() {
   return Call(devices_.get(), &v1::Devices::Stub::ListDevices, v1::ListDevicesRequest());
@@ -66,10 +68,11 @@ absl::StatusOr<v1::ProtectionDomain> Client::GetPd(const std::string& name) {
 absl::StatusOr<v1::ListPdsResponse> Client::ListPds() {
   return Call(pds_.get(), &v1::ProtectionDomains::Stub::ListPds, v1::ListPdsRequest());
 }
-absl::StatusOr<v1::DeletePdResponse> Client::DeletePd(const std::string& name, bool cascade) {
+absl::StatusOr<v1::DeletePdResponse> Client::DeletePd(const std::string& name, bool cascade, bool revoke_grants) {
   v1::DeletePdRequest r;
   r.set_name(name);
   r.set_cascade(cascade);
+  r.set_revoke_grants(revoke_grants);
   return Call(pds_.get(), &v1::ProtectionDomains::Stub::DeletePd, r);
 }
 
@@ -89,9 +92,10 @@ absl::StatusOr<v1::ListMrsResponse> Client::ListMrs(const std::string& pd) {
 absl::StatusOr<v1::ReregisterMrResponse> Client::ReregisterMr(const v1::ReregisterMrRequest& request) {
   return Call(mrs_.get(), &v1::MemoryRegions::Stub::ReregisterMr, request);
 }
-absl::Status Client::DeregisterMr(const std::string& name) {
+absl::Status Client::DeregisterMr(const std::string& name, bool revoke_grants) {
   v1::DeregisterMrRequest r;
   r.set_name(name);
+  r.set_revoke_grants(revoke_grants);
   return Call(mrs_.get(), &v1::MemoryRegions::Stub::DeregisterMr, r).status();
 }
 

@@ -4,7 +4,7 @@
 // verbs call, errno, rereg outcome) is decoded from the status details and available via Detail().
 //
 // Every unary call is bounded by Options::timeout, except Connect, whose deadline the caller gives (a connect
-// waits for the peer). WatchEvents has no deadline unless WatchOptions sets one.
+// waits for the peer). The watches (WatchEvents, WatchGrants) have no deadline unless WatchOptions sets one.
 //
 // Thread-safety: a Client may be used from many threads at once (gRPC channels and stubs are).
 #ifndef RDMAD_CLIENT_CLIENT_H_
@@ -32,7 +32,7 @@ v1::ErrorDetail Detail(const absl::Status& status);
 // without one comes from the channel (rdmad unreachable, deadline passed before it answered).
 bool HasDetail(const absl::Status& status);
 
-// How a WatchEvents call ends besides the stream's own end.
+// How a watch (WatchEvents, WatchGrants) ends besides the stream's own end.
 struct WatchOptions {
   // End the watch (OK) once no event arrived for this long; zero: wait for events forever.
   std::chrono::milliseconds idle_timeout{0};
@@ -56,13 +56,17 @@ class Client {
   absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request);
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name);
   absl::StatusOr<v1::ListPdsResponse> ListPds();
-  absl::StatusOr<v1::DeletePdResponse> DeletePd(const std::string& name, bool cascade = false);
+  // revoke_grants: revoke the live grants on the PD's regions first (without it rdmad refuses while any live).
+  absl::StatusOr<v1::DeletePdResponse> DeletePd(const std::string& name, bool cascade = false,
+                                                bool revoke_grants = false);
 
   absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request);
   absl::StatusOr<v1::MemoryRegion> GetMr(const std::string& name);
   absl::StatusOr<v1::ListMrsResponse> ListMrs(const std::string& pd = "");
   absl::StatusOr<v1::ReregisterMrResponse> ReregisterMr(const v1::ReregisterMrRequest& request);
-  absl::Status DeregisterMr(const std::string& name);
+  // revoke_grants: revoke the live grants on the MR first (without it rdmad refuses while any live).
+  // ReregisterMr takes it in its request.
+  absl::Status DeregisterMr(const std::string& name, bool revoke_grants = false);
 
   absl::StatusOr<v1::QueuePair> CreateQp(const v1::CreateQpRequest& request);
   absl::StatusOr<v1::QueuePair> GetQp(const std::string& name);
@@ -106,6 +110,26 @@ class Client {
 
   absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
 
+  // ---- grants (client_grants.cc)
+
+  // The IssuedGrant carries the token (a secret, single use: only this call returns it) and the endpoints
+  // of rdmad's data-plane listener; RemoteRegion::Open (client/remote_region.h) takes it as it is.
+  absl::StatusOr<v1::IssuedGrant> IssueGrant(const v1::IssueGrantRequest& request);
+  // All or nothing (an error names "grants[i].field").
+  absl::StatusOr<v1::IssueGrantsResponse> IssueGrants(const v1::IssueGrantsRequest& request);
+  absl::StatusOr<v1::Grant> GetGrant(const std::string& name);
+  // Filters are optional ("" for all); include_ended adds the recently ended grants rdmad remembers.
+  absl::StatusOr<v1::ListGrantsResponse> ListGrants(const std::string& mr = "", const std::string& principal = "",
+                                                    bool include_ended = false);
+  // The lease then ends `ttl` after rdmad handles the call. INVALID_ARGUMENT (nothing sent) when `ttl` is
+  // not 1 ms .. 2^32-1 ms.
+  absl::StatusOr<v1::Grant> RenewGrant(const std::string& name, std::chrono::milliseconds ttl);
+  // Returns once the key is dead at the NIC (the grant as it then is: ENDED, with its end_reason).
+  absl::StatusOr<v1::Grant> RevokeGrant(const std::string& name);
+  // As WatchEvents, for grant events (issued, activated, renewed, revoked, expired) as they happen.
+  absl::Status WatchGrants(const v1::WatchGrantsRequest& request,
+                           const std::function<bool(const v1::GrantEvent&)>& on_event, WatchOptions options = {});
+
   // grpc.health.v1: OK when the server reports SERVING.
   absl::Status Health();
 
@@ -130,6 +154,24 @@ class Client {
     return Call(stub, method, request, timeout_);
   }
 
+  // One server stream, read by ReadStream: `open` starts the call on the context it is given.
+  template <typename Event, typename Open>
+  static absl::Status Watch(Open open, const std::function<bool(const Event&)>& on_event, const WatchOptions& options) {
+    grpc::ClientContext ctx;
+    if (options.deadline.count() > 0) ctx.set_deadline(std::chrono::system_clock::now() + options.deadline);
+    std::unique_ptr<grpc::ClientReader<Event>> reader = open(&ctx);
+    Event event;
+    return ReadStream(
+        ctx, options, [&] { return reader->Read(&event); }, [&] { return on_event(event); },
+        [&] { return reader->Finish(); });
+  }
+  // The loop every watch shares (client_cm.cc): `read` the next message (false: the stream is over),
+  // `deliver` it (false: stop, cancelling the call), then `finish` for the stream's status. Runs the idle
+  // watchdog of `options` meanwhile; OK when deliver or the idle timeout ended it.
+  static absl::Status ReadStream(grpc::ClientContext& ctx, const WatchOptions& options,
+                                 const std::function<bool()>& read, const std::function<bool()>& deliver,
+                                 const std::function<grpc::Status()>& finish);
+
   std::shared_ptr<grpc::Channel> channel_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<v1::Devices::Stub> devices_;
@@ -140,6 +182,7 @@ class Client {
   std::unique_ptr<v1::EventChannels::Stub> channels_;
   std::unique_ptr<v1::CmIds::Stub> cm_ids_;
   std::unique_ptr<v1::ConnectTokens::Stub> tokens_;
+  std::unique_ptr<v1::Grants::Stub> grants_;
 };
 
 }  // namespace rdmad::client

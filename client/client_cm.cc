@@ -1,4 +1,5 @@
-// The client's rdma_cm calls: event channels, CM ids (with the WatchEvents reader) and connection tokens.
+// The client's rdma_cm calls: event channels, CM ids (WatchEvents) and connection tokens; and ReadStream, the
+// stream reader every watch shares (WatchEvents here, WatchGrants in client_grants.cc).
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -65,9 +66,14 @@ absl::StatusOr<v1::CmId> Client::MigrateCmId(const v1::MigrateCmIdRequest& reque
 
 absl::Status Client::WatchEvents(const v1::WatchEventsRequest& request,
                                  const std::function<bool(const v1::CmEvent&)>& on_event, WatchOptions options) {
+  return Watch<v1::CmEvent>([&](grpc::ClientContext* ctx) { return cm_ids_->WatchEvents(ctx, request); }, on_event,
+                            options);
+}
+
+absl::Status Client::ReadStream(grpc::ClientContext& ctx, const WatchOptions& options,
+                                const std::function<bool()>& read, const std::function<bool()>& deliver,
+                                const std::function<grpc::Status()>& finish) {
   using Clock = std::chrono::steady_clock;
-  grpc::ClientContext ctx;
-  if (options.deadline.count() > 0) ctx.set_deadline(std::chrono::system_clock::now() + options.deadline);
 
   // The idle watchdog: cancels the call once Read has waited idle_timeout for an event. Time spent in
   // on_event does not count (a slow consumer is not an idle stream).
@@ -103,12 +109,10 @@ absl::Status Client::WatchEvents(const v1::WatchEventsRequest& request,
     cv.notify_all();
   };
 
-  std::unique_ptr<grpc::ClientReader<v1::CmEvent>> reader = cm_ids_->WatchEvents(&ctx, request);
-  v1::CmEvent event;
   bool stopped = false;
-  while (reader->Read(&event)) {
+  while (read()) {
     set_in_callback(true);
-    const bool more = on_event(event);
+    const bool more = deliver();
     set_in_callback(false);
     if (!more) {
       stopped = true;
@@ -116,7 +120,7 @@ absl::Status Client::WatchEvents(const v1::WatchEventsRequest& request,
       break;
     }
   }
-  grpc::Status status = reader->Finish();
+  grpc::Status status = finish();
   {
     std::lock_guard<std::mutex> lock(mu);
     finished = true;

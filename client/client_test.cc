@@ -1,6 +1,8 @@
 // The client's rdma_cm calls against an in-process fake of rdmad's services: requests reach the server as
 // given, WatchEvents ends as it should (stream end, server error intact, on_event stop, idle, deadline) and
-// the deadlines are the right ones (Connect's from the caller, none on a watch).
+// the deadlines are the right ones (Connect's from the caller, none on a watch). Then the grant calls
+// (requests and results, WatchGrants through the same stream reader) and revoke_grants on DeregisterMr and
+// DeletePd.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -280,6 +282,267 @@ TEST_F(ClientCmTest, ErrorsKeepTheirDetail) {
   absl::Status unimplemented = c->Disconnect("cmids/1").status();
   EXPECT_EQ(unimplemented.code(), absl::StatusCode::kUnimplemented);
   EXPECT_FALSE(HasDetail(unimplemented));
+}
+
+// ---- grants
+
+v1::GrantEvent GrantEvent(uint64_t seq, v1::GrantEventType type) {
+  v1::GrantEvent e;
+  e.set_sequence(seq);
+  e.set_type(type);
+  e.mutable_grant()->set_name("grants/9");
+  return e;
+}
+
+// Records what it was sent; WatchGrants' script is the request's principal.
+class FakeGrants final : public v1::Grants::Service {
+ public:
+  grpc::Status IssueGrant(grpc::ServerContext*, const v1::IssueGrantRequest* req, v1::IssuedGrant* resp) override {
+    issued = *req;
+    v1::Grant* g = resp->mutable_grant();
+    g->set_name("grants/9");
+    g->set_mr(req->mr());
+    g->set_offset(req->offset());
+    g->set_length(req->length());
+    g->set_principal(req->principal());
+    g->set_state(v1::GRANT_ISSUED);
+    resp->set_token(std::string(32, '\x5a'));
+    v1::SocketAddress* a = resp->add_endpoints();
+    a->set_address("10.0.2.15");
+    a->set_port(7471);
+    return grpc::Status::OK;
+  }
+  grpc::Status IssueGrants(grpc::ServerContext*, const v1::IssueGrantsRequest* req,
+                           v1::IssueGrantsResponse*) override {
+    return RdmadError(grpc::StatusCode::INVALID_ARGUMENT, "grants[1].length: must be greater than 0",
+                      "grants[1].length");
+  }
+  grpc::Status GetGrant(grpc::ServerContext*, const v1::GetGrantRequest* req, v1::Grant*) override {
+    return RdmadError(grpc::StatusCode::NOT_FOUND, "name: no grant '" + req->name() + "'", "name");
+  }
+  grpc::Status ListGrants(grpc::ServerContext*, const v1::ListGrantsRequest* req,
+                          v1::ListGrantsResponse* resp) override {
+    listed = *req;
+    resp->add_grants()->set_name("grants/1");
+    resp->add_grants()->set_name("grants/2");
+    return grpc::Status::OK;
+  }
+  grpc::Status RenewGrant(grpc::ServerContext*, const v1::RenewGrantRequest* req, v1::Grant* resp) override {
+    renewed = *req;
+    resp->set_name(req->name());
+    resp->set_renewals(1);
+    return grpc::Status::OK;
+  }
+  grpc::Status RevokeGrant(grpc::ServerContext*, const v1::RevokeGrantRequest* req, v1::Grant* resp) override {
+    resp->set_name(req->name());
+    resp->set_state(v1::GRANT_ENDED);
+    resp->set_end_reason(v1::END_REVOKED);
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchGrants(grpc::ServerContext* ctx, const v1::WatchGrantsRequest* req,
+                           grpc::ServerWriter<v1::GrantEvent>* writer) override {
+    watched = *req;
+    const std::string& script = req->principal();
+    if (script == "three") {
+      writer->Write(GrantEvent(1, v1::GRANT_ISSUED_EVENT));
+      writer->Write(GrantEvent(2, v1::GRANT_ACTIVATED));
+      writer->Write(GrantEvent(3, v1::GRANT_REVOKED));
+      return grpc::Status::OK;
+    }
+    if (script == "overflow") {
+      writer->Write(GrantEvent(5, v1::GRANT_RENEWED));
+      return RdmadError(grpc::StatusCode::RESOURCE_EXHAUSTED, "this watcher fell 1024 events behind", "");
+    }
+    if (script == "endless") {
+      for (uint64_t s = 1; !ctx->IsCancelled(); s++) {
+        if (!writer->Write(GrantEvent(s, v1::GRANT_RENEWED))) break;
+        std::this_thread::sleep_for(1ms);
+      }
+      endless_cancelled = ctx->IsCancelled();
+      return grpc::Status::CANCELLED;
+    }
+    if (script == "quiet") {
+      while (SleepUnlessCancelled(ctx, 100ms)) {
+      }
+      return grpc::Status::CANCELLED;
+    }
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown script");
+  }
+
+  v1::IssueGrantRequest issued;
+  v1::ListGrantsRequest listed;
+  v1::RenewGrantRequest renewed;
+  v1::WatchGrantsRequest watched;
+  std::atomic<bool> endless_cancelled{false};
+};
+
+class FakeMrs final : public v1::MemoryRegions::Service {
+ public:
+  grpc::Status DeregisterMr(grpc::ServerContext*, const v1::DeregisterMrRequest* req,
+                            v1::DeregisterMrResponse*) override {
+    deregistered = *req;
+    return grpc::Status::OK;
+  }
+  v1::DeregisterMrRequest deregistered;
+};
+
+class FakePds final : public v1::ProtectionDomains::Service {
+ public:
+  grpc::Status DeletePd(grpc::ServerContext*, const v1::DeletePdRequest* req, v1::DeletePdResponse* resp) override {
+    deleted = *req;
+    resp->add_deleted(req->name());
+    return grpc::Status::OK;
+  }
+  v1::DeletePdRequest deleted;
+};
+
+class ClientGrantsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&grants_);
+    builder.RegisterService(&mrs_);
+    builder.RegisterService(&pds_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override { server_->Shutdown(std::chrono::system_clock::now() + 1s); }
+  std::unique_ptr<Client> MakeClient() {
+    return std::make_unique<Client>(server_->InProcessChannel(grpc::ChannelArguments()), 1000ms);
+  }
+
+  FakeGrants grants_;
+  FakeMrs mrs_;
+  FakePds pds_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST_F(ClientGrantsTest, IssueGrantCarriesTheRequestAndTheSecret) {
+  auto c = MakeClient();
+  v1::IssueGrantRequest r;
+  r.set_mr("mrs/3");
+  r.set_offset(4096);
+  r.set_length(1 << 20);
+  r.add_access(v1::REMOTE_READ);
+  r.set_ttl_ms(60000);
+  r.set_principal("app-7");
+  absl::StatusOr<v1::IssuedGrant> g = c->IssueGrant(r);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(grants_.issued.SerializeAsString(), r.SerializeAsString());
+  EXPECT_EQ(g->grant().name(), "grants/9");
+  EXPECT_EQ(g->token(), std::string(32, '\x5a'));
+  ASSERT_EQ(g->endpoints_size(), 1);
+  EXPECT_EQ(g->endpoints(0).port(), 7471u);
+}
+
+TEST_F(ClientGrantsTest, IssueGrantsErrorNamesTheRequest) {
+  auto c = MakeClient();
+  absl::Status s = c->IssueGrants(v1::IssueGrantsRequest()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Detail(s).field(), "grants[1].length");
+}
+
+TEST_F(ClientGrantsTest, GetListRenewRevoke) {
+  auto c = MakeClient();
+  absl::Status missing = c->GetGrant("grants/4").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "name: no grant 'grants/4'");
+
+  absl::StatusOr<v1::ListGrantsResponse> list = c->ListGrants("mrs/3", "app-7", true);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->grants_size(), 2);
+  EXPECT_EQ(grants_.listed.mr(), "mrs/3");
+  EXPECT_EQ(grants_.listed.principal(), "app-7");
+  EXPECT_TRUE(grants_.listed.include_ended());
+  ASSERT_TRUE(c->ListGrants().ok());
+  EXPECT_EQ(grants_.listed.mr(), "");
+  EXPECT_FALSE(grants_.listed.include_ended());
+
+  absl::StatusOr<v1::Grant> renewed = c->RenewGrant("grants/9", 90s);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(grants_.renewed.name(), "grants/9");
+  EXPECT_EQ(grants_.renewed.ttl_ms(), 90000u);
+  EXPECT_EQ(renewed->renewals(), 1u);
+
+  absl::StatusOr<v1::Grant> revoked = c->RevokeGrant("grants/9");
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->state(), v1::GRANT_ENDED);
+  EXPECT_EQ(revoked->end_reason(), v1::END_REVOKED);
+}
+
+TEST_F(ClientGrantsTest, RenewGrantRefusesATtlTheApiCannotCarry) {
+  auto c = MakeClient();
+  grants_.renewed.Clear();
+  for (std::chrono::milliseconds ttl : {0ms, -5ms, std::chrono::milliseconds(uint64_t{UINT32_MAX} + 1)}) {
+    absl::Status s = c->RenewGrant("grants/9", ttl).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << ttl.count();
+    EXPECT_FALSE(HasDetail(s));
+  }
+  EXPECT_EQ(grants_.renewed.name(), "");  // nothing was sent
+}
+
+TEST_F(ClientGrantsTest, WatchGrantsDeliversInOrderWithTheFilters) {
+  auto c = MakeClient();
+  v1::WatchGrantsRequest r;
+  r.set_mr("mrs/3");
+  r.set_principal("three");
+  std::vector<uint64_t> seen;
+  absl::Status s = c->WatchGrants(r, [&](const v1::GrantEvent& e) {
+    seen.push_back(e.sequence());
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_THAT(seen, ElementsAre(1u, 2u, 3u));
+  EXPECT_EQ(grants_.watched.mr(), "mrs/3");
+}
+
+TEST_F(ClientGrantsTest, WatchGrantsEndsAsWatchEventsDoes) {
+  auto c = MakeClient();
+  v1::WatchGrantsRequest r;
+  std::vector<uint64_t> seen;
+  auto collect = [&](const v1::GrantEvent& e) {
+    seen.push_back(e.sequence());
+    return seen.size() < 3;
+  };
+  // rdmad's error, intact.
+  r.set_principal("overflow");
+  absl::Status s = c->WatchGrants(r, collect);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "this watcher fell 1024 events behind");
+  EXPECT_THAT(seen, ElementsAre(5u));
+  // A stop from on_event: OK, and the server sees the cancellation.
+  seen.clear();
+  r.set_principal("endless");
+  s = c->WatchGrants(r, collect);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_THAT(seen, ElementsAre(1u, 2u, 3u));
+  for (int i = 0; i < 200 && !grants_.endless_cancelled; i++) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(grants_.endless_cancelled);
+  // The idle timeout: OK; the deadline: DEADLINE_EXCEEDED. No per-call deadline (1 s) otherwise.
+  r.set_principal("quiet");
+  WatchOptions idle;
+  idle.idle_timeout = 200ms;
+  EXPECT_TRUE(c->WatchGrants(r, collect, idle).ok());
+  WatchOptions deadline;
+  deadline.deadline = 200ms;
+  EXPECT_EQ(c->WatchGrants(r, collect, deadline).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ClientGrantsTest, RevokeGrantsOnDeregisterMrAndDeletePd) {
+  auto c = MakeClient();
+  ASSERT_TRUE(c->DeregisterMr("mrs/3").ok());
+  EXPECT_EQ(mrs_.deregistered.name(), "mrs/3");
+  EXPECT_FALSE(mrs_.deregistered.revoke_grants());
+  ASSERT_TRUE(c->DeregisterMr("mrs/4", true).ok());
+  EXPECT_TRUE(mrs_.deregistered.revoke_grants());
+
+  ASSERT_TRUE(c->DeletePd("pds/1", true).ok());
+  EXPECT_TRUE(pds_.deleted.cascade());
+  EXPECT_FALSE(pds_.deleted.revoke_grants());
+  ASSERT_TRUE(c->DeletePd("pds/2", false, true).ok());
+  EXPECT_EQ(pds_.deleted.name(), "pds/2");
+  EXPECT_FALSE(pds_.deleted.cascade());
+  EXPECT_TRUE(pds_.deleted.revoke_grants());
 }
 
 TEST(ClientTest, UnreachableServerHasNoDetail) {
