@@ -1,17 +1,18 @@
 // The gRPC services of rdmad.v1's rdma_cm part: EventChannels, CmIds, ConnectTokens.
 // Threads: quick RPCs on gRPC's synchronous pool. The CmIds calls that act on an id run on the id's
 // channel dispatcher and finish their reactor from there (callback API): no gRPC thread waits for a
-// dispatcher. WatchEvents is a callback write reactor fed by the EventHub: one write in flight, the next
-// started from OnWriteDone or, when the watcher was empty, from the hub's wake-up.
+// dispatcher. WatchEvents is a callback write reactor fed by the EventHub (rpc_internal::WatchWriter,
+// watch_writer.h): one write in flight, the next started from OnWriteDone or, when the watcher was empty,
+// from the hub's wake-up.
 #include <memory>
 #include <utility>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/cm/events.h"
 #include "server/common/status.h"
 #include "server/rpc/reply.h"
 #include "server/rpc/services.h"
+#include "server/rpc/watch_writer.h"
 
 namespace rdmad {
 namespace {
@@ -45,75 +46,6 @@ class ChannelsService final : public v1::EventChannels::Service {
 
  private:
   cm::CmManager* const m_;
-};
-
-// A WatchEvents stream: drives itself from the watcher's queue. Shared ownership: gRPC holds it until
-// OnDone, and a hub wake-up in flight holds it while it runs, so neither outlives the other's use.
-// StartWrite and Finish are called without mu_ (gRPC may run a reaction inline).
-class EventWriter final : public grpc::ServerWriteReactor<v1::CmEvent> {
- public:
-  static EventWriter* Start(cm::EventHub* hub, std::shared_ptr<cm::Watcher> watcher) {
-    std::shared_ptr<EventWriter> w(new EventWriter(hub, std::move(watcher)));
-    w->self_ = w;
-    std::weak_ptr<EventWriter> weak = w;
-    w->watcher_->set_wake([weak] {
-      if (std::shared_ptr<EventWriter> alive = weak.lock()) alive->Pump();
-    });
-    w->Pump();
-    return w.get();
-  }
-  void OnWriteDone(bool ok) override {
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      broken_ = broken_ || !ok;
-    }
-    Pump();
-  }
-  void OnCancel() override {
-    {
-      absl::MutexLock lock(&mu_);
-      broken_ = true;
-    }
-    Pump();
-  }
-  void OnDone() override {
-    watcher_->set_wake(nullptr);
-    hub_->Unsubscribe(watcher_);
-    std::shared_ptr<EventWriter> last = std::move(self_);  // may destroy this on return
-  }
-
- private:
-  EventWriter(cm::EventHub* hub, std::shared_ptr<cm::Watcher> watcher) : hub_(hub), watcher_(std::move(watcher)) {}
-
-  // Starts the next write, or finishes the stream once the watcher is closed and drained.
-  void Pump() {
-    bool write = false, finish = false;
-    grpc::Status status;
-    {
-      absl::MutexLock lock(&mu_);
-      if (writing_ || finished_) return;
-      if (broken_) {
-        finished_ = finish = true;
-        status = grpc::Status::CANCELLED;
-      } else if (std::optional<v1::CmEvent> e = watcher_->Next()) {
-        current_ = std::move(*e);
-        writing_ = write = true;
-      } else if (std::optional<absl::Status> closed = watcher_->Closed()) {
-        finished_ = finish = true;
-        status = ToGrpc(*closed);
-      }
-    }
-    if (write) StartWrite(&current_);
-    if (finish) Finish(status);
-  }
-
-  cm::EventHub* const hub_;
-  const std::shared_ptr<cm::Watcher> watcher_;
-  std::shared_ptr<EventWriter> self_;
-  absl::Mutex mu_;
-  v1::CmEvent current_;  // written under mu_ only while no write is in flight
-  bool writing_ = false, finished_ = false, broken_ = false;
 };
 
 class CmIdsService final
@@ -189,12 +121,12 @@ class CmIdsService final
     }
     if (!bad.ok()) {
       rpc_internal::LogFailure("WatchEvents", ctx->peer(), bad);
-      auto* failed = new FailedWatch();
+      auto* failed = new rpc_internal::FailedWatch<v1::CmEvent>();
       failed->Fail(ToGrpc(bad));
       return failed;
     }
-    return EventWriter::Start(&m_->events(),
-                              m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()));
+    return rpc_internal::WatchWriter<v1::CmEvent, cm::EventFilter>::Start(
+        &m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()));
   }
 
  private:
@@ -206,12 +138,6 @@ class CmIdsService final
     (m_->*op)(request, Replier<v1::CmId>(ctx, method, reactor, resp));
     return reactor;
   }
-  // A watch refused at once.
-  class FailedWatch final : public grpc::ServerWriteReactor<v1::CmEvent> {
-   public:
-    void Fail(grpc::Status s) { Finish(std::move(s)); }
-    void OnDone() override { delete this; }
-  };
   cm::CmManager* const m_;
 };
 
