@@ -25,6 +25,9 @@ struct Config {
   int cm_workers = 2;   // worker event channels for accepted connections (1..64)
   int pin_workers = 2;  // threads that map and pin memory (1..64)
   int watch_buffer = 1024;  // events buffered per WatchEvents stream before it is cut off (16..1048576)
+  int64_t max_grant_ttl_s = 86400;   // longest grant lease (1..604800 s)
+  int64_t grant_quarantine_ms = 60000;  // a revoked key's window and value rest this long (0..3600000)
+  int grant_window_pool = 8;  // windows kept ready per PD for grants (0..4096)
 };
 
 // "host:port" or "[v6]:port" -> host and port; INVALID_ARGUMENT naming `field` otherwise.

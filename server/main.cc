@@ -2,7 +2,7 @@
 //
 // Threads: main() parses flags and config, opens the devices, builds the registry and the gRPC server,
 // then waits in sigwait() for SIGTERM/SIGINT (blocked in every thread, so only main sees them). gRPC's
-// threads serve RPCs against the registry and the CM manager; the dispatchers (one per device, one per
+// threads serve RPCs against the registry, the CM manager and the grant manager; the dispatchers (one per device, one per
 // event channel) and the pin workers are theirs (docs/architecture.md). On a signal main quiesces rdma_cm
 // (watch streams end, waiting connects fail), shuts the server down (in-flight RPCs finish, new ones are
 // refused), destroys the CM manager (CM ids, their QPs first, then channels), then the registry (windows,
@@ -34,6 +34,7 @@
 #include "server/cm/token.h"
 #include "server/config.h"
 #include "server/fabric/cm.h"
+#include "server/grants/manager.h"
 #include "server/registry/registry.h"
 #include "server/rpc/services.h"
 #include "server/verbs/device.h"
@@ -165,6 +166,13 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
+  grants::GrantManager::Options grant_options;
+  grant_options.max_ttl = absl::Seconds(config.max_grant_ttl_s);
+  grant_options.quarantine = absl::Milliseconds(config.grant_quarantine_ms);
+  grant_options.pool_size = static_cast<size_t>(config.grant_window_pool);
+  grant_options.watch_buffer = static_cast<size_t>(config.watch_buffer);
+  auto grants = std::make_unique<grants::GrantManager>(registry.get(), cm.get(), &tokens, grant_options);
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -180,8 +188,9 @@ int Run(int argc, char** argv) {
     }
     builder.AddListeningPort(address, grpc::InsecureServerCredentials());
   }
-  auto services = MakeServices(registry.get());
+  auto services = MakeServices(registry.get(), grants.get());
   for (auto& s : MakeCmServices(cm.get())) services.push_back(std::move(s));
+  for (auto& s : MakeGrantServices(grants.get())) services.push_back(std::move(s));
   for (auto& s : services) builder.RegisterService(s.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
@@ -194,11 +203,13 @@ int Run(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   RDMAD_LOG_INFO("%s: shutting down", strsignal(sig));
+  grants->Shutdown();  // grants end (SHUTDOWN), their watchers too; keys die with the resources below
   cm->Quiesce();  // event streams end, connects still waiting fail: no RPC is left waiting on rdmad
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   server.reset();
   services.clear();
+  grants.reset();    // its thread stops; the windows it holds are the registry's
   cm.reset();        // dispatchers stop; CM ids (their QPs first), then event channels
   registry.reset();  // windows, regions, QPs, PDs, devices
   for (const auto& path : sockets) unlink(path.c_str());

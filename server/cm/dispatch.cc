@@ -139,7 +139,14 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       }
       if (id->connect_done) FinishConnect(id, absl::OkStatus());
       if (data_plane) {
-        RDMAD_LOG_INFO("cmids/%llu: data-plane connection established", static_cast<unsigned long long>(id->id));
+        std::string grant;
+        {
+          absl::MutexLock lock(&mu_);
+          grant = id->grant;
+        }
+        RDMAD_LOG_INFO("cmids/%llu: data-plane connection established%s%s", static_cast<unsigned long long>(id->id),
+                       grant.empty() ? "" : " for ", grant.c_str());
+        if (!grant.empty() && grants_ != nullptr) grants_->OnConnected(grant, Name("cmids", id->id), qp);
       }
       break;
     }
@@ -155,11 +162,8 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       }
       if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kError, nullptr, nullptr);
       if (id->connect_done) FinishConnect(id, absl::UnavailableError("disconnected before the connection was established"));
-      // rdmad's own data-plane connections go when the peer leaves (unless windows still use the QP).
-      if (data_plane) {
-        absl::StatusOr<v1::CmId> gone = Destroy(id, false);
-        if (!gone.ok()) RDMAD_LOG_WARN("data-plane connection kept after disconnect: %s", std::string(gone.status().message()).c_str());
-      }
+      // rdmad's own data-plane connections go when the peer leaves.
+      if (data_plane) EndDataPlane(id, "disconnected");
       break;
     }
     case CmEventType::kRejected:
@@ -177,6 +181,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         FinishConnect(id, event.type == CmEventType::kRejected ? absl::FailedPreconditionError(error)
                                                                : absl::UnavailableError(error));
       }
+      if (data_plane) EndDataPlane(id, "failed");  // the client's connect did not complete
       break;
     default:
       break;
@@ -277,6 +282,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     absl::MutexLock lock(&mu_);
     owner = id->channel;
     id->pd = r.claims->pd;
+    id->grant = r.claims->grant;
   }
   RunOnIdLoop(id->id, owner, [this](absl::StatusOr<Id*> found) {
     if (!found.ok()) return;
@@ -287,11 +293,38 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       RDMAD_LOG_WARN("cmids/%llu: data-plane accept failed: %s", static_cast<unsigned long long>(id->id),
                      std::string(s.message()).c_str());
       (void)id->cm->Reject(EncodeReject(cm::Reject{RejectReason::kInternal, 0}));
-      (void)Destroy(id, true);
+      EndDataPlane(id, "not accepted");
       return;
     }
     absl::MutexLock lock(&mu_);
     id->state = v1::CM_CONNECTING;
+  });
+}
+
+void CmManager::EndDataPlane(Id* id, const char* why) {
+  std::string grant;
+  {
+    absl::MutexLock lock(&mu_);
+    grant = id->grant;
+  }
+  const std::string name = Name("cmids", id->id);
+  if (grant.empty() || grants_ == nullptr) {
+    absl::StatusOr<v1::CmId> gone = Destroy(id, false);
+    if (!gone.ok()) {
+      RDMAD_LOG_WARN("%s: data-plane connection %s but kept: %s", name.c_str(), why,
+                     std::string(gone.status().message()).c_str());
+    }
+    return;
+  }
+  if (id->gone_told) return;  // DISCONNECTED after an error, or twice: the grant layer knows already
+  id->gone_told = true;
+  RDMAD_LOG_INFO("%s: data-plane connection of %s %s", name.c_str(), grant.c_str(), why);
+  grants_->OnGone(grant, name, [this, name]() {
+    RunOnId(name, [this, name](absl::StatusOr<Id*> found) {
+      if (!found.ok()) return;
+      absl::StatusOr<v1::CmId> gone = Destroy(*found, false);
+      if (!gone.ok()) RDMAD_LOG_WARN("%s kept: %s", name.c_str(), std::string(gone.status().message()).c_str());
+    });
   });
 }
 

@@ -284,12 +284,7 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
 absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
   RDMAD_RETURN_IF_ERROR(registry_->CheckPd(request.pd(), "pd"));
-  {
-    absl::MutexLock lock(&mu_);
-    if (listeners_.empty()) {
-      return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
-    }
-  }
+  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, DataPlaneEndpoints());
   Claims claims;
   claims.pd = request.pd();
   const absl::Duration ttl = request.ttl_ms() ? absl::Milliseconds(request.ttl_ms()) : options_.default_token_ttl;
@@ -299,13 +294,38 @@ absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueCon
   out.set_name(issued->id);
   out.set_token(issued->bytes);
   out.set_expire_time_unix_nanos(absl::ToUnixNanos(issued->expiry));
-  for (const fabric::SockAddr& a : options_.listen) {
-    v1::SocketAddress* e = out.add_endpoints();
-    e->set_address(a.host);
-    e->set_port(a.port);
-  }
+  for (v1::SocketAddress& e : endpoints) *out.add_endpoints() = std::move(e);
   RDMAD_LOG_INFO("%s issued for %s", issued->id.c_str(), request.pd().c_str());
   return out;
+}
+
+absl::StatusOr<std::vector<v1::SocketAddress>> CmManager::DataPlaneEndpoints() const {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
+  {
+    absl::MutexLock lock(&mu_);
+    if (listeners_.empty()) {
+      return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
+    }
+  }
+  std::vector<v1::SocketAddress> out;
+  for (const fabric::SockAddr& a : options_.listen) {
+    v1::SocketAddress e;
+    e.set_address(a.host);
+    e.set_port(a.port);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void CmManager::Send(const std::string& cm_id, std::string bytes, absl::AnyInvocable<void(absl::Status) &&> done) {
+  RunOnId(cm_id, [bytes = std::move(bytes), done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+    if (!found.ok()) return std::move(done)(found.status());
+    fabric::Qp* qp = (*found)->cm->qp();
+    if (qp == nullptr) return std::move(done)(absl::FailedPreconditionError("the id has no QP"));
+    auto shared = std::make_shared<absl::AnyInvocable<void(absl::Status) &&>>(std::move(done));
+    absl::Status posted = qp->PostSend(bytes, [shared](absl::Status s) mutable { std::move(*shared)(std::move(s)); });
+    if (!posted.ok()) std::move(*shared)(posted);
+  });
 }
 
 }  // namespace rdmad::cm

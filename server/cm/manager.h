@@ -43,6 +43,19 @@
 
 namespace rdmad::cm {
 
+// What the grant layer (server/grants/) hears from the data-plane listener about connections whose token
+// named a grant. Called on the connection's dispatcher: must not block.
+class GrantConnections {
+ public:
+  virtual ~GrantConnections() = default;
+  // ESTABLISHED: `qp` is the connection's QueuePair in the registry, in RTS.
+  virtual void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) = 0;
+  // The connection is gone or failed (DISCONNECTED, a connect error, or rdmad could not accept it). The
+  // id and its QP are destroyed once `release` was called (from any thread, exactly once): the grant
+  // layer first takes back whatever it bound on the QP.
+  virtual void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) = 0;
+};
+
 class CmManager {
  public:
   struct Options {
@@ -83,6 +96,14 @@ class CmManager {
 
   absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
 
+  // The grant layer; set before Start, not owned.
+  void set_grant_connections(GrantConnections* grants) { grants_ = grants; }
+  // The data-plane listener's addresses; FAILED_PRECONDITION if there is none (no "rdma_listen").
+  absl::StatusOr<std::vector<v1::SocketAddress>> DataPlaneEndpoints() const;
+  // A signaled inline SEND of `bytes` on the id's QP, posted on the id's dispatcher; `done` gets the
+  // completion's status (on the device's dispatcher) or why it was not posted.
+  void Send(const std::string& cm_id, std::string bytes, absl::AnyInvocable<void(absl::Status) &&> done);
+
  private:
   struct Channel {
     uint64_t id = 0;
@@ -103,6 +124,8 @@ class CmManager {
     fabric::SockAddr local, remote;
     std::string qp, listener, last_event, error, device;
     bool data_plane = false;
+    std::string grant;      // a data-plane connection whose token named this grant
+    bool gone_told = false;  // GrantConnections::OnGone was called (owning loop only)
     uint64_t events = 0, migrations = 0;
     // A Connect in progress (owning loop only): finished by ESTABLISHED or by a failure.
     Done<v1::CmId> connect_done;
@@ -125,7 +148,9 @@ class CmManager {
   void Dispatch(Channel* ch, fabric::CmEvent event);
   void OnConnectRequest(Channel* ch, fabric::CmEvent event);
   void OnDataPlaneRequest(Id* id, const std::string& private_data);
-  void AcceptDataPlane(uint64_t id, std::string pd);
+  // A data-plane connection ended (or never got going): destroyed now, or, for a grant's, once the grant
+  // layer released it.
+  void EndDataPlane(Id* id, const char* why);
   absl::Status CreateIdQp(Id* id);
   void FinishConnect(Id* id, absl::Status status);
   // Removes the id from the registry and the index and destroys it (QP first). The id must not be used after.
@@ -140,6 +165,7 @@ class CmManager {
   bool Quiescing() const;
 
   fabric::CmFabric* const cm_;
+  GrantConnections* grants_ = nullptr;
   Registry* const registry_;
   TokenStore* const tokens_;
   const Options options_;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace rdmad {
@@ -77,6 +78,18 @@ absl::Status FromRdmaCm(absl::string_view call, int ret, absl::string_view conte
 absl::Status WithField(absl::Status status, absl::string_view field) {
   if (status.ok() || field.empty() || status.GetPayload(kFieldPayload)) return status;
   absl::Status out(status.code(), absl::StrCat(field, ": ", status.message()));
+  status.ForEachPayload([&out](absl::string_view key, const absl::Cord& value) { out.SetPayload(key, value); });
+  out.SetPayload(kFieldPayload, absl::Cord(field));
+  return out;
+}
+
+absl::Status RenameField(absl::Status status, absl::string_view field) {
+  const std::string old = FieldOf(status);
+  if (status.ok() || old.empty()) return WithField(std::move(status), field);
+  absl::string_view message = status.message();
+  const std::string prefix = absl::StrCat(old, ": ");
+  if (absl::StartsWith(message, prefix)) message.remove_prefix(prefix.size());
+  absl::Status out(status.code(), absl::StrCat(field, ": ", message));
   status.ForEachPayload([&out](absl::string_view key, const absl::Cord& value) { out.SetPayload(key, value); });
   out.SetPayload(kFieldPayload, absl::Cord(field));
   return out;

@@ -68,6 +68,9 @@ absl::Status FromRdmaCm(absl::string_view call, int ret, absl::string_view conte
 absl::Status WithField(absl::Status status, absl::string_view field);
 // Prefix the message with context, keeping code and payloads.
 absl::Status WithContext(absl::Status status, absl::string_view context);
+// The same error, attributed to `field` instead of the field it names (a lookup made for another request
+// field): the payload and the message's "<field>: " prefix change; a status without a field gets one.
+absl::Status RenameField(absl::Status status, absl::string_view field);
 
 // Payload readers.
 std::string FieldOf(const absl::Status& status);

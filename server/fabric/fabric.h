@@ -161,7 +161,13 @@ class Qp {
   // Type 1: a bind with zero length, naming the MR the window is bound to (providers such as rxe read the
   // MR's lkey even for a zero-length bind). Type 2: IBV_WR_LOCAL_INV of the window's rkey.
   virtual absl::Status PostInvalidate(Mw& mw, Mr& bound_to, WorkDone done) = 0;
+  // A signaled SEND of `bytes` (at most kMaxInlineSend), posted inline: `bytes` need not outlive the call.
+  // `done` gets the completion's status (a failed completion leaves the QP in the error state).
+  virtual absl::Status PostSend(const std::string& bytes, WorkDone done) = 0;
 };
+
+// The largest PostSend: every QP rdmad creates can send this much inline.
+inline constexpr size_t kMaxInlineSend = 64;
 
 struct QpOptions {
   uint32_t port = 1;

@@ -110,6 +110,7 @@ struct MwEntry {
   MrEntry* mr = nullptr;  // set while bound
   QpEntry* qp = nullptr;  // the user QP the bind was posted on (type 2: the only QP it works on)
   v1::MwBinding binding;  // valid while mr != nullptr
+  std::string owner;      // "grants" for the grant pool's windows: only that owner may use them
   const char* busy = nullptr;  // BindMw, InvalidateMw, DeallocMw, DeletePd
 };
 

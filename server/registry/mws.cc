@@ -16,6 +16,18 @@ namespace rdmad {
 using registry_internal::Await;
 using registry_internal::InProgress;
 
+namespace {
+
+// Only the owner of a window rdmad manages itself may use it.
+absl::Status CheckOwner(const registry_internal::MwEntry& w, const std::string& name, const std::string& owner) {
+  if (w.owner == owner) return absl::OkStatus();
+  if (w.owner.empty()) return FailedPrecondition("name", absl::StrCat(name, " is not owned by ", owner));
+  return FailedPrecondition("name", absl::StrCat(name, " belongs to rdmad's ", w.owner,
+                                                 " (use the grant's RevokeGrant, not the window)"));
+}
+
+}  // namespace
+
 v1::MemoryWindow Registry::ToProto(const MwEntry& e) const {
   v1::MemoryWindow mw;
   mw.set_name(Name("mws", e.id));
@@ -23,6 +35,7 @@ v1::MemoryWindow Registry::ToProto(const MwEntry& e) const {
   mw.set_type(e.type == fabric::MwType::kType1 ? v1::TYPE_1 : v1::TYPE_2);
   mw.set_rkey(e.rkey);
   mw.set_bound(e.mr != nullptr);
+  mw.set_owner(e.owner);
   if (e.mr != nullptr) *mw.mutable_binding() = e.binding;
   return mw;
 }
@@ -40,7 +53,7 @@ std::unique_ptr<fabric::Mr> Registry::Unbind(MwEntry& mw) {
   return std::move(mw.bounds_mr);
 }
 
-absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& request) {
+absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& request, const std::string& owner) {
   PdEntry* pd = nullptr;
   fabric::MwType type;
   {
@@ -74,6 +87,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
   e->type = type;
   e->mw = std::move(mw).value();
   e->rkey = e->mw->rkey();
+  e->owner = owner;
   pd->mws.emplace(e->id, e.get());
   v1::MemoryWindow out = ToProto(*e);
   mws_.emplace(e->id, std::move(e));
@@ -98,7 +112,7 @@ absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMw
   return out;
 }
 
-void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done) {
+void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner) {
   MwEntry* w = nullptr;
   MrEntry* mr = nullptr;
   QpEntry* user_qp = nullptr;
@@ -109,6 +123,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     absl::MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(w, FindMw(request.name(), "name"));
     RDMAD_ASSIGN_OR_RETURN(mr, FindMr(request.mr(), "mr"));
+    RDMAD_RETURN_IF_ERROR(CheckOwner(*w, request.name(), owner));
     if (w->busy) return InProgress("name", request.name(), w->busy);
     if (mr->busy) return InProgress("mr", request.mr(), mr->busy);
     const bool type1 = w->type == fabric::MwType::kType1;
@@ -141,7 +156,9 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     }
     if (user_qp == nullptr && !TakeLane(*w->pd)) {
       // Runs again, re-validated, when the PD's type 1 lane is free.
-      w->pd->lane.push_back([this, request, done = std::move(done)]() mutable { BindMwAsync(request, std::move(done)); });
+      w->pd->lane.push_back([this, request, owner, done = std::move(done)]() mutable {
+        BindMwAsync(request, std::move(done), owner);
+      });
       queued = true;
       return absl::OkStatus();
     }
@@ -239,7 +256,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::BindMw(const v1::BindMwRequest& reque
   return Await<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { BindMwAsync(request, std::move(d)); });
 }
 
-void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done) {
+void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done, const std::string& owner) {
   MwEntry* w = nullptr;
   bool queued = false;
   bool qp_in_error = false;  // type 2: its QP is known to be in the error state
@@ -247,13 +264,16 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
   absl::Status refused = [&]() -> absl::Status {
     absl::MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(w, FindMw(name, "name"));
+    RDMAD_RETURN_IF_ERROR(CheckOwner(*w, name, owner));
     if (w->busy) return InProgress("name", name, w->busy);
     if (w->mr == nullptr) {
       early = ToProto(*w);  // already unbound: invalidation is idempotent
       return absl::OkStatus();
     }
     if (w->type == fabric::MwType::kType1 && !TakeLane(*w->pd)) {
-      w->pd->lane.push_back([this, name, done = std::move(done)]() mutable { InvalidateMwAsync(name, std::move(done)); });
+      w->pd->lane.push_back([this, name, owner, done = std::move(done)]() mutable {
+        InvalidateMwAsync(name, std::move(done), owner);
+      });
       queued = true;
       return absl::OkStatus();
     }
@@ -336,12 +356,13 @@ absl::StatusOr<v1::MemoryWindow> Registry::InvalidateMw(const std::string& name)
   return Await<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { InvalidateMwAsync(name, std::move(d)); });
 }
 
-absl::Status Registry::DeallocMw(const std::string& name) {
+absl::Status Registry::DeallocMw(const std::string& name, const std::string& owner) {
   std::unique_ptr<MwEntry> owned;
   std::unique_ptr<fabric::Mr> bounds;
   {
     absl::MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(MwEntry * w, FindMw(name, "name"));
+    RDMAD_RETURN_IF_ERROR(CheckOwner(*w, name, owner));
     if (w->busy) return InProgress("name", name, w->busy);
     bounds = Unbind(*w);  // deallocation invalidates a bound window
     w->pd->mws.erase(w->id);

@@ -109,14 +109,16 @@ class Registry {
   // Errors name `field` (the caller's request field).
   absl::Status ReleaseCmQp(const std::string& qp, bool force, const std::string& field);
 
-  absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request);
+  // Windows with an `owner` (rdmad's own, e.g. "grants") are bound, invalidated and deallocated only by
+  // calls that pass the same `owner`; any other caller gets FAILED_PRECONDITION on "name".
+  absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> GetMw(const std::string& name) const;
   absl::StatusOr<std::vector<v1::MemoryWindow>> ListMws(const v1::ListMwsRequest& request) const;
-  void BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done);
+  void BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request);
-  void InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done);
+  void InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
-  absl::Status DeallocMw(const std::string& name);
+  absl::Status DeallocMw(const std::string& name, const std::string& owner = "");
 
  private:
   using PdEntry = registry_internal::PdEntry;

@@ -30,9 +30,29 @@ class DevicesService final : public v1::Devices::Service {
   Registry* const r_;
 };
 
-class PdsService final : public v1::ProtectionDomains::Service {
+// Runs `op` (the registry's removal of an MR or a PD, given its Done) once the grants on it allow it:
+// none live, or all revoked because the caller asked for revoke_grants. No grant is issued on it meanwhile.
+template <typename T>
+void AfterGrants(grants::GrantManager* g, const std::string& mr, const std::string& pd, bool revoke,
+                 v1::GrantEndReason reason, absl::AnyInvocable<void(Done<T>) &&> op, Done<T> done) {
+  if (g == nullptr) return std::move(op)(std::move(done));
+  g->Retire(mr, pd, revoke, reason, "name",
+            [g, mr, pd, op = std::move(op), done = std::move(done)](absl::Status s) mutable {
+              if (!s.ok()) {
+                g->Unretire(mr, pd);
+                return std::move(done)(s);
+              }
+              std::move(op)([g, mr, pd, done = std::move(done)](absl::StatusOr<T> r) mutable {
+                g->Unretire(mr, pd);
+                std::move(done)(std::move(r));
+              });
+            });
+}
+
+// DeletePd may first revoke grants (a wait for invalidations): callback API. The rest answer at once.
+class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_DeletePd<v1::ProtectionDomains::Service> {
  public:
-  explicit PdsService(Registry* r) : r_(r) {}
+  PdsService(Registry* r, grants::GrantManager* g) : r_(r), g_(g) {}
   Status CreatePd(ServerContext* ctx, const v1::CreatePdRequest* req, v1::ProtectionDomain* resp) override {
     return Reply(ctx, "CreatePd", r_->CreatePd(*req), resp);
   }
@@ -43,20 +63,27 @@ class PdsService final : public v1::ProtectionDomains::Service {
     Fill(r_->ListPds(), resp->mutable_pds());
     return Reply(ctx, "ListPds", absl::OkStatus(), resp);
   }
-  Status DeletePd(ServerContext* ctx, const v1::DeletePdRequest* req, v1::DeletePdResponse* resp) override {
-    return Reply(ctx, "DeletePd", r_->DeletePd(*req), resp);
+  ServerUnaryReactor* DeletePd(CallbackServerContext* ctx, const v1::DeletePdRequest* req,
+                               v1::DeletePdResponse* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    AfterGrants<v1::DeletePdResponse>(
+        g_, "", req->name(), req->revoke_grants(), v1::END_PD_DELETED,
+        [r = r_, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); },
+        Replier<v1::DeletePdResponse>(ctx, "DeletePd", reactor, resp));
+    return reactor;
   }
 
  private:
   Registry* const r_;
+  grants::GrantManager* const g_;
 };
 
 // RegisterMr and ReregisterMr pin memory on a worker: callback API. The rest answer at once.
 class MrsService final
-    : public v1::MemoryRegions::WithCallbackMethod_RegisterMr<
-          v1::MemoryRegions::WithCallbackMethod_ReregisterMr<v1::MemoryRegions::Service>> {
+    : public v1::MemoryRegions::WithCallbackMethod_RegisterMr<v1::MemoryRegions::WithCallbackMethod_ReregisterMr<
+          v1::MemoryRegions::WithCallbackMethod_DeregisterMr<v1::MemoryRegions::Service>>> {
  public:
-  explicit MrsService(Registry* r) : r_(r) {}
+  MrsService(Registry* r, grants::GrantManager* g) : r_(r), g_(g) {}
   ServerUnaryReactor* RegisterMr(CallbackServerContext* ctx, const v1::RegisterMrRequest* req,
                                  v1::MemoryRegion* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -74,15 +101,29 @@ class MrsService final
   ServerUnaryReactor* ReregisterMr(CallbackServerContext* ctx, const v1::ReregisterMrRequest* req,
                                    v1::ReregisterMrResponse* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    r_->ReregisterMrAsync(*req, Replier<v1::ReregisterMrResponse>(ctx, "ReregisterMr", reactor, resp));
+    AfterGrants<v1::ReregisterMrResponse>(
+        g_, req->name(), "", req->revoke_grants(), v1::END_MR_REREGISTERED,
+        [r = r_, req = *req](Done<v1::ReregisterMrResponse> d) mutable { r->ReregisterMrAsync(req, std::move(d)); },
+        Replier<v1::ReregisterMrResponse>(ctx, "ReregisterMr", reactor, resp));
     return reactor;
   }
-  Status DeregisterMr(ServerContext* ctx, const v1::DeregisterMrRequest* req, v1::DeregisterMrResponse* resp) override {
-    return Reply(ctx, "DeregisterMr", r_->DeregisterMr(req->name()), resp);
+  ServerUnaryReactor* DeregisterMr(CallbackServerContext* ctx, const v1::DeregisterMrRequest* req,
+                                   v1::DeregisterMrResponse* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    AfterGrants<v1::DeregisterMrResponse>(
+        g_, req->name(), "", req->revoke_grants(), v1::END_MR_DEREGISTERED,
+        [r = r_, name = req->name()](Done<v1::DeregisterMrResponse> d) mutable {
+          absl::Status s = r->DeregisterMr(name);
+          if (!s.ok()) return std::move(d)(s);
+          std::move(d)(v1::DeregisterMrResponse());
+        },
+        Replier<v1::DeregisterMrResponse>(ctx, "DeregisterMr", reactor, resp));
+    return reactor;
   }
 
  private:
   Registry* const r_;
+  grants::GrantManager* const g_;
 };
 
 class QpsService final : public v1::QueuePairs::Service {
@@ -148,11 +189,11 @@ class MwsService final
 
 }  // namespace
 
-std::vector<std::unique_ptr<grpc::Service>> MakeServices(Registry* registry) {
+std::vector<std::unique_ptr<grpc::Service>> MakeServices(Registry* registry, grants::GrantManager* grants) {
   std::vector<std::unique_ptr<grpc::Service>> out;
   out.push_back(std::make_unique<DevicesService>(registry));
-  out.push_back(std::make_unique<PdsService>(registry));
-  out.push_back(std::make_unique<MrsService>(registry));
+  out.push_back(std::make_unique<PdsService>(registry, grants));
+  out.push_back(std::make_unique<MrsService>(registry, grants));
   out.push_back(std::make_unique<QpsService>(registry));
   out.push_back(std::make_unique<MwsService>(registry));
   return out;

@@ -17,14 +17,18 @@
 
 #include "rdmad/v1/rdmad.grpc.pb.h"
 #include "server/cm/manager.h"
+#include "server/grants/manager.h"
 #include "server/registry/registry.h"
 
 namespace rdmad {
 
-// Every rdmad.v1 service of the verbs resources, bound to one registry.
-std::vector<std::unique_ptr<grpc::Service>> MakeServices(Registry* registry);
+// Every rdmad.v1 service of the verbs resources, bound to one registry. With `grants`, DeregisterMr,
+// ReregisterMr and DeletePd first ask it about the grants on what they remove (revoke_grants).
+std::vector<std::unique_ptr<grpc::Service>> MakeServices(Registry* registry, grants::GrantManager* grants = nullptr);
 // EventChannels, CmIds and ConnectTokens, bound to the CM manager (which must outlive the server too).
 std::vector<std::unique_ptr<grpc::Service>> MakeCmServices(cm::CmManager* manager);
+// Grants, bound to the grant manager (which must outlive the server).
+std::vector<std::unique_ptr<grpc::Service>> MakeGrantServices(grants::GrantManager* grants);
 
 }  // namespace rdmad
 

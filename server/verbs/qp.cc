@@ -52,6 +52,7 @@ ibv_qp_init_attr InitAttr(ibv_cq* cq) {
   init.cap.max_recv_wr = 1;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = fabric::kMaxInlineSend;
   return init;
 }
 
@@ -328,6 +329,22 @@ absl::Status Qp::PostInvalidate(fabric::Mw& fmw, fabric::Mr& bound_to, fabric::W
   wr.opcode = IBV_WR_LOCAL_INV;
   wr.invalidate_rkey = mw->rkey;
   return Post(wr, "ibv_post_send(LOCAL_INV)", std::move(done));
+}
+
+absl::Status Qp::PostSend(const std::string& bytes, fabric::WorkDone done) {
+  if (bytes.size() > fabric::kMaxInlineSend) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a SEND of ", bytes.size(), " bytes; at most ", fabric::kMaxInlineSend, " are sent inline"));
+  }
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(bytes.data());
+  sge.length = static_cast<uint32_t>(bytes.size());
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_INLINE;  // copied at post time: no registered buffer needed
+  return Post(wr, "ibv_post_send(SEND)", std::move(done));
 }
 
 }  // namespace rdmad::verbs

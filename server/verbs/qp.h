@@ -45,6 +45,7 @@ class Qp final : public fabric::Qp {
   fabric::QpState state() const override;
   absl::Status Connect(const fabric::QpEndpoint& remote) override;
   absl::Status PostBind(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) override;
+  absl::Status PostSend(const std::string& bytes, fabric::WorkDone done) override;
   absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& bound_to, fabric::WorkDone done) override;
 
   // Dispatcher thread: re-arms and polls the CQ empty; returns the callbacks to run (outside any lock).

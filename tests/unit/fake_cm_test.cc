@@ -284,6 +284,9 @@ class WatchPd : public fabric::Pd {
     absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& m, fabric::WorkDone d) override {
       return qp->PostInvalidate(mw, m, std::move(d));
     }
+    absl::Status PostSend(const std::string& bytes, fabric::WorkDone d) override {
+      return qp->PostSend(bytes, std::move(d));
+    }
     std::unique_ptr<fabric::Qp> qp;
     fake::FakeCm* cm;
     int* seen;

@@ -185,6 +185,15 @@ void FakeLedger::SetRegMrHook(std::function<void()> hook) {
   reg_mr_hook_ = std::move(hook);
 }
 
+std::vector<std::string> FakeLedger::Sent(uint32_t qpn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [q, bytes] : sent_) {
+    if (q == qpn) out.push_back(bytes);
+  }
+  return out;
+}
+
 void FakeLedger::ForceQpError(uint32_t qpn) {
   std::lock_guard<std::mutex> lock(mu_);
   forced_error_qpns_.insert(qpn);
@@ -369,6 +378,22 @@ class FakeQp final : public fabric::Qp {
     ledger_->Call("invalidate");
     absl::Status s = InvalidateLocked(mw, bound_to);
     if (!s.ok() && s.code() != absl::StatusCode::kAborted) return s;
+    ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
+    return absl::OkStatus();
+  }
+
+  absl::Status PostSend(const std::string& bytes, fabric::WorkDone done) override {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    ledger_->Call("send");
+    if (bytes.size() > fabric::kMaxInlineSend) return ErrnoError("ibv_post_send", EINVAL);
+    absl::Status s;
+    const bool error = state_ == fabric::QpState::kError || ledger_->forced_error_qpns_.count(local_.qpn) > 0;
+    if (error || state_ != fabric::QpState::kRts) {
+      s = CompletionError("ibv_post_send(SEND)");  // flushed, as on a QP in the error state
+    } else {
+      ledger_->sent_.push_back({local_.qpn, bytes});
+      ledger_->Event("send", absl::StrCat(id_));
+    }
     ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
     return absl::OkStatus();
   }

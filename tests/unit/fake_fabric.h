@@ -7,7 +7,7 @@
 //   - keeps an ordered event log: "alloc_pd 1", "reg_mr 2", "dereg_mr 2", "dealloc_mw 3", "destroy_qp 4",
 //     "dealloc_pd 1", "close_device rxe0", ... (ids are the fake's own, per kind, starting at 1);
 //   - counts calls per verb (failed ones included): "reg_mr", "rereg_mr", "dereg_mr", "alloc_mw",
-//     "create_qp", "connect", "bind", "invalidate", "alloc_pd";
+//     "create_qp", "connect", "bind", "invalidate", "alloc_pd", "send";
 //   - records *violations* of the verbs rules the real device would enforce or crash on: a PD destroyed
 //     while it holds children, an MR destroyed while a window is bound to it, a QP destroyed while a type 2
 //     window is bound on it, a device closed while it has PDs, a bind on a QP that is not in RTS, ...
@@ -26,6 +26,9 @@
 // or atomic, no zero-based type 1, a type 2 window not bound twice) and refuses to deregister an MR while a
 // window is bound to it (EBUSY), like ibv_dereg_mr(3). Type 1 invalidation is a zero-length bind naming
 // the MR the window is bound to (as the verbs backend does); type 2 is LOCAL_INV on the QP it is bound on.
+//
+// SEND model: PostSend on a QP in RTS succeeds and is recorded (Sent); elsewhere its completion fails
+// (flushed) and the QP goes to ERROR.
 //
 // QP model: created in INIT (as the verbs backend does); Connect moves it to RTS; a failed bind or
 // invalidate completion moves it to ERROR (as a real completion error does); Connect from any state goes
@@ -109,6 +112,8 @@ class FakeLedger {
   void FailNextCreateQp(int err);
   // Runs inside every Pd::RegMr, before the registration, without any lock held.
   void SetRegMrHook(std::function<void()> hook);
+  // The SENDs posted on the QP with this qpn that completed successfully, in order.
+  std::vector<std::string> Sent(uint32_t qpn) const;
   // Moves a live QP to the error state behind the registry's back, as a peer's bad RDMA access does.
   void ForceQpError(uint32_t qpn);
 
@@ -169,6 +174,7 @@ class FakeLedger {
   int fail_bind_ = 0, fail_invalidate_ = 0;
   std::function<void()> reg_mr_hook_;
   std::set<uint32_t> forced_error_qpns_;
+  std::vector<std::pair<uint32_t, std::string>> sent_;  // (qpn, bytes) of successful SENDs
 
   struct Completion {
     std::string device;

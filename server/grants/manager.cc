@@ -1,0 +1,483 @@
+// GrantManager: issuing, lookups, renewal, the guards of DeregisterMr / ReregisterMr / DeletePd, expiry
+// and pool refill. The life of a grant's key (activation, revocation) is in lifecycle.cc. Threads: see
+// manager.h.
+#include "server/grants/manager.h"
+
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "proto/wire/grant_message.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/rules.h"
+
+namespace rdmad::grants {
+
+using registry_internal::Busy;
+
+GrantManager::GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore* tokens, Options options)
+    : registry_(registry),
+      cm_(cm),
+      tokens_(tokens),
+      options_(std::move(options)),
+      hub_(GrantHub::Options{options_.watch_buffer, 4096}) {
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer_fd_ < 0) RDMAD_LOG_ERROR("timerfd_create failed: %s: grants will not expire", ErrnoName(errno).c_str());
+  loop_ = std::make_unique<dispatch::EventLoop>("grants");
+  if (timer_fd_ >= 0) {
+    loop_->RunSync([this] {
+      absl::Status s = loop_->Watch(timer_fd_, [this] { OnTimer(); });
+      if (!s.ok()) RDMAD_LOG_ERROR("grants: cannot watch the timer: %s", std::string(s.message()).c_str());
+    });
+  }
+  if (cm_ != nullptr) cm_->set_grant_connections(this);
+}
+
+GrantManager::~GrantManager() {
+  Shutdown();
+  loop_.reset();
+  if (timer_fd_ >= 0) close(timer_fd_);
+}
+
+void GrantManager::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    const absl::Time now = options_.clock();
+    for (auto& [id, e] : grants_) {
+      if (e->info.state() == v1::GRANT_ENDED) continue;
+      e->info.set_state(v1::GRANT_ENDED);
+      e->info.set_end_reason(v1::END_SHUTDOWN);
+      e->info.set_end_detail("rdmad stopped; its resources, and so the key, are released with it");
+      e->info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
+    }
+  }
+  loop_->Stop();
+  hub_.CloseAll(absl::UnavailableError("rdmad is shutting down"));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Issue
+
+absl::StatusOr<GrantManager::Plan> GrantManager::Check(const v1::IssueGrantRequest& r, const std::string& prefix) const {
+  auto field = [&](const char* f) { return absl::StrCat(prefix, f); };
+  if (r.principal().empty()) return InvalidArgument(field("principal"), "is required: who the grant is for");
+  if (r.principal().size() > 256) return InvalidArgument(field("principal"), "is longer than 256 bytes");
+  absl::StatusOr<v1::MemoryRegion> mr = registry_->GetMr(r.mr());
+  if (!mr.ok()) return RenameField(mr.status(), field("mr"));
+  if (mr->state() != v1::MR_READY) {
+    return FailedPrecondition(field("mr"), absl::StrCat(r.mr(), " is unusable (", mr->unusable_reason(), ")"));
+  }
+  if (r.length() == 0) return InvalidArgument(field("length"), "must be > 0");
+  if (r.offset() > mr->length() || r.length() > mr->length() - r.offset()) {
+    return OutOfRange(field("length"), absl::StrCat("[", r.offset(), ", ", r.offset(), " + ", r.length(),
+                                                    ") is not inside ", r.mr(), " (", mr->length(), " bytes)"));
+  }
+  Plan plan;
+  plan.access_bits = wire::kGrantRead;
+  for (int a : r.access()) {
+    if (a == v1::REMOTE_READ) continue;
+    if (a == v1::REMOTE_WRITE) {
+      plan.access_bits |= wire::kGrantWrite;
+      continue;
+    }
+    return InvalidArgument(field("access"), absl::StrCat("a grant gives REMOTE_READ and optionally REMOTE_WRITE, not ",
+                                                         v1::Access_Name(static_cast<v1::Access>(a))));
+  }
+  auto has = [&](v1::Access a) { return std::find(mr->access().begin(), mr->access().end(), a) != mr->access().end(); };
+  if ((plan.access_bits & wire::kGrantWrite) && !has(v1::LOCAL_WRITE)) {
+    return FailedPrecondition(field("access"), absl::StrCat("REMOTE_WRITE needs ", r.mr(),
+                                                            " to have LOCAL_WRITE (ibv_bind_mw(3))"));
+  }
+  plan.ttl = r.ttl_ms() ? absl::Milliseconds(r.ttl_ms()) : options_.default_ttl;
+  if (plan.ttl > options_.max_ttl) {
+    return InvalidArgument(field("ttl_ms"), absl::StrCat("is more than max_grant_ttl (", absl::FormatDuration(options_.max_ttl), ")"));
+  }
+  // The scope: the narrowest key the device can give.
+  absl::StatusOr<v1::ProtectionDomain> pd = registry_->GetPd(mr->pd());
+  if (!pd.ok()) return RenameField(pd.status(), field("mr"));
+  absl::StatusOr<v1::Device> device = registry_->GetDevice(pd->device());
+  if (!device.ok()) return RenameField(device.status(), field("mr"));
+  v1::GrantScope scope = v1::SCOPE_MR;
+  if (device->caps().mw_type2a() || device->caps().mw_type2b()) {
+    scope = v1::SCOPE_QP;
+    plan.window_type = fabric::MwType::kType2;
+  } else if (device->caps().mw_type1()) {
+    scope = v1::SCOPE_PD;
+    plan.window_type = fabric::MwType::kType1;
+  }
+  if (scope != v1::SCOPE_MR && !has(v1::MW_BIND)) {
+    return FailedPrecondition(field("mr"), absl::StrCat(r.mr(), " was registered without MW_BIND: a grant binds a "
+                                                        "window to it (register it with MW_BIND)"));
+  }
+  if (scope == v1::SCOPE_MR) {
+    if (!has(v1::REMOTE_READ) || ((plan.access_bits & wire::kGrantWrite) && !has(v1::REMOTE_WRITE))) {
+      return FailedPrecondition(field("mr"), absl::StrCat(pd->device(), " has no memory windows, so the grant "
+                                                          "would use the MR's own rkey, and ", r.mr(),
+                                                          " lacks the remote access asked for"));
+    }
+  }
+  v1::Grant& g = plan.info;
+  g.set_mr(r.mr());
+  g.set_pd(mr->pd());
+  g.set_offset(r.offset());
+  g.set_length(r.length());
+  g.add_access(v1::REMOTE_READ);
+  if (plan.access_bits & wire::kGrantWrite) g.add_access(v1::REMOTE_WRITE);
+  g.set_principal(r.principal());
+  g.set_scope(scope);
+  return plan;
+}
+
+absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints) {
+  v1::IssuedGrant out;
+  bool refill = false;
+  std::string pd = plan.info.pd();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return absl::UnavailableError("rdmad is shutting down");
+    for (const std::string* what : {&plan.info.mr(), &plan.info.pd()}) {
+      if (retiring_.count(*what)) {
+        return FailedPrecondition("mr", absl::StrCat(*what, " is being deregistered or deleted: no new grants on it"));
+      }
+    }
+    const uint64_t id = next_id_++;
+    const std::string name = Name("grants", id);
+    const absl::Time now = options_.clock();
+    cm::Claims claims;
+    claims.pd = plan.info.pd();
+    claims.grant = name;
+    claims.principal = plan.info.principal();
+    // The client must connect within the lease (and within the token store's limit).
+    absl::StatusOr<cm::Issued> token = tokens_->Issue(claims, std::min(plan.ttl, options_.max_token_ttl));
+    if (!token.ok()) return WithField(token.status(), "");
+    auto e = std::make_unique<Entry>();
+    e->id = id;
+    e->info = std::move(plan.info);
+    e->info.set_name(name);
+    e->info.set_state(v1::GRANT_ISSUED);
+    e->info.set_issue_time_unix_nanos(absl::ToUnixNanos(now));
+    e->info.set_token(token->id);
+    e->access_bits = plan.access_bits;
+    e->expiry = now + plan.ttl;
+    e->info.set_expire_time_unix_nanos(absl::ToUnixNanos(e->expiry));
+    by_mr_[e->info.mr()].insert(id);
+    by_pd_[e->info.pd()].insert(id);
+    by_principal_[e->info.principal()].insert(id);
+    ScheduleLocked(*e);
+    Publish(v1::GRANT_ISSUED_EVENT, *e);
+    *out.mutable_grant() = e->info;
+    out.set_token(token->bytes);
+    if (e->info.scope() != v1::SCOPE_MR) {
+      auto pool = pools_.find(pd);
+      if (pool == pools_.end()) {
+        pools_.emplace(pd, WindowPool(plan.window_type, options_.quarantine));
+        refill = true;
+      } else {
+        refill = pool->second.ready() < options_.pool_size / 2 + 1;
+      }
+    }
+    RDMAD_LOG_INFO("%s issued on %s [%llu, +%llu) for '%s' (scope %s, %s)", name.c_str(), e->info.mr().c_str(),
+                   static_cast<unsigned long long>(e->info.offset()), static_cast<unsigned long long>(e->info.length()),
+                   e->info.principal().c_str(), v1::GrantScope_Name(e->info.scope()).c_str(), token->id.c_str());
+    grants_.emplace(id, std::move(e));
+  }
+  for (const v1::SocketAddress& a : endpoints) *out.add_endpoints() = a;
+  if (refill) RefillSoon(pd);
+  return out;
+}
+
+absl::StatusOr<v1::IssuedGrant> GrantManager::Issue(const v1::IssueGrantRequest& request) {
+  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, cm_ ? cm_->DataPlaneEndpoints()
+                                                                       : absl::StatusOr<std::vector<v1::SocketAddress>>(
+                                                                             absl::UnavailableError("no rdma_cm")));
+  RDMAD_ASSIGN_OR_RETURN(Plan plan, Check(request, ""));
+  return Commit(std::move(plan), endpoints);
+}
+
+absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::IssueGrantsRequest& request) {
+  if (request.grants_size() == 0) return InvalidArgument("grants", "is empty");
+  if (static_cast<size_t>(request.grants_size()) > options_.max_batch) {
+    return InvalidArgument("grants", absl::StrCat("holds ", request.grants_size(), " requests; at most ",
+                                                  options_.max_batch, " per call"));
+  }
+  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, cm_ ? cm_->DataPlaneEndpoints()
+                                                                       : absl::StatusOr<std::vector<v1::SocketAddress>>(
+                                                                             absl::UnavailableError("no rdma_cm")));
+  // Every request is checked before any is issued: all or nothing.
+  std::vector<Plan> plans;
+  plans.reserve(request.grants_size());
+  for (int i = 0; i < request.grants_size(); ++i) {
+    RDMAD_ASSIGN_OR_RETURN(Plan plan, Check(request.grants(i), absl::StrCat("grants[", i, "].")));
+    plans.push_back(std::move(plan));
+  }
+  v1::IssueGrantsResponse out;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    absl::StatusOr<v1::IssuedGrant> issued = Commit(std::move(plans[i]), endpoints);
+    if (!issued.ok()) {
+      // Undo: those issued so far hold no key yet; they end at once.
+      for (const v1::IssuedGrant& g : out.grants()) {
+        absl::StatusOr<uint64_t> id = ParseName(g.grant().name(), "grants", "name");
+        if (id.ok()) End(*id, v1::END_REVOKED, "the batch it was part of failed", nullptr);
+      }
+      return WithContext(issued.status(), absl::StrCat("grants[", i, "]"));
+    }
+    *out.add_grants() = std::move(issued).value();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Lookups, renewal
+
+absl::StatusOr<GrantManager::Entry*> GrantManager::Find(const std::string& name, const std::string& field) const {
+  RDMAD_ASSIGN_OR_RETURN(uint64_t id, ParseName(name, "grants", field));
+  auto it = grants_.find(id);
+  if (it == grants_.end()) return NotFound(field, absl::StrCat(name, " does not exist (or ended long ago)"));
+  return it->second.get();
+}
+
+absl::StatusOr<v1::Grant> GrantManager::Get(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(name, "name"));
+  return e->info;
+}
+
+absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Grant> out;
+  auto take = [&](const Entry& e) {
+    if (!request.mr().empty() && e.info.mr() != request.mr()) return;
+    if (!request.principal().empty() && e.info.principal() != request.principal()) return;
+    if (e.info.state() == v1::GRANT_ENDED && !request.include_ended()) return;
+    out.push_back(e.info);
+  };
+  if (!request.principal().empty() || (!request.mr().empty() && !request.include_ended())) {
+    // An index: by principal (live and remembered) or by MR (live only).
+    const auto& index = !request.principal().empty() ? by_principal_ : by_mr_;
+    auto it = index.find(!request.principal().empty() ? request.principal() : request.mr());
+    if (it != index.end()) {
+      for (uint64_t id : it->second) take(*grants_.at(id));
+    }
+    return out;
+  }
+  for (const auto& [id, e] : grants_) take(*e);
+  return out;
+}
+
+absl::StatusOr<v1::Grant> GrantManager::Renew(const v1::RenewGrantRequest& request) {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(request.name(), "name"));
+  if (e->info.state() == v1::GRANT_ENDED || e->ending) {
+    return FailedPrecondition("name", absl::StrCat(request.name(), " has ended (",
+                                                   v1::GrantEndReason_Name(e->info.end_reason()),
+                                                   "): issue a new grant"));
+  }
+  const absl::Duration ttl = request.ttl_ms() ? absl::Milliseconds(request.ttl_ms()) : options_.default_ttl;
+  if (ttl > options_.max_ttl) {
+    return InvalidArgument("ttl_ms", absl::StrCat("is more than max_grant_ttl (", absl::FormatDuration(options_.max_ttl), ")"));
+  }
+  expiries_.erase({e->expiry, e->id});
+  e->expiry = options_.clock() + ttl;
+  e->info.set_expire_time_unix_nanos(absl::ToUnixNanos(e->expiry));
+  e->info.set_renewals(e->info.renewals() + 1);
+  ScheduleLocked(*e);
+  Publish(v1::GRANT_RENEWED, *e);
+  return e->info;
+}
+
+void GrantManager::Publish(v1::GrantEventType type, const Entry& e) {
+  v1::GrantEvent event;
+  event.set_type(type);
+  *event.mutable_grant() = e.info;
+  hub_.Publish(std::move(event));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Guards of DeregisterMr, ReregisterMr, DeletePd
+
+void GrantManager::Retire(const std::string& mr, const std::string& pd, bool revoke, v1::GrantEndReason reason,
+                          const std::string& field, absl::AnyInvocable<void(absl::Status) &&> done) {
+  const std::string& what = mr.empty() ? pd : mr;
+  std::vector<uint64_t> live;
+  std::vector<std::string> pool_windows;
+  {
+    absl::MutexLock lock(&mu_);
+    retiring_.insert(what);
+    const auto& index = mr.empty() ? by_pd_ : by_mr_;
+    if (auto it = index.find(what); it != index.end()) live.assign(it->second.begin(), it->second.end());
+    if (!live.empty() && !revoke) {
+      std::vector<std::string> names;
+      for (size_t i = 0; i < live.size() && i < 5; ++i) names.push_back(Name("grants", live[i]));
+      if (live.size() > 5) names.push_back("...");
+      return std::move(done)(Busy(field, absl::StrCat(what, " has ", live.size(), " live grant(s) (",
+                                                      absl::StrJoin(names, ", "),
+                                                      "): revoke them first, or ask for revoke_grants")));
+    }
+  }
+  // Ends them all, then (for a PD) gives back the pool's windows.
+  struct Join {
+    absl::Mutex mu;
+    size_t left = 0;
+    absl::Status first;
+    absl::AnyInvocable<void(absl::Status) &&> done;
+  };
+  auto join = std::make_shared<Join>();
+  join->left = live.size() + 1;
+  join->done = std::move(done);
+  auto finish_one = [this, join, pd](absl::Status s) {
+    bool last = false;
+    {
+      absl::MutexLock lock(&join->mu);
+      if (join->first.ok() && !s.ok()) join->first = s;
+      last = --join->left == 0;
+    }
+    if (!last) return;
+    if (join->first.ok() && !pd.empty()) {
+      std::vector<std::string> windows;
+      {
+        absl::MutexLock lock(&mu_);
+        if (auto it = pools_.find(pd); it != pools_.end()) {
+          windows = it->second.TakeAll();
+          pools_.erase(it);
+        }
+      }
+      for (const std::string& w : windows) {
+        if (absl::Status s = registry_->DeallocMw(w, "grants"); !s.ok()) {
+          RDMAD_LOG_WARN("grants: %s of %s's pool: %s", w.c_str(), pd.c_str(), std::string(s.message()).c_str());
+        }
+      }
+    }
+    std::move(join->done)(join->first);
+  };
+  for (uint64_t id : live) {
+    End(id, reason, absl::StrCat(what, " is going away"), [finish_one](absl::StatusOr<v1::Grant> g) mutable {
+      finish_one(g.status());
+    });
+  }
+  finish_one(absl::OkStatus());
+}
+
+void GrantManager::Unretire(const std::string& mr, const std::string& pd) {
+  absl::MutexLock lock(&mu_);
+  retiring_.erase(mr.empty() ? pd : mr);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Expiry: one timerfd armed for the earliest expiry of the ordered index.
+
+void GrantManager::ScheduleLocked(Entry& e) {
+  const bool earliest = expiries_.empty() || e.expiry < expiries_.begin()->first;
+  expiries_.insert({e.expiry, e.id});
+  if (earliest) loop_->Post([this] { ArmTimer(); });
+}
+
+void GrantManager::ArmTimer() {
+  if (timer_fd_ < 0) return;
+  absl::Time next = absl::InfiniteFuture();
+  {
+    absl::MutexLock lock(&mu_);
+    if (!expiries_.empty()) next = expiries_.begin()->first;
+  }
+  itimerspec spec{};
+  if (next != absl::InfiniteFuture()) {
+    // At least 1 ns: a zero it_value would disarm the timer.
+    const absl::Duration in = std::max(next - options_.clock(), absl::Nanoseconds(1));
+    spec.it_value = absl::ToTimespec(in);
+  }
+  if (timerfd_settime(timer_fd_, 0, &spec, nullptr) != 0) {
+    RDMAD_LOG_ERROR("grants: timerfd_settime: %s", ErrnoName(errno).c_str());
+  }
+}
+
+void GrantManager::OnTimer() {
+  uint64_t ticks = 0;
+  (void)!read(timer_fd_, &ticks, sizeof ticks);
+  std::vector<uint64_t> due;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = options_.clock();
+    while (!expiries_.empty() && expiries_.begin()->first <= now) {
+      due.push_back(expiries_.begin()->second);
+      expiries_.erase(expiries_.begin());
+    }
+  }
+  for (uint64_t id : due) End(id, v1::END_EXPIRED, "its lease ran out", nullptr);
+  ArmTimer();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Pools: refilled on the grants loop, off the request path (ibv_alloc_mw is slow on real NICs).
+
+void GrantManager::RefillSoon(const std::string& pd) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!refilling_.insert(pd).second) return;  // one queued refill per PD
+  }
+  loop_->Post([this, pd] { Refill(pd); });
+}
+
+void GrantManager::Refill(const std::string& pd) {
+  for (;;) {
+    fabric::MwType type;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pools_.find(pd);
+      if (shutdown_ || it == pools_.end() || retiring_.count(pd) || it->second.ready() >= options_.pool_size) {
+        refilling_.erase(pd);
+        return;
+      }
+      type = it->second.type();
+    }
+    v1::AllocMwRequest req;
+    req.set_pd(pd);
+    req.set_type(type == fabric::MwType::kType1 ? v1::TYPE_1 : v1::TYPE_2);
+    absl::StatusOr<v1::MemoryWindow> mw = registry_->AllocMw(req, "grants");
+    if (!mw.ok()) {
+      RDMAD_LOG_WARN("grants: refilling %s's window pool: %s", pd.c_str(), std::string(mw.status().message()).c_str());
+      absl::MutexLock lock(&mu_);
+      refilling_.erase(pd);
+      return;
+    }
+    bool orphan = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pools_.find(pd);
+      if (it != pools_.end()) {
+        it->second.Add(mw->name());  // if the PD is going, Retire deallocates it with the others
+      } else {
+        orphan = true;
+        refilling_.erase(pd);
+      }
+    }
+    if (orphan) {
+      (void)registry_->DeallocMw(mw->name(), "grants");  // the pool went while it was allocated
+      return;
+    }
+  }
+}
+
+void GrantManager::ForgetEndedLocked() {
+  while (ended_.size() > options_.max_ended) {
+    const uint64_t id = ended_.front();
+    ended_.pop_front();
+    auto it = grants_.find(id);
+    if (it == grants_.end()) continue;
+    auto p = by_principal_.find(it->second->info.principal());
+    if (p != by_principal_.end()) {
+      p->second.erase(id);
+      if (p->second.empty()) by_principal_.erase(p);
+    }
+    grants_.erase(it);
+  }
+}
+
+}  // namespace rdmad::grants

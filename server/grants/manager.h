@@ -1,0 +1,185 @@
+// GrantManager: remote keys to ranges of registered memory, for one client each, with leases and revocation
+// that is real at the NIC (docs/grants.md).
+//
+// A grant is issued with a single-use token (TokenStore, kind "grant"). The client connects to the
+// data-plane listener with it; on ESTABLISHED the CM layer calls OnConnected, and the grant binds a window
+// over exactly the granted range:
+//   SCOPE_QP  a type 2 window bound on the client's own QP (devices with type 2 windows);
+//   SCOPE_PD  a type 1 window (devices with type 1 windows only);
+//   SCOPE_MR  no window: the MR's own rkey (devices without windows). Revoked by rotating the MR's keys,
+//             which ends every SCOPE_MR grant of that MR.
+// Only after the bind's completion succeeded is the key sent to the client (the ACTIVE grant message,
+// proto/wire/grant_message.h). A grant ends (revoked, expired, disconnected, MR/PD gone) by invalidating
+// the window and waiting for the invalidation's completion (on a QP in the error state the registry
+// replaces the window instead, which also kills the key); then RevokeGrant returns, the ENDED message is
+// sent (best effort) and the connection is closed.
+//
+// Windows come from a per-PD pool (WindowPool), refilled on the "grants" thread, so ibv_alloc_mw is off
+// the request path. A window whose key was revoked is quarantined before it is bound again, and a key
+// value revoked in a PD is never handed out again in that PD during the quarantine (ReDMArk).
+//
+// Threads and locks:
+//   - mu_ guards every grant, the indexes, the pools and the timers' index. It is never held across a call
+//     into the Registry, the CmManager or the TokenStore... except TokenStore::Issue/Revoke, which take
+//     only the store's own lock and never call back.
+//   - The "grants" EventLoop owns the expiry timer (a timerfd) and refills pools. Expiry fires there.
+//   - Activation and revocation are chains of callbacks: they start on a CM dispatcher (OnConnected,
+//     OnGone) or a gRPC thread (RevokeGrant, Retire), continue on the device dispatcher (bind and
+//     invalidate completions) and never wait. A grant with an operation in flight is `busy`; an end
+//     requested meanwhile is remembered and done when the operation finishes.
+//   - Nothing scans every grant: grants are indexed by MR, PD and principal; expiry uses an ordered index.
+#ifndef RDMAD_SERVER_GRANTS_MANAGER_H_
+#define RDMAD_SERVER_GRANTS_MANAGER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rdmad/v1/rdmad.pb.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
+#include "proto/wire/grant_message.h"
+#include "server/dispatch/event_loop.h"
+#include "server/grants/events.h"
+#include "server/grants/pool.h"
+#include "server/registry/registry.h"
+
+namespace rdmad::grants {
+
+class GrantManager final : public cm::GrantConnections {
+ public:
+  struct Options {
+    absl::Duration default_ttl = absl::Seconds(60);
+    absl::Duration max_ttl = absl::Hours(24);
+    absl::Duration max_token_ttl = absl::Hours(1);  // the TokenStore's: a client connects within it
+    absl::Duration quarantine = absl::Seconds(60);  // before a revoked window or key value is used again
+    size_t pool_size = 8;                           // ready windows kept per PD
+    size_t max_ended = 1024;                        // ended grants remembered for Get/List
+    size_t max_batch = 1024;                        // IssueGrants
+    size_t watch_buffer = 1024;
+    std::function<absl::Time()> clock = [] { return absl::Now(); };
+  };
+
+  GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore* tokens, Options options);
+  ~GrantManager() override;
+  GrantManager(const GrantManager&) = delete;
+  GrantManager& operator=(const GrantManager&) = delete;
+
+  absl::StatusOr<v1::IssuedGrant> Issue(const v1::IssueGrantRequest& request);
+  absl::StatusOr<v1::IssueGrantsResponse> IssueBatch(const v1::IssueGrantsRequest& request);
+  absl::StatusOr<v1::Grant> Get(const std::string& name) const;
+  absl::StatusOr<std::vector<v1::Grant>> List(const v1::ListGrantsRequest& request) const;
+  absl::StatusOr<v1::Grant> Renew(const v1::RenewGrantRequest& request);
+  // `done` runs once the key is dead at the NIC, or with why it could not be killed.
+  void Revoke(const std::string& name, Done<v1::Grant> done);
+  GrantHub& events() { return hub_; }
+
+  // Before DeregisterMr / ReregisterMr (`mr` set) or DeletePd (`pd` set): with live grants on it, refuses
+  // (FAILED_PRECONDITION, EBUSY, naming them) unless `revoke`, in which case it ends them with `reason`
+  // first. For a PD it also deallocates the pool's windows. Until Unretire, no grant is issued on it.
+  // `done` gets OK or the refusal; call Unretire after the registry operation, whatever its outcome.
+  void Retire(const std::string& mr, const std::string& pd, bool revoke, v1::GrantEndReason reason,
+              const std::string& field, absl::AnyInvocable<void(absl::Status) &&> done);
+  void Unretire(const std::string& mr, const std::string& pd);
+
+  // Ends every grant (SHUTDOWN) without touching the fabric, stops the timer, closes watchers. Call before
+  // the CmManager quiesces; the registry and the CM layer then release the windows and connections.
+  void Shutdown();
+
+  // cm::GrantConnections (on a CM dispatcher).
+  void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) override;
+  void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) override;
+
+ private:
+  struct Entry {
+    uint64_t id = 0;
+    v1::Grant info;  // what Get shows; state, times, links
+    uint32_t access_bits = 0;  // wire::kGrantRead | kGrantWrite
+    absl::Time expiry;
+    uint32_t rkey = 0;
+    uint64_t remote_addr = 0;
+    int activation_attempts = 0;
+    bool busy = false;        // an activation or an end is in flight
+    bool ending = false;      // the in-flight operation is the end
+    v1::GrantEndReason pending_end = v1::GRANT_END_UNSPECIFIED;  // asked for while busy activating
+    std::string pending_detail;
+    std::vector<Done<v1::Grant>> waiters;       // RevokeGrant / Retire calls waiting for the end
+    absl::AnyInvocable<void() &&> release;      // from OnGone: called once the window is off the QP
+  };
+  using Waiters = std::vector<Done<v1::Grant>>;
+
+  absl::StatusOr<Entry*> Find(const std::string& name, const std::string& field) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks a request and works out the grant's scope; no lock held (asks the registry).
+  struct Plan {
+    v1::Grant info;
+    uint32_t access_bits = 0;
+    absl::Duration ttl;
+    fabric::MwType window_type = fabric::MwType::kType2;
+  };
+  absl::StatusOr<Plan> Check(const v1::IssueGrantRequest& request, const std::string& prefix) const;
+  absl::StatusOr<v1::IssuedGrant> Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints);
+  void Publish(v1::GrantEventType type, const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Lifecycle (lifecycle.cc). None is called with mu_ held.
+  struct Key {
+    uint32_t rkey = 0;
+    uint64_t remote_addr = 0;
+  };
+  void Activate(uint64_t id);
+  void OnBound(uint64_t id, std::string window, absl::StatusOr<Key> key);
+  // Ends the grant: at once if it holds no key; otherwise kills the key first. `done` may be null.
+  void End(uint64_t id, v1::GrantEndReason reason, std::string detail, Done<v1::Grant> done);
+  void KillKey(uint64_t id);
+  void OnKeyKilled(uint64_t id, absl::Status status);
+  // Marks it ENDED and forgets its links; returns the waiters to run and the release to call.
+  void FinishEndLocked(Entry& e, v1::GrantEndReason reason, const std::string& detail, Waiters* waiters,
+                       absl::AnyInvocable<void() &&>* release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After an end: the ENDED (or FAILED) message, then rdma_disconnect; or the release, if the client left.
+  void Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release);
+  std::string Message(const Entry& e, wire::GrantMessageType type) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Expiry (the "grants" loop).
+  void ScheduleLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmTimer();
+  void OnTimer();
+  // Pool refill (the "grants" loop).
+  void RefillSoon(const std::string& pd);
+  void Refill(const std::string& pd);
+  void ForgetEndedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Registry* const registry_;
+  cm::CmManager* const cm_;
+  cm::TokenStore* const tokens_;
+  const Options options_;
+  GrantHub hub_;
+
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::unique_ptr<Entry>> grants_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<uint64_t>> by_mr_ ABSL_GUARDED_BY(mu_);         // live grants
+  std::map<std::string, std::set<uint64_t>> by_pd_ ABSL_GUARDED_BY(mu_);         // live grants
+  std::map<std::string, std::set<uint64_t>> by_principal_ ABSL_GUARDED_BY(mu_);  // live and remembered
+  std::deque<uint64_t> ended_ ABSL_GUARDED_BY(mu_);                               // in end order
+  std::set<std::pair<absl::Time, uint64_t>> expiries_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
+  std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
+  std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued
+
+  int timer_fd_ = -1;
+  std::unique_ptr<dispatch::EventLoop> loop_;  // last: stopped first
+};
+
+}  // namespace rdmad::grants
+
+#endif  // RDMAD_SERVER_GRANTS_MANAGER_H_

@@ -1,0 +1,353 @@
+// GrantManager (server/grants/manager.h) over the fake fabric and the fake rdma_cm: a grant's whole life
+// (issue, the client's connection, the bind on its QP, the key sent only after the bind's completion,
+// revocation at the NIC, the goodbye), the fallbacks to type 1 windows and to the MR's own key, the
+// guards of DeregisterMr/DeletePd, expiry and renewal, disconnection, a QP in the error state, key
+// quarantine, batches and bad input. Waits are bounded polls of state, never timing assertions.
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "proto/wire/grant_message.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
+#include "server/common/status.h"
+#include "server/grants/manager.h"
+#include "server/registry/internal.h"
+#include "tests/unit/fake_cm.h"
+#include "tests/unit/fake_fabric.h"
+#include "tests/unit/test_util.h"
+
+namespace rdmad::grants {
+namespace {
+
+using ::rdmad::registry_internal::Await;
+using ::rdmad::test::IsError;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kAddr[] = "10.0.2.15";
+constexpr uint16_t kPort = 7471;
+
+template <typename Pred>
+bool Eventually(Pred pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return pred();
+}
+
+// A client of the fake rdma_cm with its own PD and QP, as RemoteRegion would be.
+struct Client {
+  std::unique_ptr<fabric::CmChannel> channel;
+  std::unique_ptr<fabric::CmId> id;
+  std::unique_ptr<fabric::Pd> pd;
+  fabric::CmEvent Dial(fake::FakeCm& cm, fabric::Device* device, const std::string& token) {
+    channel = cm.CreateChannel().value();
+    id = channel->CreateId(1).value();
+    pd = device->AllocPd().value();
+    EXPECT_TRUE(id->ResolveAddr({kAddr, kPort}, 1000).ok());
+    Wait();
+    EXPECT_TRUE(id->ResolveRoute(1000).ok());
+    Wait();
+    EXPECT_TRUE(id->CreateQp(*pd).ok());
+    EXPECT_TRUE(id->Connect(token).ok());
+    std::vector<fabric::CmEvent> e = Wait();
+    return e.empty() ? fabric::CmEvent{} : std::move(e.front());
+  }
+  std::vector<fabric::CmEvent> Wait() {
+    for (int i = 0; i < 10000; ++i) {
+      std::vector<fabric::CmEvent> e = channel->Drain();
+      if (!e.empty()) return e;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return {};
+  }
+  void Leave() {
+    id.reset();  // the peer sees DISCONNECTED
+    pd.reset();
+    channel.reset();
+  }
+};
+
+class GrantManagerTest : public ::testing::Test {
+ protected:
+  void Build(fabric::DeviceInfo device = fake::MakeDeviceInfo("rxe0"), absl::Duration quarantine = absl::Minutes(1)) {
+    ledger_ = std::make_shared<fake::FakeLedger>();
+    auto fabric = std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{device}, ledger_);
+    fake_cm_ = std::make_unique<fake::FakeCm>(fabric->devices(), std::map<std::string, std::string>{{kAddr, "rxe0"}});
+    fabric->set_cm(fake_cm_.get());
+    device_ = fabric->devices()[0];
+    registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
+    cm::CmManager::Options cm_options;
+    cm_options.listen = {{kAddr, kPort}};
+    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
+    ASSERT_TRUE(cm_->Start().ok());
+    GrantManager::Options options;
+    options.quarantine = quarantine;
+    options.pool_size = 2;
+    grants_ = std::make_unique<GrantManager>(registry_.get(), cm_.get(), &tokens_, options);
+    v1::CreatePdRequest pd;
+    pd.set_device("rxe0");
+    pd_ = registry_->CreatePd(pd).value().name();
+    mr_ = Register(1 << 20);
+  }
+  void TearDown() override {
+    for (Client& c : clients_) c.Leave();
+    grants_->Shutdown();
+    cm_->Quiesce();
+    grants_.reset();
+    cm_.reset();
+    registry_.reset();
+    EXPECT_THAT(fake_cm_->violations(), IsEmpty());
+    EXPECT_THAT(ledger_->violations(), IsEmpty());
+    fake::FakeLedger::Counts c = ledger_->live();
+    EXPECT_EQ(c.mrs + c.mws + c.qps, 0);
+  }
+  std::string Register(uint64_t size) {
+    v1::RegisterMrRequest r;
+    r.set_pd(pd_);
+    r.mutable_source()->mutable_anonymous()->set_size(size);
+    for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::REMOTE_WRITE, v1::MW_BIND}) r.add_access(a);
+    return registry_->RegisterMr(r).value().name();
+  }
+  v1::IssueGrantRequest Request(uint64_t offset = 4096, uint64_t length = 8192) {
+    v1::IssueGrantRequest r;
+    r.set_mr(mr_);
+    r.set_offset(offset);
+    r.set_length(length);
+    r.set_principal("app-7");
+    return r;
+  }
+  // Issues a grant and connects a client with its token; returns the grant once ACTIVE.
+  v1::Grant Activate(v1::IssueGrantRequest request) {
+    absl::StatusOr<v1::IssuedGrant> issued = grants_->Issue(request);
+    EXPECT_TRUE(issued.ok()) << issued.status();
+    if (!issued.ok()) return {};
+    EXPECT_EQ(issued->grant().state(), v1::GRANT_ISSUED);
+    clients_.emplace_back();
+    fabric::CmEvent e = clients_.back().Dial(*fake_cm_, device_, issued->token());
+    EXPECT_EQ(e.type, fabric::CmEventType::kEstablished);
+    const std::string name = issued->grant().name();
+    EXPECT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVE; }))
+        << grants_->Get(name).value().DebugString();
+    return grants_->Get(name).value();
+  }
+  // The grant messages rdmad sent on the grant's connection.
+  std::vector<wire::GrantMessage> Messages(const v1::Grant& g) {
+    std::vector<wire::GrantMessage> out;
+    absl::StatusOr<v1::QueuePair> qp = registry_->GetQp(g.qp());
+    if (!qp.ok()) return out;
+    for (const std::string& bytes : ledger_->Sent(qp->local().qpn())) out.push_back(wire::DecodeGrantMessage(bytes).value());
+    return out;
+  }
+  absl::StatusOr<v1::Grant> Revoke(const std::string& name) {
+    return Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(name, std::move(d)); });
+  }
+  absl::Status Retire(const std::string& mr, const std::string& pd, bool revoke) {
+    absl::Notification n;
+    absl::Status out;
+    grants_->Retire(mr, pd, revoke, mr.empty() ? v1::END_PD_DELETED : v1::END_MR_DEREGISTERED, "name",
+                    [&](absl::Status s) {
+                      out = s;
+                      n.Notify();
+                    });
+    n.WaitForNotification();
+    grants_->Unretire(mr, pd);
+    return out;
+  }
+
+  cm::TokenStore tokens_;
+  std::shared_ptr<fake::FakeLedger> ledger_;
+  std::unique_ptr<fake::FakeCm> fake_cm_;
+  fabric::Device* device_ = nullptr;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<cm::CmManager> cm_;
+  std::unique_ptr<GrantManager> grants_;
+  std::deque<Client> clients_;
+  std::string pd_, mr_;
+};
+
+TEST_F(GrantManagerTest, TheKeyIsAType2WindowOnTheClientsQpSentOnlyAfterItsBindAndRevokedAtTheNic) {
+  Build();
+  v1::Grant g = Activate(Request(4096, 8192));
+  EXPECT_EQ(g.scope(), v1::SCOPE_QP);
+  v1::MemoryWindow w = registry_->GetMw(g.window()).value();
+  EXPECT_EQ(w.type(), v1::TYPE_2);
+  EXPECT_EQ(w.owner(), "grants");
+  EXPECT_EQ(w.binding().qp(), g.qp());  // bound on the client's own connection
+  EXPECT_EQ(w.binding().offset(), 4096u);
+  EXPECT_EQ(w.binding().length(), 8192u);
+  std::vector<wire::GrantMessage> sent = Messages(g);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].type, wire::GrantMessageType::kActive);
+  EXPECT_EQ(sent[0].scope, wire::GrantKeyScope::kQp);
+  EXPECT_EQ(sent[0].rkey, w.rkey());
+  EXPECT_EQ(sent[0].remote_addr, registry_->GetMr(mr_).value().addr() + 4096);
+  EXPECT_EQ(sent[0].length, 8192u);
+  EXPECT_EQ(sent[0].access, wire::kGrantRead);
+  const uint64_t fake_mw = ledger_->MwIdByRkey(w.rkey());
+  EXPECT_NE(ledger_->MwBoundMr(fake_mw), 0u);
+  // A user cannot touch the grant's window.
+  EXPECT_TRUE(IsError(registry_->DeallocMw(g.window()), absl::StatusCode::kFailedPrecondition, "name"));
+
+  absl::StatusOr<v1::Grant> revoked = Revoke(g.name());
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->state(), v1::GRANT_ENDED);
+  EXPECT_EQ(revoked->end_reason(), v1::END_REVOKED);
+  EXPECT_EQ(ledger_->MwBoundMr(fake_mw), 0u);  // dead at the NIC when Revoke returned
+  // The goodbye, then the connection goes.
+  EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok(); }));
+  // Revoking again answers with how it ended.
+  EXPECT_EQ(Revoke(g.name()).value().end_reason(), v1::END_REVOKED);
+}
+
+TEST_F(GrantManagerTest, WithoutType2WindowsTheKeyIsAType1WindowAndWithoutWindowsTheMrsOwnRotatedToRevoke) {
+  fabric::DeviceInfo type1 = fake::MakeDeviceInfo("rxe0");
+  type1.mw_type2b = false;
+  Build(type1);
+  v1::Grant g = Activate(Request());
+  EXPECT_EQ(g.scope(), v1::SCOPE_PD);
+  EXPECT_EQ(registry_->GetMw(g.window()).value().type(), v1::TYPE_1);
+  EXPECT_EQ(Messages(g).at(0).scope, wire::GrantKeyScope::kPd);
+  EXPECT_EQ(Revoke(g.name()).value().state(), v1::GRANT_ENDED);
+  EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
+}
+
+TEST_F(GrantManagerTest, WithoutWindowsTheKeyIsTheMrsOwnAndRevokingRotatesItEndingEveryMrScopeGrant) {
+  fabric::DeviceInfo none = fake::MakeDeviceInfo("rxe0");
+  none.mw_type1 = none.mw_type2b = false;
+  Build(none);
+  v1::Grant a = Activate(Request(0, 4096));
+  v1::Grant b = Activate(Request(8192, 4096));
+  EXPECT_EQ(a.scope(), v1::SCOPE_MR);
+  const v1::MemoryRegion before = registry_->GetMr(mr_).value();
+  EXPECT_EQ(Messages(a).at(0).rkey, before.rkey());
+  EXPECT_EQ(Messages(b).at(0).remote_addr, before.addr() + 8192);
+  ASSERT_TRUE(Revoke(a.name()).ok());
+  EXPECT_NE(registry_->GetMr(mr_).value().rkey(), before.rkey());  // the old key is dead
+  EXPECT_EQ(grants_->Get(b.name()).value().state(), v1::GRANT_ENDED);
+  EXPECT_THAT(grants_->Get(b.name()).value().end_detail(), HasSubstr("rotated"));
+}
+
+TEST_F(GrantManagerTest, MrAndPdRemovalRefusedWhileGrantsLiveUnlessAskedToRevokeThem) {
+  Build();
+  v1::Grant g = Activate(Request());
+  v1::IssuedGrant waiting = grants_->Issue(Request()).value();
+  absl::Status refused = Retire(mr_, "", false);
+  EXPECT_TRUE(IsError(refused, absl::StatusCode::kFailedPrecondition, "name"));
+  EXPECT_THAT(refused.message(), HasSubstr(g.name()));
+  EXPECT_EQ(ErrnoOf(refused), EBUSY);
+  EXPECT_TRUE(Retire(mr_, "", true).ok());
+  EXPECT_EQ(grants_->Get(g.name()).value().end_reason(), v1::END_MR_DEREGISTERED);
+  EXPECT_EQ(grants_->Get(waiting.grant().name()).value().state(), v1::GRANT_ENDED);
+  // Its client's token is dead too.
+  Client late;
+  fabric::CmEvent e = late.Dial(*fake_cm_, device_, waiting.token());
+  EXPECT_EQ(e.type, fabric::CmEventType::kRejected);
+  EXPECT_EQ(cm::DecodeReject(e.private_data).value().reason, cm::RejectReason::kRevoked);
+  late.Leave();
+  EXPECT_TRUE(Eventually([&] { return registry_->DeregisterMr(mr_).ok(); }));
+  // The PD's pool windows go with a Retire of the PD; then DeletePd without cascade succeeds.
+  EXPECT_TRUE(Retire("", pd_, false).ok());
+  v1::DeletePdRequest del;
+  del.set_name(pd_);
+  EXPECT_TRUE(Eventually([&] { return registry_->DeletePd(del).ok(); }));
+}
+
+TEST_F(GrantManagerTest, LeasesExpireAndRenewalsExtendThem) {
+  Build();
+  v1::IssueGrantRequest r = Request();
+  r.set_ttl_ms(300);
+  v1::Grant g = Activate(r);
+  v1::RenewGrantRequest renew;
+  renew.set_name(g.name());
+  renew.set_ttl_ms(60000);
+  EXPECT_EQ(grants_->Renew(renew).value().renewals(), 1u);
+  absl::SleepFor(absl::Milliseconds(600));  // past the first expiry: the renewal holds
+  EXPECT_EQ(grants_->Get(g.name()).value().state(), v1::GRANT_ACTIVE);
+  renew.set_ttl_ms(50);
+  ASSERT_TRUE(grants_->Renew(renew).ok());
+  EXPECT_TRUE(Eventually([&] { return grants_->Get(g.name()).value().state() == v1::GRANT_ENDED; }));
+  EXPECT_EQ(grants_->Get(g.name()).value().end_reason(), v1::END_EXPIRED);
+  EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
+  EXPECT_TRUE(IsError(grants_->Renew(renew), absl::StatusCode::kFailedPrecondition, "name"));
+}
+
+TEST_F(GrantManagerTest, ADisconnectedClientsGrantEndsAndItsWindowQpAndIdAreReleased) {
+  Build();
+  v1::Grant g = Activate(Request());
+  clients_.back().Leave();
+  EXPECT_TRUE(Eventually([&] { return grants_->Get(g.name()).value().state() == v1::GRANT_ENDED; }));
+  EXPECT_EQ(grants_->Get(g.name()).value().end_reason(), v1::END_DISCONNECTED);
+  EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok() && !registry_->GetQp(g.qp()).ok(); }));
+  EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
+}
+
+TEST_F(GrantManagerTest, RevokeWorksOnAQpInTheErrorStateAndRevokedKeysAreNeverReusedInQuarantine) {
+  Build();
+  std::set<uint32_t> keys;
+  std::set<std::string> windows;
+  for (int i = 0; i < 4; ++i) {
+    v1::Grant g = Activate(Request());
+    const uint32_t rkey = Messages(g).at(0).rkey;
+    EXPECT_TRUE(keys.insert(rkey).second) << "key " << rkey << " handed out twice";
+    EXPECT_TRUE(windows.insert(g.window()).second) << g.window() << " reused during its quarantine";
+    if (i == 0) ledger_->ForceQpError(registry_->GetQp(g.qp()).value().local().qpn());  // a bad read by the peer
+    absl::StatusOr<v1::Grant> r = Revoke(g.name());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(ledger_->MwBoundMr(ledger_->MwIdByRkey(rkey)), 0u) << "the revoked key still opens a window";
+  }
+}
+
+TEST_F(GrantManagerTest, ABatchIsAllOrNothingAndBadInputNamesTheField) {
+  Build();
+  v1::IssueGrantsRequest batch;
+  *batch.add_grants() = Request();
+  *batch.add_grants() = Request(0, 2u << 20);  // past the end of the MR
+  EXPECT_TRUE(IsError(grants_->IssueBatch(batch), absl::StatusCode::kOutOfRange, "grants[1].length"));
+  EXPECT_THAT(grants_->List(v1::ListGrantsRequest()).value(), IsEmpty());
+  batch.mutable_grants(1)->set_length(4096);
+  v1::IssueGrantsResponse ok = grants_->IssueBatch(batch).value();
+  EXPECT_EQ(ok.grants_size(), 2);
+  v1::ListGrantsRequest by;
+  by.set_principal("app-7");
+  EXPECT_EQ(grants_->List(by).value().size(), 2u);
+  by.set_principal("nobody");
+  EXPECT_THAT(grants_->List(by).value(), IsEmpty());
+
+  v1::IssueGrantRequest r = Request();
+  r.clear_principal();
+  EXPECT_TRUE(IsError(grants_->Issue(r), absl::StatusCode::kInvalidArgument, "principal"));
+  r = Request();
+  r.set_length(0);
+  EXPECT_TRUE(IsError(grants_->Issue(r), absl::StatusCode::kInvalidArgument, "length"));
+  r = Request();
+  r.add_access(v1::REMOTE_ATOMIC);
+  EXPECT_TRUE(IsError(grants_->Issue(r), absl::StatusCode::kInvalidArgument, "access"));
+  r = Request();
+  r.set_mr("mrs/99");
+  EXPECT_TRUE(IsError(grants_->Issue(r), absl::StatusCode::kNotFound, "mr"));
+  r = Request();
+  r.set_ttl_ms(48u * 3600 * 1000);
+  EXPECT_TRUE(IsError(grants_->Issue(r), absl::StatusCode::kInvalidArgument, "ttl_ms"));
+  v1::RegisterMrRequest plain;
+  plain.set_pd(pd_);
+  plain.mutable_source()->mutable_anonymous()->set_size(4096);
+  plain.add_access(v1::REMOTE_READ);
+  r = Request(0, 4096);
+  r.set_mr(registry_->RegisterMr(plain).value().name());
+  EXPECT_TRUE(IsError(grants_->Issue(r), absl::StatusCode::kFailedPrecondition, "mr"));  // no MW_BIND
+  EXPECT_TRUE(IsError(grants_->Get("grants/0"), absl::StatusCode::kInvalidArgument, "name"));
+  EXPECT_TRUE(IsError(grants_->Get("grants/77"), absl::StatusCode::kNotFound, "name"));
+}
+
+}  // namespace
+}  // namespace rdmad::grants
