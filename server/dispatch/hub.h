@@ -72,11 +72,12 @@ class HubWatcher {
  private:
   friend class Hub<Event, Filter>;
 
-  // Returns true if the wake callback must run.
-  bool Offer(const Event& e) {
+  // Returns true if the wake callback must run. A replay (Subscribe's history, itself bounded by
+  // Options::retained) is never cut off: only falling behind live events is.
+  bool Offer(const Event& e, bool replay = false) {
     absl::MutexLock lock(&mu_);
     if (closed_) return false;
-    if (queue_.size() >= capacity_) {
+    if (!replay && queue_.size() >= capacity_) {
       // Cut off: what it has not taken is lost too; it resumes from the last event it was given.
       dropped_ += queue_.size() + 1;
       queue_.clear();
@@ -88,6 +89,11 @@ class HubWatcher {
     }
     queue_.push_back(e);
     return static_cast<bool>(wake_);
+  }
+  // A resumed watcher has been given everything up to `sequence`: a cut-off names it, not 0.
+  void ResumeAfter(uint64_t sequence) {
+    absl::MutexLock lock(&mu_);
+    last_taken_ = sequence;
   }
   bool Close(absl::Status status) {
     absl::MutexLock lock(&mu_);
@@ -154,9 +160,10 @@ class Hub {
     absl::MutexLock lock(&mu_);
     if (from_oldest) {
       for (const auto& e : retained_) {
-        if (w->filter().Matches(e)) w->Offer(e);
+        if (w->filter().Matches(e)) w->Offer(e, /*replay=*/true);
       }
     } else if (after_sequence > 0) {
+      w->ResumeAfter(after_sequence);
       const uint64_t oldest = retained_.empty() ? next_sequence_ : retained_.front().sequence();
       if (after_sequence + 1 < oldest) {
         w->Close(OutOfRange("after_sequence", absl::StrCat("events up to ", oldest - 1,
@@ -165,7 +172,7 @@ class Hub {
         return w;
       }
       for (const auto& e : retained_) {
-        if (e.sequence() > after_sequence && w->filter().Matches(e)) w->Offer(e);
+        if (e.sequence() > after_sequence && w->filter().Matches(e)) w->Offer(e, /*replay=*/true);
       }
     }
     watchers_.push_back(w);

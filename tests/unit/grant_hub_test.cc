@@ -101,6 +101,17 @@ TEST(GrantHub, AWatcherThatFallsBehindIsCutOffWithTheCountAndWhereToResume) {
   hub.Publish(Event("mrs/1", "alice"));  // 8
   EXPECT_FALSE(slow->Next().has_value());
   EXPECT_FALSE(other->Closed().has_value());
+
+  // Resuming where it was told gets all it lost (more than its buffer holds: a replay is not cut off),
+  // and a later cut-off names the last event it was given, not 0.
+  auto resumed = hub.Subscribe(GrantFilter{}, 2);
+  EXPECT_THAT(Sequences(Drain(*resumed)), ::testing::ElementsAre(3, 4, 5, 6, 7, 8));
+  EXPECT_FALSE(resumed->Closed().has_value());
+  auto lagging = hub.Subscribe(GrantFilter{}, 7);
+  for (int i = 0; i < 5; ++i) hub.Publish(Event("mrs/1", "alice"));  // 9..13
+  for (int i = 0; i < 6; ++i) (void)lagging->Next();
+  ASSERT_TRUE(lagging->Closed().has_value());
+  EXPECT_THAT(std::string(lagging->Closed()->message()), ::testing::HasSubstr("resume with after_sequence = 7"));
 }
 
 TEST(GrantHub, AStreamResumesAfterTheLastSequenceItTookThenGoesLive) {
