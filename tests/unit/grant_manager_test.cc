@@ -177,6 +177,7 @@ class GrantManagerTest : public ::testing::Test {
 
 TEST_F(GrantManagerTest, TheKeyIsAType2WindowOnTheClientsQpSentOnlyAfterItsBindAndRevokedAtTheNic) {
   Build();
+  auto watcher = grants_->events().Subscribe(GrantFilter{mr_, "app-7"}, 0);
   v1::Grant g = Activate(Request(4096, 8192));
   EXPECT_EQ(g.scope(), v1::SCOPE_QP);
   v1::MemoryWindow w = registry_->GetMw(g.window()).value();
@@ -207,6 +208,10 @@ TEST_F(GrantManagerTest, TheKeyIsAType2WindowOnTheClientsQpSentOnlyAfterItsBindA
   EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok(); }));
   // Revoking again answers with how it ended.
   EXPECT_EQ(Revoke(g.name()).value().end_reason(), v1::END_REVOKED);
+  // The stream told it all, in order.
+  std::vector<v1::GrantEventType> seen;
+  while (std::optional<v1::GrantEvent> e = watcher->Next()) seen.push_back(e->type());
+  EXPECT_THAT(seen, ::testing::ElementsAre(v1::GRANT_ISSUED_EVENT, v1::GRANT_ACTIVATED, v1::GRANT_REVOKED));
 }
 
 TEST_F(GrantManagerTest, WithoutType2WindowsTheKeyIsAType1WindowAndWithoutWindowsTheMrsOwnRotatedToRevoke) {
