@@ -42,7 +42,7 @@ class RemoteRegion {
   struct Options {
     size_t queue_depth = 16;                           // reads outstanding at most
     size_t max_read_bytes = 1 << 20;                   // largest single read
-    absl::Duration connect_timeout = absl::Seconds(10);  // connect and wait for the key
+    absl::Duration connect_timeout = absl::Seconds(10);  // connect and wait for the key (per endpoint)
     // Refuse out-of-range reads in the library. Off: post them anyway and let rdmad's NIC refuse them
     // (for tests that prove the NIC enforces the range).
     bool check_bounds = true;
@@ -85,14 +85,19 @@ class RemoteRegion {
   absl::Status ReadBatch(absl::Span<ReadOp> ops);
 
   // Lower level, for pipelines: Post starts one read (RESOURCE_EXHAUSTED when queue_depth are outstanding);
-  // Poll waits for at least `min` completions (0: does not wait) and returns the finished ops, in
-  // completion order, with their status set. The ReadOp must stay alive until returned by Poll.
+  // Poll waits for at least `min` completions (0: does not wait; at most outstanding() are waited for) and
+  // returns the finished ops, in completion order, with their status set. The ReadOp must stay alive until
+  // returned by Poll. outstanding(): posted and not yet returned by Poll.
   absl::Status Post(ReadOp* op);
   absl::StatusOr<std::vector<ReadOp*>> Poll(size_t min);
   size_t outstanding() const;
 
  private:
-  RemoteRegion() = default;
+  RemoteRegion();
+  // Open on one endpoint; `context` ("grants/9", or empty) prefixes every error.
+  static absl::StatusOr<std::unique_ptr<RemoteRegion>> Connect(const std::string& host, uint16_t port,
+                                                               const std::string& token, const Options& options,
+                                                               const std::string& context);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   wire::GrantMessage key_;

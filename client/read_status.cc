@@ -1,0 +1,105 @@
+#include "client/read_status.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "proto/wire/grant_message.h"
+
+namespace rdmad::client::internal {
+namespace {
+
+// GrantEndReason END_EXPIRED (rdmad.v1).
+constexpr uint8_t kEndExpired = 2;
+
+std::string ReadName(uint64_t offset, uint64_t length) {
+  return absl::StrCat("read of ", length, " bytes at offset ", offset);
+}
+
+}  // namespace
+
+bool InGrantedRange(uint64_t offset, uint64_t length, uint64_t granted) {
+  return offset <= granted && length <= granted - offset;
+}
+
+absl::Status EndedStatus(absl::string_view grant, uint8_t reason) {
+  if (reason == kEndExpired) {
+    return absl::DeadlineExceededError(absl::StrCat(grant, " expired (rdmad ended it: EXPIRED)"));
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(grant, " ended by rdmad: ", wire::GrantEndReasonName(reason)));
+}
+
+absl::Status ConnectionLost(absl::string_view grant, absl::string_view how) {
+  return absl::UnavailableError(absl::StrCat(grant, ": connection lost (", how, ")"));
+}
+
+absl::Status OutOfRangeRead(absl::string_view grant, uint64_t offset, uint64_t length, uint64_t granted) {
+  return absl::OutOfRangeError(absl::StrCat(grant, ": ", ReadName(offset, length),
+                                            " is outside the granted range of ", granted,
+                                            " bytes (refused by the library, not posted)"));
+}
+
+absl::Status ClassifyReadError(ibv_wc_status status, uint64_t offset, uint64_t length, const GrantView& grant,
+                               absl::Time now) {
+  switch (status) {
+    case IBV_WC_REM_ACCESS_ERR:
+      if (!InGrantedRange(offset, length, grant.length)) {
+        return absl::OutOfRangeError(absl::StrCat(grant.grant, ": ", ReadName(offset, length),
+                                                  " is outside the granted range of ", grant.length,
+                                                  " bytes: refused by rdmad's NIC"));
+      }
+      if (grant.ended_reason) return EndedStatus(grant.grant, *grant.ended_reason);
+      if (now >= grant.expiry) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            grant.grant, " expired: the key was refused by rdmad's NIC at or after the lease's end (",
+            absl::FormatTime(grant.expiry), ")"));
+      }
+      return absl::PermissionDeniedError(
+          absl::StrCat(grant.grant, " revoked: the key was refused by rdmad's NIC"));
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+    case IBV_WC_WR_FLUSH_ERR:
+      if (grant.ended_reason) return EndedStatus(grant.grant, *grant.ended_reason);
+      return ConnectionLost(grant.grant, ibv_wc_status_str(status));
+    default:
+      return absl::InternalError(absl::StrCat(grant.grant, ": ", ReadName(offset, length), " failed: ",
+                                              ibv_wc_status_str(status), " (ibv_wc_status ",
+                                              static_cast<int>(status), ")"));
+  }
+}
+
+absl::Status CompleteRead(StickyError& sticky, ibv_wc_status status, uint64_t offset, uint64_t length,
+                          const GrantView& grant, absl::Time now) {
+  if (status == IBV_WC_SUCCESS) return absl::OkStatus();
+  if (sticky.broken()) return sticky.first();
+  return sticky.Record(ClassifyReadError(status, offset, length, grant, now));
+}
+
+std::string ErrnoName(int err) {
+  switch (err) {
+#define RDMAD_CLIENT_ERRNO(e) \
+  case e:                     \
+    return #e;
+    RDMAD_CLIENT_ERRNO(EPERM) RDMAD_CLIENT_ERRNO(ENOENT) RDMAD_CLIENT_ERRNO(EINTR) RDMAD_CLIENT_ERRNO(EIO)
+    RDMAD_CLIENT_ERRNO(ENXIO) RDMAD_CLIENT_ERRNO(EBADF) RDMAD_CLIENT_ERRNO(EAGAIN) RDMAD_CLIENT_ERRNO(ENOMEM)
+    RDMAD_CLIENT_ERRNO(EACCES) RDMAD_CLIENT_ERRNO(EFAULT) RDMAD_CLIENT_ERRNO(EBUSY) RDMAD_CLIENT_ERRNO(EEXIST)
+    RDMAD_CLIENT_ERRNO(ENODEV) RDMAD_CLIENT_ERRNO(EINVAL) RDMAD_CLIENT_ERRNO(EMFILE) RDMAD_CLIENT_ERRNO(ENOSPC)
+    RDMAD_CLIENT_ERRNO(ENOSYS) RDMAD_CLIENT_ERRNO(EPROTO) RDMAD_CLIENT_ERRNO(EOPNOTSUPP)
+    RDMAD_CLIENT_ERRNO(EADDRNOTAVAIL) RDMAD_CLIENT_ERRNO(ENETUNREACH) RDMAD_CLIENT_ERRNO(ECONNRESET)
+    RDMAD_CLIENT_ERRNO(ETIMEDOUT) RDMAD_CLIENT_ERRNO(ECONNREFUSED) RDMAD_CLIENT_ERRNO(EHOSTUNREACH)
+    RDMAD_CLIENT_ERRNO(ECANCELED)
+#undef RDMAD_CLIENT_ERRNO
+    default:
+      return absl::StrCat("errno ", err);
+  }
+}
+
+absl::Status ErrnoStatus(absl::StatusCode code, absl::string_view context, absl::string_view call, int err) {
+  std::string message;
+  if (!context.empty()) absl::StrAppend(&message, context, ": ");
+  absl::StrAppend(&message, call, ": ", std::strerror(err), " (errno ", err, ", ", ErrnoName(err), ")");
+  return absl::Status(code, message);
+}
+
+}  // namespace rdmad::client::internal
