@@ -1,4 +1,4 @@
-// Helpers shared by rdmactl's command files (commands.cc, commands_cm.cc): usage errors that name their
+// Helpers shared by rdmactl's command files (commands*.cc): usage errors that name their
 // flag, and printing one result or a list in the chosen output format. Private to cli/.
 //
 // Thread-safety: as commands.h (single-threaded).

@@ -91,6 +91,10 @@ client::Client& Context::client() {
   return *client_;
 }
 
+void Context::UseChannel(std::shared_ptr<grpc::Channel> channel) {
+  client_ = std::make_unique<client::Client>(std::move(channel), timeout_);
+}
+
 int Context::Fail(const absl::Status& status) {
   std::optional<v1::ErrorDetail> detail;
   if (client::HasDetail(status)) detail = client::Detail(status);
@@ -123,6 +127,13 @@ absl::Status Validate(GetOptions& o) {
     if (o.kind != Kind::kCmId) return UsageError("--channel filters only cmids");
     if (!o.name.empty()) return UsageError("--channel filters a list: give either NAME or --channel");
     RDMACTL_ASSIGN_OR_RETURN(o.channel, FlagName("--channel", Kind::kChannel, o.channel));
+  }
+  if (!o.mr.empty() || !o.principal.empty() || o.all) {
+    if (o.kind != Kind::kGrant) return UsageError("--mr, --for and --all filter only grants");
+    if (!o.name.empty()) return UsageError("--mr, --for and --all filter a list: give either NAME or filters");
+  }
+  if (!o.mr.empty()) {
+    RDMACTL_ASSIGN_OR_RETURN(o.mr, FlagName("--mr", Kind::kMr, o.mr));
   }
   return absl::OkStatus();
 }
@@ -194,6 +205,7 @@ int Run(const GetOptions& o, Context& ctx) {
       auto list = c.ListCmIds(o.channel);
       return list.ok() ? PrintList(ctx, list->cm_ids(), CmIdsTable, scope) : ctx.Fail(list.status());
     }
+    case Kind::kGrant: return RunGetGrants(o, ctx);
     case Kind::kToken: break;
   }
   ctx.err() << "error: " << Info(o.kind).plural << " cannot be listed\n";
@@ -255,6 +267,7 @@ absl::StatusOr<v1::ReregisterMrRequest> Validate(const ReregMrOptions& o) {
     RDMACTL_RETURN_IF_ERROR(SetAccess("--access", o.access, r.mutable_access()));
   }
   if (r.flags().empty()) return UsageError("nothing to change: give --access, --pd, or a new source (--size or --file)");
+  r.set_revoke_grants(o.revoke_grants);
   return r;
 }
 
@@ -393,6 +406,9 @@ int Run(const v1::ConnectQpRequest& request, Context& ctx) {
 absl::Status Validate(NamedOptions& o) {
   RDMACTL_ASSIGN_OR_RETURN(o.name, NormalizeName(o.kind, o.name));
   if (o.cascade && o.kind != Kind::kPd) return UsageError("--cascade applies only to delete pd");
+  if (o.revoke_grants && o.kind != Kind::kPd && o.kind != Kind::kMr) {
+    return UsageError("--revoke-grants applies only to delete pd and delete mr (and rereg mr)");
+  }
   return absl::OkStatus();
 }
 
@@ -407,7 +423,7 @@ int RunDelete(const NamedOptions& o, Context& ctx) {
   const std::string done = absl::StrCat(ShortName(o.name), " deleted");
   switch (o.kind) {
     case Kind::kPd: {
-      auto res = c.DeletePd(o.name, o.cascade);
+      auto res = c.DeletePd(o.name, o.cascade, o.revoke_grants);
       if (!res.ok()) return ctx.Fail(res.status());
       std::vector<std::string> deleted(res->deleted().begin(), res->deleted().end());
       if (deleted.empty()) deleted.push_back(o.name);
@@ -415,7 +431,7 @@ int RunDelete(const NamedOptions& o, Context& ctx) {
                          o.cascade ? absl::StrCat(done, " (cascade: ", absl::StrJoin(deleted, ", "), ")") : done);
     }
     case Kind::kMr: {
-      absl::Status s = c.DeregisterMr(o.name);
+      absl::Status s = c.DeregisterMr(o.name, o.revoke_grants);
       return s.ok() ? PrintResult(ctx, v1::DeregisterMrResponse(), {o.name}, done) : ctx.Fail(s);
     }
     case Kind::kMw: {
@@ -435,7 +451,8 @@ int RunDelete(const NamedOptions& o, Context& ctx) {
       return s.ok() ? PrintResult(ctx, v1::DeleteCmIdResponse(), {o.name}, done) : ctx.Fail(s);
     }
     case Kind::kDevice:
-    case Kind::kToken: break;
+    case Kind::kToken:
+    case Kind::kGrant: break;
   }
   ctx.err() << "error: " << Info(o.kind).plural << " cannot be deleted\n";
   return kExitUsage;

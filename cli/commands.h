@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/data_plane.h"
 #include "cli/output.h"
 #include "cli/parse.h"
 #include "client/client.h"
@@ -50,6 +52,9 @@ class Context {
   // Prints `status` (with its ErrorDetail) as "error: ..." on err and returns kExitServerError.
   int Fail(const absl::Status& status);
 
+  // client() then talks over `channel` (tests: an in-process fake of rdmad) instead of dialing server().
+  void UseChannel(std::shared_ptr<grpc::Channel> channel);
+
  private:
   std::string server_;
   Format format_;
@@ -67,9 +72,12 @@ absl::StatusOr<std::unique_ptr<Context>> MakeContext(const GlobalOptions& option
 
 struct GetOptions {
   Kind kind = Kind::kDevice;
-  std::string name;     // optional
-  std::string pd;       // --pd filter, mrs and mws only
-  std::string channel;  // --channel filter, cmids only
+  std::string name;       // optional
+  std::string pd;         // --pd filter, mrs and mws only
+  std::string channel;    // --channel filter, cmids only
+  std::string mr;         // --mr filter, grants only
+  std::string principal;  // --for filter, grants only
+  bool all = false;       // --all, grants only: the recently ended ones too
 };
 absl::Status Validate(GetOptions& options);  // normalizes name and pd in place
 int Run(const GetOptions& options, Context& ctx);
@@ -111,6 +119,7 @@ struct ReregMrOptions {
   std::string pd;
   bool pd_given = false;
   SourceOptions source;
+  bool revoke_grants = false;  // revoke the region's live grants first (rdmad refuses while any live)
 };
 // The flags are derived from what is given: --access CHANGE_ACCESS, --pd CHANGE_PD, --size/--file
 // CHANGE_TRANSLATION. At least one is required.
@@ -163,7 +172,8 @@ int Run(const v1::ConnectQpRequest& request, Context& ctx);
 struct NamedOptions {
   Kind kind = Kind::kMr;
   std::string name;
-  bool cascade = false;  // delete pd only
+  bool cascade = false;        // delete pd only
+  bool revoke_grants = false;  // delete pd and delete mr only: revoke the live grants on it first
 };
 absl::Status Validate(NamedOptions& options);  // normalizes name in place
 int RunInvalidateMw(const NamedOptions& options, Context& ctx);
@@ -256,6 +266,104 @@ struct EventsPlan {
 };
 absl::StatusOr<EventsPlan> Validate(const EventsOptions& options);
 int Run(const EventsPlan& plan, Context& ctx);
+
+// ---- grants (commands_grants.cc)
+
+// `rdmactl grant MR --length N --for PRINCIPAL [--offset N] [--ttl D] [--write] [--token-file F]`.
+struct GrantOptions {
+  std::string mr;
+  std::string offset = "0";
+  std::string length;
+  std::string ttl;        // empty: rdmad's default (60s)
+  std::string principal;  // --for
+  bool write = false;     // REMOTE_WRITE as well as REMOTE_READ
+  std::string token_file;
+};
+struct GrantPlan {
+  v1::IssueGrantRequest request;
+  std::string token_file;  // empty: print the token (hex) instead
+};
+absl::StatusOr<GrantPlan> Validate(const GrantOptions& options);
+// With a token file: writes the token's raw bytes there (created or truncated, mode 0600) and not on stdout
+// (nor in -o json); if that fails, revokes the grant it just issued.
+int Run(const GrantPlan& plan, Context& ctx);
+
+struct RenewGrantOptions {
+  std::string name;
+  std::string ttl;
+};
+absl::StatusOr<v1::RenewGrantRequest> Validate(const RenewGrantOptions& options);
+int Run(const v1::RenewGrantRequest& request, Context& ctx);
+
+int RunRevokeGrant(const NamedOptions& options, Context& ctx);
+// `get grants` and `get grant NAME` (Run(GetOptions) comes here for Kind::kGrant).
+int RunGetGrants(const GetOptions& options, Context& ctx);
+
+// `rdmactl watch grants [--mr MR] [--for PRINCIPAL]`: events as they happen, until rdmad ends the stream.
+struct WatchGrantsOptions {
+  std::string mr;
+  std::string principal;
+};
+absl::StatusOr<v1::WatchGrantsRequest> Validate(const WatchGrantsOptions& options);
+int Run(const v1::WatchGrantsRequest& request, Context& ctx);
+
+// ---- the data plane: read, bench read (commands_read.cc)
+//
+// Both read through a grant, with client::RemoteRegion. A token is single use and only IssueGrant returns
+// it, so by default they take an MR and issue their own grant over exactly the range read, revoking it at the
+// end (on success and on failure). With --token-file and --endpoint they use a grant someone else issued
+// instead: no grant is issued or revoked, and --offset/--length are then within the granted range.
+struct GrantSourceOptions {
+  std::string mr;                    // the positional MR (issue mode)
+  std::string offset, length;        // empty: 0, and to the end (of the MR, or of the granted range)
+  std::string ttl;                   // issue mode; empty: the command's default
+  std::string principal = "rdmactl";  // --for, issue mode
+  std::string token_file, endpoint;  // token mode: both
+  bool ttl_given = false, principal_given = false;
+};
+struct GrantSource {
+  bool issue = true;
+  // Issue mode: the grant to ask for; a length of 0 means to the end of the MR (rdmactl asks GetMr).
+  v1::IssueGrantRequest request;
+  // Token mode: the token, where to present it, and the range within the grant (length 0: to its end).
+  std::string token;
+  std::string host;
+  uint16_t port = 0;
+  uint64_t offset = 0, length = 0;
+};
+
+struct ReadOptions {
+  GrantSourceOptions source;
+  std::string output_file;  // -o; empty: stdout
+};
+struct ReadPlan {
+  GrantSource source;
+  std::string output_file;
+};
+// Reads the token file (a missing or bad one is a usage error).
+absl::StatusOr<ReadPlan> Validate(const ReadOptions& options);
+// Reads in chunks of at most kReadChunk, to stdout or the file; a summary goes to stderr.
+inline constexpr uint64_t kReadChunk = 1 << 20;
+int Run(const ReadPlan& plan, Context& ctx);
+
+struct BenchReadOptions {
+  GrantSourceOptions source;
+  std::string size = "4KiB";
+  std::string depth = "16";
+  std::string duration = "10s";
+};
+struct BenchReadPlan {
+  GrantSource source;
+  uint64_t size = 0, depth = 0;
+  absl::Duration duration;
+};
+// Without --ttl the grant's lease is the duration plus kBenchTtlMargin; a --ttl not longer than the
+// duration is a usage error (the grant would end mid-bench).
+inline constexpr absl::Duration kBenchTtlMargin = absl::Seconds(60);
+inline constexpr uint64_t kMaxBenchDepth = 4096;
+absl::StatusOr<BenchReadPlan> Validate(const BenchReadOptions& options);
+// Table (or -o json): reads, IOPS, MiB/s, p50/p99/p999 latency in microseconds.
+int Run(const BenchReadPlan& plan, Context& ctx);
 
 // ---- health, version
 

@@ -496,4 +496,138 @@ std::string FormatError(const absl::Status& status, const std::optional<v1::Erro
   return out;
 }
 
+// ---- grants
+
+std::string GrantStateString(int state) { return EnumName(v1::GrantState_descriptor(), state, "GRANT_"); }
+std::string GrantScopeString(int scope) { return EnumName(v1::GrantScope_descriptor(), scope, "SCOPE_"); }
+std::string GrantEndReasonString(int reason) { return EnumName(v1::GrantEndReason_descriptor(), reason, "END_"); }
+std::string GrantEventTypeString(int type) {
+  std::string name = EnumName(v1::GrantEventType_descriptor(), type, "GRANT_");
+  absl::string_view view = name;
+  absl::ConsumeSuffix(&view, "_EVENT");  // GRANT_ISSUED_EVENT
+  return std::string(view);
+}
+
+std::string FormatExpiry(int64_t nanos) {
+  if (nanos == 0) return "";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(nanos), absl::UTCTimeZone());
+}
+
+std::string ExpiresIn(int64_t nanos, absl::Time now) {
+  if (nanos == 0) return "";
+  const absl::Duration left = absl::Ceil(absl::FromUnixNanos(nanos) - now, absl::Seconds(1));
+  if (left <= absl::ZeroDuration()) return "expired";
+  return absl::StrCat("in ", absl::FormatDuration(left));
+}
+
+namespace {
+std::string EndReason(const v1::Grant& g) {
+  if (g.end_reason() == v1::GRANT_END_UNSPECIFIED) return "";
+  std::string reason = GrantEndReasonString(g.end_reason());
+  if (!g.end_detail().empty()) absl::StrAppend(&reason, ": ", g.end_detail());
+  return reason;
+}
+}  // namespace
+
+Table GrantsTable(const google::protobuf::RepeatedPtrField<v1::Grant>& grants, bool wide, absl::Time now) {
+  std::vector<std::string> header = {"NAME", "MR", "OFFSET", "LENGTH", "SCOPE", "STATE", "PRINCIPAL", "EXPIRES"};
+  if (wide) {
+    for (const char* h : {"PD", "ACCESS", "RENEWALS", "EXPIRY", "CM-ID", "QP", "WINDOW", "TOKEN", "REASON"}) {
+      header.push_back(h);
+    }
+  }
+  Table t(std::move(header));
+  for (const v1::Grant& g : grants) {
+    const bool ended = g.state() == v1::GRANT_ENDED;
+    std::vector<std::string> row = {g.name(),
+                                    g.mr(),
+                                    FormatSize(g.offset()),
+                                    FormatSize(g.length()),
+                                    GrantScopeString(g.scope()),
+                                    GrantStateString(g.state()),
+                                    g.principal(),
+                                    ended ? "" : ExpiresIn(g.expire_time_unix_nanos(), now)};
+    if (wide) {
+      for (std::string cell : {g.pd(), AccessString(g.access()), absl::StrCat(g.renewals()),
+                               FormatExpiry(g.expire_time_unix_nanos()), g.cm_id(), g.qp(), g.window(), g.token(),
+                               EndReason(g)}) {
+        row.push_back(std::move(cell));
+      }
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
+namespace {
+// Grant event columns: SEQ TIME TYPE GRANT MR PRINCIPAL DETAILS (as EventColumns).
+std::string GrantEventColumns(const std::vector<std::string>& cells) {
+  static const size_t kWidth[] = {6, 27, 9, 10, 8, 12};
+  std::string line;
+  for (size_t i = 0; i < cells.size(); i++) {
+    line += cells[i];
+    if (i < sizeof(kWidth) / sizeof(kWidth[0]) && i + 1 < cells.size()) {
+      line.append(cells[i].size() < kWidth[i] ? kWidth[i] - cells[i].size() + 3 : 3, ' ');
+    }
+  }
+  absl::StripTrailingAsciiWhitespace(&line);
+  return line;
+}
+}  // namespace
+
+std::string GrantEventHeader() {
+  return GrantEventColumns({"SEQ", "TIME", "TYPE", "GRANT", "MR", "PRINCIPAL", "DETAILS"});
+}
+
+std::string GrantEventLine(const v1::GrantEvent& e) {
+  const v1::Grant& g = e.grant();
+  std::vector<std::string> details;
+  switch (e.type()) {
+    case v1::GRANT_ISSUED_EVENT:
+      details.push_back(absl::StrCat("offset ", FormatSize(g.offset()), ", length ", FormatSize(g.length())));
+      details.push_back(AccessString(g.access()));
+      if (g.scope() != v1::GRANT_SCOPE_UNSPECIFIED) details.push_back(absl::StrCat("scope ", GrantScopeString(g.scope())));
+      if (g.expire_time_unix_nanos() != 0) details.push_back(absl::StrCat("expires ", FormatExpiry(g.expire_time_unix_nanos())));
+      break;
+    case v1::GRANT_ACTIVATED:
+      if (!g.cm_id().empty()) details.push_back(absl::StrCat("cmid ", g.cm_id()));
+      if (!g.qp().empty()) details.push_back(absl::StrCat("qp ", g.qp()));
+      if (!g.window().empty()) details.push_back(absl::StrCat("window ", g.window()));
+      break;
+    case v1::GRANT_RENEWED:
+      details.push_back(absl::StrCat("expires ", FormatExpiry(g.expire_time_unix_nanos())));
+      details.push_back(absl::StrCat("renewals ", g.renewals()));
+      break;
+    case v1::GRANT_REVOKED:
+    case v1::GRANT_EXPIRED:
+      if (g.end_reason() != v1::GRANT_END_UNSPECIFIED) details.push_back(absl::StrCat("reason ", EndReason(g)));
+      break;
+    default: break;
+  }
+  auto cell = [](const std::string& s) { return s.empty() ? std::string(kNone) : s; };
+  return GrantEventColumns({absl::StrCat(e.sequence()), FormatUnixNanos(e.time_unix_nanos()),
+                            cell(GrantEventTypeString(e.type())), cell(g.name()), cell(g.mr()), cell(g.principal()),
+                            absl::StrJoin(details, ", ")});
+}
+
+std::string IssuedGrantText(const v1::IssuedGrant& issued, absl::Time now, const std::string& token_file) {
+  const v1::Grant& g = issued.grant();
+  std::vector<std::string> endpoints;
+  for (const v1::SocketAddress& a : issued.endpoints()) endpoints.push_back(SocketAddressString(a));
+  const std::string left = ExpiresIn(g.expire_time_unix_nanos(), now);
+  std::string out = absl::StrCat(ShortName(g.name()), " issued to ", g.principal().empty() ? kNone : g.principal(),
+                                 ": ", g.mr(), " offset ", FormatSize(g.offset()), " length ", FormatSize(g.length()),
+                                 ", ", AccessString(g.access()), ", scope ", GrantScopeString(g.scope()));
+  if (g.expire_time_unix_nanos() != 0) {
+    absl::StrAppend(&out, " (expires ", FormatExpiry(g.expire_time_unix_nanos()), ", ", left, ")");
+  }
+  absl::StrAppend(&out, "\nendpoints: ", endpoints.empty() ? kNone : absl::StrJoin(endpoints, ", "), "\n");
+  if (token_file.empty()) {
+    absl::StrAppend(&out, "token: ", HexBytes(issued.token()), "\n");
+  } else {
+    absl::StrAppend(&out, "token: written to ", token_file, " (", issued.token().size(), " bytes, mode 0600)\n");
+  }
+  return out;
+}
+
 }  // namespace rdmad::cli

@@ -96,6 +96,35 @@ std::string EventLine(const v1::CmEvent& event, bool wide);
 // bytes in hex, one item per line, ending in a newline.
 std::string TokenText(const v1::ConnectToken& token, const std::string& pd, absl::Time now);
 
+// ---- grants
+
+std::string GrantStateString(int state);       // "ISSUED", "ACTIVATING", "ACTIVE", "ENDED"
+std::string GrantScopeString(int scope);       // "QP", "PD", "MR"
+std::string GrantEndReasonString(int reason);  // "REVOKED", "EXPIRED", "MR_DEREGISTERED", ...
+std::string GrantEventTypeString(int type);    // "ISSUED", "ACTIVATED", "RENEWED", "REVOKED", "EXPIRED"
+// Unix nanoseconds -> "2026-11-22T04:32:46Z" (UTC, whole seconds); "" for 0.
+std::string FormatExpiry(int64_t nanos);
+// The time left until `nanos` from `now`, rounded up to whole seconds: "in 59s", "in 1m30s"; "expired" when it
+// is not in the future; "" for 0 (none).
+std::string ExpiresIn(int64_t nanos, absl::Time now);
+
+// `get grants`: NAME MR OFFSET LENGTH SCOPE STATE PRINCIPAL EXPIRES (time left from `now`; empty for an ended
+// grant). `wide` adds PD, ACCESS, RENEWALS, EXPIRY (absolute), CM-ID, QP, WINDOW, TOKEN, REASON (why it ended,
+// with rdmad's detail after ':').
+Table GrantsTable(const google::protobuf::RepeatedPtrField<v1::Grant>& grants, bool wide, absl::Time now);
+
+// `rdmactl watch grants`: the header, then one line per event: SEQ TIME TYPE GRANT MR PRINCIPAL DETAILS, fixed
+// widths. DETAILS by type: ISSUED the range, access, scope and expiry; ACTIVATED the connection's CM id, QP and
+// window; RENEWED the new expiry and the renewal count; REVOKED and EXPIRED the end reason (and rdmad's
+// detail). No trailing newline.
+std::string GrantEventHeader();
+std::string GrantEventLine(const v1::GrantEvent& event);
+
+// `rdmactl grant`, table output: the grant (name, principal, MR, range, access, scope, expiry absolute and
+// from `now`), the endpoints, and the token in hex, or, when `token_file` is not empty, where it was written
+// instead. One item per line, ending in a newline.
+std::string IssuedGrantText(const v1::IssuedGrant& issued, absl::Time now, const std::string& token_file);
+
 // ---- JSON
 
 // The message as pretty JSON (proto field names, default-valued fields included), ending in a newline.

@@ -165,6 +165,7 @@ const std::vector<KindInfo>& AllKinds() {
       {Kind::kChannel, "channel", "channels", "event channel", true},
       {Kind::kCmId, "cmid", "cmids", "CM id", true},
       {Kind::kToken, "token", "tokens", "connection token", true},
+      {Kind::kGrant, "grant", "grants", "grant", true},
   };
   return kinds;
 }
@@ -396,6 +397,25 @@ absl::StatusOr<std::vector<std::string>> ParseEventTypes(absl::string_view text)
     if (std::find(out.begin(), out.end(), full) == out.end()) out.push_back(full);
   }
   return out;
+}
+
+absl::StatusOr<std::string> TokenFromFile(absl::string_view contents) {
+  constexpr size_t kMaxToken = 56;  // the private data of an RDMA_PS_TCP connect request
+  const absl::string_view text = absl::StripAsciiWhitespace(contents);
+  if (text.empty()) return absl::InvalidArgumentError("the file is empty: expected a token (raw, or in hex)");
+  std::string token;
+  if (text.find_first_not_of("0123456789abcdefABCDEFxX:") == absl::string_view::npos) {
+    absl::StatusOr<std::string> bytes = ParseHexBytes(text);
+    if (!bytes.ok()) return bytes.status();
+    token = *std::move(bytes);
+  } else {
+    token = std::string(contents);
+  }
+  if (token.size() > kMaxToken) {
+    return absl::InvalidArgumentError(absl::StrCat("the file holds ", token.size(), " bytes: a token is at most ",
+                                                   kMaxToken, " (rdmad's are 32)"));
+  }
+  return token;
 }
 
 }  // namespace rdmad::cli

@@ -1,5 +1,6 @@
 // rdmactl's input side: pure parsers for what operators type (sizes, numbers, timeouts, resource names,
-// access flags, socket addresses, private data, rdma_cm event types) and the "TYPE/NAME" argument rewrite.
+// access flags, socket addresses, private data, rdma_cm event types, token files) and the "TYPE/NAME"
+// argument rewrite.
 // No I/O, no client calls.
 //
 // Every parser returns INVALID_ARGUMENT with a message that quotes the offending text; rdmactl reports those
@@ -38,7 +39,7 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(absl::string_view text);
 
 // ---- Resource names
 
-enum class Kind { kDevice, kPd, kMr, kMw, kQp, kChannel, kCmId, kToken };
+enum class Kind { kDevice, kPd, kMr, kMw, kQp, kChannel, kCmId, kToken, kGrant };
 
 struct KindInfo {
   Kind kind;
@@ -105,6 +106,14 @@ absl::StatusOr<std::string> ParseHexBytes(absl::string_view text);
 absl::StatusOr<std::vector<std::string>> ParseEventTypes(absl::string_view text);
 // The short names of every rdma_cm event type, in librdmacm's order ("ADDR_RESOLVED", ...).
 const std::vector<std::string>& EventTypeNames();
+
+// ---- grants
+
+// A connection token from a file's contents (`--token-file`): the raw bytes `rdmactl grant --token-file`
+// writes (1 to 56 bytes: what a connect request carries), or the same bytes as hex text ("5244544b...", as
+// `rdmactl grant` prints them; whitespace around it, ':' between bytes and a 0x prefix allowed). Text made
+// only of hex digits is read as hex: a raw rdmad token never is (it starts with "RDTK").
+absl::StatusOr<std::string> TokenFromFile(absl::string_view contents);
 
 }  // namespace rdmad::cli
 

@@ -2,11 +2,13 @@
 //
 // This file only wires the grammar with CLI11: every NOUN subcommand fills an options struct and, once
 // chosen, names the command to run; the commands themselves (validate, call client/, print) live in
-// commands.cc. Exit status: 0 success, 1 rdmad failed the request, 2 usage error (nothing was sent).
+// commands*.cc. Exit status: 0 success, 1 rdmad failed the request, 2 usage error (nothing was sent).
+#include "cli/rdmactl.h"
+
 #include <algorithm>
 #include <functional>
-#include <iostream>
 #include <memory>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -125,21 +127,22 @@ std::string SubcommandNames(CLI::App* parent) {
 }
 
 // CLI11 reports an unknown verb or noun as "A subcommand is required"; say what is wrong instead.
-bool CheckVerbAndNoun(CLI::App* app, const std::vector<std::string>& args, const std::set<std::string>& valued) {
+bool CheckVerbAndNoun(CLI::App* app, const std::vector<std::string>& args, const std::set<std::string>& valued,
+                      std::ostream& err) {
   std::vector<size_t> words = BareWords(args, valued, 2);
   if (words.empty()) return true;
   const std::string& verb = args[words[0]];
   CLI::App* v = FindSubcommand(app, verb);
   if (v == nullptr) {
-    std::cerr << "error: unknown command '" << verb << "' (commands: " << SubcommandNames(app) << ")\n"
-              << "Run 'rdmactl --help' for usage.\n";
+    err << "error: unknown command '" << verb << "' (commands: " << SubcommandNames(app) << ")\n"
+        << "Run 'rdmactl --help' for usage.\n";
     return false;
   }
   if (words.size() < 2 || v->get_subcommands([](CLI::App*) { return true; }).empty()) return true;
   const std::string& noun = args[words[1]];
   if (FindSubcommand(v, noun) == nullptr) {
-    std::cerr << "error: '" << verb << "' does not apply to '" << noun << "' (" << SubcommandNames(v) << ")\n"
-              << "Run 'rdmactl " << verb << " --help' for usage.\n";
+    err << "error: '" << verb << "' does not apply to '" << noun << "' (" << SubcommandNames(v) << ")\n"
+        << "Run 'rdmactl " << verb << " --help' for usage.\n";
     return false;
   }
   return true;
@@ -149,10 +152,14 @@ std::string FailureMessage(const CLI::App*, const CLI::Error& e) {
   return std::string("error: ") + e.what() + "\nRun 'rdmactl --help' (or 'rdmactl VERB NOUN --help') for usage.\n";
 }
 
-int Main(int argc, char** argv) {
+}  // namespace
+
+int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::ostream& err,
+            std::shared_ptr<grpc::Channel> channel) {
   CLI::App app{
       "rdmactl: manage rdmad's RDMA resources (devices, protection domains, memory regions, memory "
-      "windows, queue pairs, rdma_cm event channels and CM ids, connection tokens).",
+      "windows, queue pairs, rdma_cm event channels and CM ids, connection tokens, grants), and read through a "
+      "grant.",
       "rdmactl"};
   // Inherited by every subcommand created after this (their help does not list the root's options).
   app.footer(
@@ -185,6 +192,7 @@ int Main(int argc, char** argv) {
       {Kind::kQp, "queue pairs"},
       {Kind::kChannel, "rdma_cm event channels (each a dispatcher thread in rdmad)"},
       {Kind::kCmId, "rdma_cm communication ids"},
+      {Kind::kGrant, "grants: a remote key to a range of a memory region, for one client, for a lease"},
   };
   for (const auto& g : kGettable) {
     auto o = std::make_shared<GetOptions>();
@@ -195,6 +203,11 @@ int Main(int argc, char** argv) {
       sub->add_option("--pd", o->pd, "only those in this protection domain (pds/N)");
     }
     if (g.kind == Kind::kCmId) sub->add_option("--channel", o->channel, "only those on this event channel (channels/N)");
+    if (g.kind == Kind::kGrant) {
+      sub->add_option("--mr", o->mr, "only those on this memory region (mrs/N)");
+      sub->add_option("--for", o->principal, "only those for this principal");
+      sub->add_flag("--all", o->all, "also the recently ended ones rdmad remembers (revoked, expired, ...)");
+    }
     BindInPlace<GetOptions>(sub, o, &action, [](const GetOptions& opts, Context& ctx) { return Run(opts, ctx); });
   }
 
@@ -272,6 +285,8 @@ int Main(int argc, char** argv) {
     sub->add_option("--access", o->access, "new access flags (CHANGE_ACCESS), or none");
     sub->add_option("--pd", o->pd, "new protection domain on the same device (CHANGE_PD)");
     AddSourceOptions(sub, &o->source, true);
+    sub->add_flag("--revoke-grants", o->revoke_grants,
+                  "revoke the region's live grants first (without it rdmad refuses while any is live)");
     Bind(sub, o, &action, [sub, o] {
       o->access_given = sub->count("--access") > 0;
       o->pd_given = sub->count("--pd") > 0;
@@ -401,6 +416,127 @@ int Main(int argc, char** argv) {
     });
   }
 
+  // ---- grants: grant (a verb without a noun), renew, revoke, watch
+  {
+    auto o = std::make_shared<GrantOptions>();
+    CLI::App* sub = app.add_subcommand(
+        "grant",
+        "Issue a grant: a remote key to a range of a memory region, for one client, for a lease. Prints the grant "
+        "and its token: a SECRET that lets its holder connect once and read the range (give it only to that "
+        "client; --token-file keeps it off the terminal)");
+    sub->add_option("MR", o->mr, NameHelp(Kind::kMr))->required();
+    sub->add_option("--offset", o->offset, "bytes from the start of the region")->capture_default_str();
+    sub->add_option("--length", o->length, "bytes the grant covers: 4096, 64KiB, 1MiB")->required();
+    sub->add_option("--for", o->principal, "the client the grant is for (its principal): app-7")->required();
+    sub->add_option("--ttl", o->ttl, "the lease: 60s, 5m (default: rdmad's, 60s); 'rdmactl renew' extends it");
+    sub->add_flag("--write", o->write, "remote-write as well as remote-read (the region needs local-write)");
+    sub->add_option("--token-file", o->token_file,
+                    "write the token's raw bytes to this file (created or truncated, mode 0600) instead of printing "
+                    "it");
+    sub->callback([o, &action] {
+      action.run = [o](Context& ctx) {
+        auto plan = Validate(*o);
+        if (!plan.ok()) return UsageError(ctx, plan.status(), "grant");
+        return Run(*plan, ctx);
+      };
+    });
+  }
+  CLI::App* renew = app.add_subcommand("renew", "Extend a grant's lease");
+  renew->require_subcommand(1);
+  {
+    auto o = std::make_shared<RenewGrantOptions>();
+    CLI::App* sub = Noun(renew, Kind::kGrant, false, "Extend a grant's lease: it then ends --ttl from now");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kGrant))->required();
+    sub->add_option("--ttl", o->ttl, "the new lease, from now: 60s, 5m (at most rdmad's max_grant_ttl)")->required();
+    Bind(sub, o, &action);
+  }
+  CLI::App* revoke = app.add_subcommand("revoke", "Revoke a grant (returns once its key is dead at the NIC)");
+  revoke->require_subcommand(1);
+  {
+    auto o = std::make_shared<NamedOptions>();
+    o->kind = Kind::kGrant;
+    CLI::App* sub = Noun(revoke, Kind::kGrant, false, "Revoke a grant: its key dies, its client is disconnected");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kGrant))->required();
+    BindInPlace<NamedOptions>(sub, o, &action, RunRevokeGrant);
+  }
+  CLI::App* watch = app.add_subcommand("watch", "Stream changes as they happen");
+  watch->require_subcommand(1);
+  {
+    auto o = std::make_shared<WatchGrantsOptions>();
+    CLI::App* sub = Noun(watch, Kind::kGrant, true,
+                         "Print grant events (issued, activated, renewed, revoked, expired) as they happen, until "
+                         "rdmad ends the stream (Ctrl-C to stop)");
+    sub->add_option("--mr", o->mr, "only grants on this memory region (mrs/N)");
+    sub->add_option("--for", o->principal, "only grants for this principal");
+    Bind(sub, o, &action);
+  }
+
+  // ---- the data plane: read, bench read
+  // Both take an MR and issue (then revoke) their own grant: a token is single use and only IssueGrant
+  // returns it. --token-file with --endpoint reads through a grant issued elsewhere instead.
+  auto add_grant_source = [](CLI::App* sub, GrantSourceOptions* g, const std::string& ttl_default) {
+    sub->add_option("MR", g->mr,
+                    NameHelp(Kind::kMr) + ": rdmactl issues a grant over the range, and revokes it at the end");
+    sub->add_option("--offset", g->offset,
+                    "start of the range: bytes from the start of the region (with --token-file: of the granted "
+                    "range); default 0");
+    sub->add_option("--length", g->length, "bytes in the range (default: to the end of the region, or of the grant)");
+    sub->add_option("--ttl", g->ttl, "the lease of the grant rdmactl issues (default: " + ttl_default + ")");
+    sub->add_option("--for", g->principal, "the principal of the grant rdmactl issues")->capture_default_str();
+    auto* token = sub->add_option(
+        "--token-file", g->token_file,
+        "instead of an MR: the token of a grant issued elsewhere (a secret: raw, as 'rdmactl grant --token-file' "
+        "writes it, or hex); nothing is issued or revoked");
+    auto* endpoint = sub->add_option("--endpoint", g->endpoint,
+                                     "with --token-file: rdmad's data-plane listener, address:port (10.0.2.15:7471)");
+    token->needs(endpoint);
+    endpoint->needs(token);
+  };
+  auto count_grant_source = [](CLI::App* sub, GrantSourceOptions* g) {
+    g->ttl_given = sub->count("--ttl") > 0;
+    g->principal_given = sub->count("--for") > 0;
+  };
+  {
+    auto o = std::make_shared<ReadOptions>();
+    CLI::App* sub = app.add_subcommand(
+        "read",
+        "Read a range of a memory region through a grant (RDMA reads from this process, in chunks of up to 1MiB) to "
+        "stdout or a file");
+    add_grant_source(sub, &o->source, "rdmad's, 60s");
+    sub->add_option("-o,--output", o->output_file,
+                    "write the bytes to this file instead of stdout (for 'read', -o names a file, not a format)");
+    sub->callback([sub, o, &action, count_grant_source] {
+      count_grant_source(sub, &o->source);
+      action.run = [o](Context& ctx) {
+        auto plan = Validate(*o);
+        if (!plan.ok()) return UsageError(ctx, plan.status(), "read");
+        return Run(*plan, ctx);
+      };
+    });
+  }
+  CLI::App* bench = app.add_subcommand("bench", "Measure the data plane");
+  bench->require_subcommand(1);
+  {
+    auto o = std::make_shared<BenchReadOptions>();
+    CLI::App* sub = bench->add_subcommand(
+        "read",
+        "Keep --depth RDMA reads of --size outstanding through one grant for --duration; print p50/p99/p999 latency "
+        "(us), IOPS and MiB/s");
+    add_grant_source(sub, &o->source, "--duration + 60s");
+    sub->add_option("--size", o->size, "bytes per read: 4KiB, 64KiB, 1MiB")->capture_default_str();
+    sub->add_option("--depth", o->depth, "reads kept outstanding (the connection's queue depth)")
+        ->capture_default_str();
+    sub->add_option("--duration", o->duration, "how long to post reads: 10s, 1m")->capture_default_str();
+    sub->callback([sub, o, &action, count_grant_source] {
+      count_grant_source(sub, &o->source);
+      action.run = [o](Context& ctx) {
+        auto plan = Validate(*o);
+        if (!plan.ok()) return UsageError(ctx, plan.status(), "bench read");
+        return Run(*plan, ctx);
+      };
+    });
+  }
+
   // ---- delete
   CLI::App* del =
       app.add_subcommand("delete", "Delete a protection domain, memory region, window, queue pair, channel or CM id");
@@ -409,8 +545,10 @@ int Main(int argc, char** argv) {
     Kind kind;
     const char* description;
   } kDeletable[] = {
-      {Kind::kPd, "Delete a protection domain (refused while it holds resources, unless --cascade)"},
-      {Kind::kMr, "Deregister a memory region (refused while windows are bound to it)"},
+      {Kind::kPd, "Delete a protection domain (refused while it holds resources unless --cascade, or while its "
+                  "regions have live grants unless --revoke-grants)"},
+      {Kind::kMr, "Deregister a memory region (refused while windows are bound to it, or while it has live grants "
+                  "unless --revoke-grants)"},
       {Kind::kMw, "Deallocate a memory window"},
       {Kind::kQp, "Destroy a queue pair (refused while type 2 windows are bound on it)"},
       {Kind::kChannel, "Delete an event channel (refused while CM ids live on it)"},
@@ -423,6 +561,12 @@ int Main(int argc, char** argv) {
     sub->add_option("NAME", o->name, NameHelp(d.kind))->required();
     if (d.kind == Kind::kPd) {
       sub->add_flag("--cascade", o->cascade, "release its windows, regions and queue pairs first");
+    }
+    if (d.kind == Kind::kPd || d.kind == Kind::kMr) {
+      sub->add_flag("--revoke-grants", o->revoke_grants,
+                    d.kind == Kind::kPd
+                        ? "revoke the live grants on its regions first (without it rdmad refuses while any is live)"
+                        : "revoke its live grants first (without it rdmad refuses while any is live)");
     }
     BindInPlace<NamedOptions>(sub, o, &action, RunDelete);
   }
@@ -443,15 +587,18 @@ int Main(int argc, char** argv) {
       "  rdmactl delete pd pds/1 --cascade\n"
       "  rdmactl create cmid --pd pds/1 && rdmactl listen cmid cmids/1 --address 0.0.0.0:7471\n"
       "  rdmactl events --follow --type connect-request,established\n"
+      "  rdmactl grant mrs/1 --length 1MiB --for app-7 --ttl 60s --token-file app-7.token\n"
+      "  rdmactl get grants --mr mrs/1 && rdmactl revoke grants/1\n"
+      "  rdmactl read mrs/1 --length 4KiB -o head.bin && rdmactl bench read mrs/1 --size 4KiB --depth 16\n"
       "See docs/cli.md.");
 
   // Parse. No arguments at all: help, as kubectl does.
-  if (argc <= 1) {
-    std::cout << app.help();
+  if (arguments.empty()) {
+    out << app.help();
     return kExitOk;
   }
   const std::set<std::string> valued = {"--server", "-o", "--output", "--timeout"};
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args = arguments;
   if (args.front() == "help") {  // kubectl's "help [VERB [NOUN]]" is "[VERB [NOUN]] --help"
     args.erase(args.begin());
     args.push_back("--help");
@@ -463,29 +610,27 @@ int Main(int argc, char** argv) {
       args = SplitTypeSlashName(std::move(args), valued);
     }
   }
-  if (!CheckVerbAndNoun(&app, args, valued)) return kExitUsage;
+  if (!CheckVerbAndNoun(&app, args, valued, err)) return kExitUsage;
   std::reverse(args.begin(), args.end());  // CLI11 takes them reversed
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help is a ParseError with exit code 0
+    return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;  // --help is a ParseError with exit code 0
   }
   if (!action.run) {  // unreachable: every leaf subcommand sets it
-    std::cerr << "error: no command\n";
+    err << "error: no command\n";
     return kExitUsage;
   }
 
-  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(global, std::cout, std::cerr);
+  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(global, out, err);
   if (!ctx.ok()) {
-    std::cerr << "error: " << ctx.status().message() << "\n";
+    err << "error: " << ctx.status().message() << "\n";
     return kExitUsage;
   }
+  if (channel != nullptr) (*ctx)->UseChannel(std::move(channel));
   const int rc = action.run(**ctx);
-  std::cout.flush();
+  out.flush();
   return rc;
 }
 
-}  // namespace
 }  // namespace rdmad::cli
-
-int main(int argc, char** argv) { return rdmad::cli::Main(argc, argv); }

@@ -264,6 +264,25 @@ for cmd in "disconnect cmids/7" "accept cmid 7" "reject cmids/7 --data-hex 0a0b"
   [[ "$err" == *"cmids/7"* ]] || fail "$cmd: stderr '$err' does not name cmids/7"
 done
 
+echo "--- grant, read and bench read usage errors: exit 2, nothing sent"
+run grant mrs/1 --length 1MiB
+expect_rc 2 "grant without --for"
+run grant pds/1 --length 1MiB --for app
+expect_rc 2 "grant pds/1"
+[[ "$err" == *"not a memory region"* ]] || fail "grant pds/1: stderr '$err'"
+run renew grants/1
+expect_rc 2 "renew without --ttl"
+run revoke grants/0
+expect_rc 2 "revoke grants/0"
+run delete mw mws/1 --revoke-grants
+expect_rc 2 "delete mw --revoke-grants"
+run read
+expect_rc 2 "read without an MR or a token"
+run read --token-file "$dir/no-such-file" --endpoint 10.0.2.15:7471
+expect_rc 2 "read --token-file missing"
+run bench read mrs/1 --ttl 5s --duration 10s
+expect_rc 2 "bench read --ttl shorter than --duration"
+
 echo "--- help and version: exit 0"
 run --help
 expect_rc 0 "--help"
@@ -273,6 +292,9 @@ expect_rc 0 "register mr --help"
 run connect cmid --help
 expect_rc 0 "connect cmid --help"
 [[ "$out" == *"--data-hex"* && "$out" == *"--data-file"* ]] || fail "connect cmid --help: '$out'"
+run grant --help
+expect_rc 0 "grant --help"
+[[ "$out" == *"SECRET"* && "$out" == *"--token-file"* ]] || fail "grant --help: '$out'"
 run version
 expect_rc 0 "version"
 [[ "$out" == rdmactl* ]] || fail "version: '$out'"

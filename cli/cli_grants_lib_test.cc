@@ -1,0 +1,369 @@
+// rdmactl's library for grants and the data plane: grant names, token files, the grant outputs (table, event
+// lines, the issued grant), the bench's percentiles and summary, and the read and bench loops against a fake
+// reader (cli/parse.h, cli/output.h, cli/data_plane.h).
+#include <deque>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli/data_plane.h"
+#include "cli/output.h"
+#include "cli/parse.h"
+
+namespace rdmad::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using V = std::vector<std::string>;
+
+const std::set<std::string> kValued = {"--server", "-o", "--output", "--timeout"};
+const absl::Time kNow = absl::FromUnixSeconds(1795321906);  // 2026-11-22T04:31:46Z
+
+// ---- names, token files
+
+TEST(GrantNamesTest, NormalizeShortAndSplit) {
+  EXPECT_EQ(NormalizeName(Kind::kGrant, "9").value(), "grants/9");
+  EXPECT_EQ(NormalizeName(Kind::kGrant, "grant/09").value(), "grants/9");
+  EXPECT_EQ(NormalizeName(Kind::kGrant, "grants/9").value(), "grants/9");
+  EXPECT_THAT(std::string(NormalizeName(Kind::kGrant, "mrs/3").status().message()),
+              HasSubstr("'mrs/3' names a memory region, not a grant"));
+  EXPECT_THAT(std::string(NormalizeName(Kind::kMr, "grants/3").status().message()),
+              HasSubstr("'grants/3' names a grant, not a memory region"));
+  EXPECT_FALSE(NormalizeName(Kind::kGrant, "grants/0").ok());
+  EXPECT_EQ(ShortName("grants/9"), "grant/9");
+  EXPECT_EQ(KindFromNoun("GRANTS"), Kind::kGrant);
+  EXPECT_EQ(SplitTypeSlashName(V{"get", "grants/9"}, kValued), (V{"get", "grants", "grants/9"}));
+  EXPECT_EQ(SplitTypeSlashName(V{"revoke", "grants/9"}, kValued), (V{"revoke", "grants", "grants/9"}));
+  EXPECT_EQ(SplitTypeSlashName(V{"-o", "json", "renew", "grant/9", "--ttl", "1m"}, kValued),
+            (V{"-o", "json", "renew", "grant", "grant/9", "--ttl", "1m"}));
+}
+
+TEST(TokenFromFileTest, RawBytes) {
+  const std::string raw = std::string("RDTK\x01\x02\0\0", 8) + std::string(24, '\xee');
+  EXPECT_EQ(TokenFromFile(raw).value(), raw);
+  // Raw bytes are not trimmed, even when they end in whitespace bytes.
+  const std::string spaced = std::string("RDTK") + std::string(27, '\x01') + "\n";
+  EXPECT_EQ(TokenFromFile(spaced).value(), spaced);
+}
+
+TEST(TokenFromFileTest, HexTextAsPrinted) {
+  EXPECT_EQ(TokenFromFile("5244544b0102\n").value(), std::string("RDTK\x01\x02"));
+  EXPECT_EQ(TokenFromFile("  0x52:44:54:4b  ").value(), "RDTK");
+}
+
+TEST(TokenFromFileTest, Rejects) {
+  EXPECT_THAT(std::string(TokenFromFile("").status().message()), HasSubstr("empty"));
+  EXPECT_THAT(std::string(TokenFromFile(" \n").status().message()), HasSubstr("empty"));
+  EXPECT_THAT(std::string(TokenFromFile("5244544").status().message()), HasSubstr("odd number"));
+  EXPECT_THAT(std::string(TokenFromFile(std::string(57, 'R')).status().message()),
+              HasSubstr("57 bytes: a token is at most 56"));
+  EXPECT_FALSE(TokenFromFile(std::string(114, 'a')).ok());  // 57 bytes in hex
+}
+
+// ---- outputs
+
+v1::Grant SampleGrant() {
+  v1::Grant g;
+  g.set_name("grants/9");
+  g.set_mr("mrs/3");
+  g.set_pd("pds/1");
+  g.set_offset(4096);
+  g.set_length(1 << 20);
+  g.add_access(v1::REMOTE_READ);
+  g.set_principal("app-7");
+  g.set_state(v1::GRANT_ACTIVE);
+  g.set_scope(v1::SCOPE_QP);
+  g.set_expire_time_unix_nanos(absl::ToUnixNanos(kNow + absl::Seconds(60)));
+  g.set_renewals(2);
+  g.set_token("tokens/17");
+  g.set_cm_id("cmids/5");
+  g.set_qp("qps/7");
+  g.set_window("mws/8");
+  return g;
+}
+
+TEST(GrantOutputTest, EnumStrings) {
+  EXPECT_EQ(GrantStateString(v1::GRANT_ACTIVATING), "ACTIVATING");
+  EXPECT_EQ(GrantStateString(v1::GRANT_ENDED), "ENDED");
+  EXPECT_EQ(GrantScopeString(v1::SCOPE_PD), "PD");
+  EXPECT_EQ(GrantEndReasonString(v1::END_MR_REREGISTERED), "MR_REREGISTERED");
+  EXPECT_EQ(GrantEventTypeString(v1::GRANT_ISSUED_EVENT), "ISSUED");
+  EXPECT_EQ(GrantEventTypeString(v1::GRANT_EXPIRED), "EXPIRED");
+  EXPECT_EQ(GrantEventTypeString(77), "77");
+}
+
+TEST(GrantOutputTest, ExpiresIn) {
+  const int64_t now = absl::ToUnixNanos(kNow);
+  EXPECT_EQ(ExpiresIn(now + 59'300'000'000, kNow), "in 1m");  // rounded up to whole seconds
+  EXPECT_EQ(ExpiresIn(now + 90'000'000'000, kNow), "in 1m30s");
+  EXPECT_EQ(ExpiresIn(now + 1, kNow), "in 1s");
+  EXPECT_EQ(ExpiresIn(now, kNow), "expired");
+  EXPECT_EQ(ExpiresIn(now - 5'000'000'000, kNow), "expired");
+  EXPECT_EQ(ExpiresIn(0, kNow), "");
+  EXPECT_EQ(FormatExpiry(now), "2026-11-22T04:31:46Z");
+  EXPECT_EQ(FormatExpiry(0), "");
+}
+
+TEST(GrantOutputTest, Table) {
+  google::protobuf::RepeatedPtrField<v1::Grant> grants;
+  *grants.Add() = SampleGrant();
+  v1::Grant* ended = grants.Add();
+  *ended = SampleGrant();
+  ended->set_name("grants/10");
+  ended->set_state(v1::GRANT_ENDED);
+  ended->set_end_reason(v1::END_MR_DEREGISTERED);
+  ended->set_end_detail("mrs/3 deregistered");
+  EXPECT_EQ(GrantsTable(grants, false, kNow).Render(),
+            "NAME        MR      OFFSET   LENGTH   SCOPE   STATE    PRINCIPAL   EXPIRES\n"
+            "grants/9    mrs/3   4KiB     1MiB     QP      ACTIVE   app-7       in 1m\n"
+            "grants/10   mrs/3   4KiB     1MiB     QP      ENDED    app-7       <none>\n");
+  const std::string wide = GrantsTable(grants, true, kNow).Render();
+  EXPECT_THAT(wide, HasSubstr("PD      ACCESS        RENEWALS   EXPIRY                 CM-ID     QP      WINDOW   "
+                              "TOKEN       REASON"));
+  EXPECT_THAT(wide, HasSubstr("pds/1   remote-read   2          2026-11-22T04:32:46Z   cmids/5   qps/7   mws/8    "
+                              "tokens/17   <none>\n"));
+  EXPECT_THAT(wide, HasSubstr("MR_DEREGISTERED: mrs/3 deregistered\n"));
+}
+
+TEST(GrantOutputTest, EventLines) {
+  EXPECT_EQ(GrantEventHeader(),
+            "SEQ      TIME                          TYPE        GRANT        MR         PRINCIPAL      DETAILS");
+  v1::GrantEvent e;
+  e.set_sequence(1);
+  e.set_time_unix_nanos(absl::ToUnixNanos(kNow));
+  e.set_type(v1::GRANT_ISSUED_EVENT);
+  *e.mutable_grant() = SampleGrant();
+  EXPECT_EQ(GrantEventLine(e),
+            "1        2026-11-22T04:31:46.000000Z   ISSUED      grants/9     mrs/3      app-7          offset 4KiB, "
+            "length 1MiB, remote-read, scope QP, expires 2026-11-22T04:32:46Z");
+  e.set_type(v1::GRANT_ACTIVATED);
+  EXPECT_THAT(GrantEventLine(e), HasSubstr("ACTIVATED   grants/9     mrs/3      app-7          cmid cmids/5, qp qps/7, "
+                                           "window mws/8"));
+  e.set_type(v1::GRANT_RENEWED);
+  EXPECT_THAT(GrantEventLine(e), HasSubstr("RENEWED     grants/9     mrs/3      app-7          expires "
+                                           "2026-11-22T04:32:46Z, renewals 2"));
+  e.set_type(v1::GRANT_REVOKED);
+  e.mutable_grant()->set_end_reason(v1::END_REVOKED);
+  EXPECT_THAT(GrantEventLine(e), HasSubstr("REVOKED     grants/9     mrs/3      app-7          reason REVOKED"));
+  e.set_type(v1::GRANT_EXPIRED);
+  e.mutable_grant()->set_end_reason(v1::END_EXPIRED);
+  e.mutable_grant()->set_principal("");
+  EXPECT_THAT(GrantEventLine(e), HasSubstr("EXPIRED     grants/9     mrs/3      <none>         reason EXPIRED"));
+}
+
+TEST(GrantOutputTest, IssuedGrantText) {
+  v1::IssuedGrant issued;
+  *issued.mutable_grant() = SampleGrant();
+  issued.set_token(std::string("RDTK\x01\x02", 6));
+  v1::SocketAddress* a = issued.add_endpoints();
+  a->set_address("10.0.2.15");
+  a->set_port(7471);
+  EXPECT_EQ(IssuedGrantText(issued, kNow, ""),
+            "grant/9 issued to app-7: mrs/3 offset 4KiB length 1MiB, remote-read, scope QP (expires "
+            "2026-11-22T04:32:46Z, in 1m)\n"
+            "endpoints: 10.0.2.15:7471\n"
+            "token: 5244544b0102\n");
+  const std::string to_file = IssuedGrantText(issued, kNow, "/tmp/t");
+  EXPECT_THAT(to_file, HasSubstr("token: written to /tmp/t (6 bytes, mode 0600)\n"));
+  EXPECT_THAT(to_file, Not(HasSubstr("5244544b")));
+}
+
+// ---- statistics
+
+TEST(PercentileTest, NearestRank) {
+  std::vector<uint64_t> v;
+  for (uint64_t i = 1; i <= 1000; i++) v.push_back(i);
+  EXPECT_EQ(Percentile(v, 50), 500u);
+  EXPECT_EQ(Percentile(v, 99), 990u);
+  EXPECT_EQ(Percentile(v, 99.9), 999u);
+  EXPECT_EQ(Percentile(v, 100), 1000u);
+  EXPECT_EQ(Percentile(v, 0.01), 1u);
+  EXPECT_EQ(Percentile({}, 50), 0u);
+  EXPECT_EQ(Percentile({7}, 50), 7u);
+  EXPECT_EQ(Percentile({7}, 99.9), 7u);
+  // Few samples: p99 and p999 are the largest.
+  EXPECT_EQ(Percentile({1, 2, 3, 4}, 50), 2u);
+  EXPECT_EQ(Percentile({1, 2, 3, 4}, 51), 3u);
+  EXPECT_EQ(Percentile({1, 2, 3, 4}, 99), 4u);
+}
+
+TEST(SummarizeTest, RatesAndMicroseconds) {
+  std::vector<uint64_t> ns;
+  for (uint64_t i = 1000; i >= 1; i--) ns.push_back(i * 1000);  // 1..1000 us, unsorted
+  BenchResult r = Summarize(ns, 4096, 16, absl::Seconds(2));
+  EXPECT_EQ(r.reads, 1000u);
+  EXPECT_EQ(r.bytes, 4096000u);
+  EXPECT_DOUBLE_EQ(r.iops, 500);
+  EXPECT_DOUBLE_EQ(r.mib_per_s, 4096000.0 / 2 / 1048576);
+  EXPECT_DOUBLE_EQ(r.p50_us, 500);
+  EXPECT_DOUBLE_EQ(r.p99_us, 990);
+  EXPECT_DOUBLE_EQ(r.p999_us, 999);
+  BenchResult none = Summarize({}, 4096, 1, absl::ZeroDuration());
+  EXPECT_EQ(none.reads, 0u);
+  EXPECT_EQ(none.iops, 0);
+  EXPECT_EQ(none.p50_us, 0);
+}
+
+TEST(BenchOutputTest, TableAndJson) {
+  std::vector<uint64_t> ns;
+  for (uint64_t i = 1; i <= 1000; i++) ns.push_back(i * 1500);
+  BenchResult r = Summarize(ns, 4096, 16, absl::Milliseconds(500));
+  EXPECT_EQ(BenchTable(r),
+            "READS   SIZE   DEPTH   SECONDS   IOPS   MIB/S   P50-US   P99-US   P999-US\n"
+            "1000    4KiB   16      0.50      2000   7.8     750.0    1485.0   1498.5\n");
+  EXPECT_EQ(BenchJson(r, "grants/9"),
+            "{\n \"grant\": \"grants/9\",\n \"reads\": 1000,\n \"bytes\": 4096000,\n \"size\": 4096,\n \"depth\": 16,\n"
+            " \"seconds\": 0.500,\n \"iops\": 2000.0,\n \"mib_per_s\": 7.81,\n \"latency_us\": {\n  \"p50\": 750.00,\n"
+            "  \"p99\": 1485.00,\n  \"p999\": 1498.50\n }\n}\n");
+}
+
+// ---- loops, against a fake reader
+
+// Completes reads in post order, up to `batch` per Poll, advancing the clock 10 us per Poll; fills each
+// destination with the low byte of its offset. Read number `fail_at` (1-based, 0: none) fails.
+class FakeReader {
+ public:
+  struct ReadOp {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    void* destination = nullptr;
+    absl::Status status;
+  };
+
+  absl::Status Read(uint64_t offset, uint64_t length, void* destination) {
+    reads.push_back({offset, length});
+    if (++count == fail_at) return absl::PermissionDeniedError("grants/9 was revoked");
+    std::memset(destination, static_cast<int>(offset & 0xff), length);
+    return absl::OkStatus();
+  }
+  absl::Status Post(ReadOp* op) {
+    if (pending.size() >= depth) return absl::ResourceExhaustedError("queue full");
+    reads.push_back({op->offset, op->length});
+    pending.push_back(op);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<ReadOp*>> Poll(size_t min) {
+    now += absl::Microseconds(10);
+    std::vector<ReadOp*> done;
+    while (!pending.empty() && done.size() < batch) {
+      ReadOp* op = pending.front();
+      pending.pop_front();
+      op->status = ++count == fail_at ? absl::PermissionDeniedError("grants/9 was revoked") : absl::OkStatus();
+      done.push_back(op);
+    }
+    return done;
+  }
+
+  size_t depth = 4, batch = 4;
+  uint64_t fail_at = 0, count = 0;
+  absl::Time now = absl::UnixEpoch();
+  std::vector<std::pair<uint64_t, uint64_t>> reads;  // offset, length
+  std::deque<ReadOp*> pending;
+};
+
+TEST(ReadInChunksTest, ChunksInOrderToTheSink) {
+  FakeReader r;
+  std::string got;
+  absl::Status s = ReadInChunks(r, 100, 2500, 1024, [&](const char* data, size_t n) {
+    got.append(data, n);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(r.reads, ElementsAre(std::make_pair(100u, 1024u), std::make_pair(1124u, 1024u),
+                                   std::make_pair(2148u, 452u)));
+  ASSERT_EQ(got.size(), 2500u);
+  EXPECT_EQ(got[0], static_cast<char>(100));
+  EXPECT_EQ(got[1024], static_cast<char>(1124 & 0xff));
+  EXPECT_EQ(got[2499], static_cast<char>(2148 & 0xff));
+}
+
+TEST(ReadInChunksTest, ErrorsSayHowFarItGot) {
+  FakeReader r;
+  r.fail_at = 2;
+  size_t sunk = 0;
+  absl::Status s = ReadInChunks(r, 0, 3000, 1024, [&](const char*, size_t n) {
+    sunk += n;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(), "grants/9 was revoked (after 1024 of 3000 bytes)");
+  EXPECT_EQ(sunk, 1024u);
+  // A failing sink stops the loop with its own status.
+  FakeReader r2;
+  s = ReadInChunks(r2, 0, 3000, 1024, [](const char*, size_t) { return absl::DataLossError("disk full"); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(r2.reads.size(), 1u);
+  // Nothing to read: no read at all.
+  FakeReader r3;
+  EXPECT_TRUE(ReadInChunks(r3, 0, 0, 1024, [](const char*, size_t) { return absl::OkStatus(); }).ok());
+  EXPECT_TRUE(r3.reads.empty());
+}
+
+TEST(RunReadBenchTest, KeepsDepthOutstandingForTheDuration) {
+  FakeReader r;
+  BenchPlan plan;
+  plan.offset = 8;
+  plan.span = 3 * 4096 + 100;
+  plan.size = 4096;
+  plan.depth = 4;
+  plan.duration = absl::Microseconds(100);
+  absl::StatusOr<BenchResult> res = RunReadBench(r, plan, [&] { return r.now; });
+  ASSERT_TRUE(res.ok()) << res.status();
+  // Polls at 10, 20, ..., 100 us each complete 4; reposted until 100 us.
+  EXPECT_EQ(res->reads, 40u);
+  EXPECT_EQ(r.reads.size(), 40u);
+  EXPECT_EQ(res->elapsed, absl::Microseconds(100));
+  EXPECT_DOUBLE_EQ(res->iops, 400000);
+  EXPECT_DOUBLE_EQ(res->p50_us, 10);
+  EXPECT_DOUBLE_EQ(res->p999_us, 10);
+  // Offsets cycle through the whole reads that fit in the span, from plan.offset.
+  EXPECT_EQ(r.reads[0], std::make_pair(uint64_t{8}, uint64_t{4096}));
+  EXPECT_EQ(r.reads[1].first, 8u + 4096);
+  EXPECT_EQ(r.reads[2].first, 8u + 8192);
+  EXPECT_EQ(r.reads[3].first, 8u);
+  EXPECT_TRUE(r.pending.empty());
+}
+
+TEST(RunReadBenchTest, LatencyIsPostToCompletion) {
+  FakeReader r;
+  r.batch = 1;  // one completion per 10 us poll: the i-th read of the first four waits 10 * i us
+  BenchPlan plan;
+  plan.span = 4096;
+  plan.depth = 4;
+  plan.duration = absl::ZeroDuration();  // the first reads only
+  absl::StatusOr<BenchResult> res = RunReadBench(r, plan, [&] { return r.now; });
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->reads, 4u);
+  EXPECT_DOUBLE_EQ(res->p50_us, 20);
+  EXPECT_DOUBLE_EQ(res->p99_us, 40);
+}
+
+TEST(RunReadBenchTest, AFailedReadEndsItAfterTheOutstandingOnes) {
+  FakeReader r;
+  r.fail_at = 6;
+  BenchPlan plan;
+  plan.span = 1 << 20;
+  plan.depth = 4;
+  plan.duration = absl::Seconds(10);
+  absl::StatusOr<BenchResult> res = RunReadBench(r, plan, [&] { return r.now; });
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(r.pending.empty());  // drained, not abandoned
+  // 4, then 4 reposted by the first poll, then 1 for read 5 (done before read 6 failed); none after that.
+  EXPECT_EQ(r.reads.size(), 9u);
+}
+
+TEST(RunReadBenchTest, RefusesABadPlan) {
+  FakeReader r;
+  BenchPlan plan;
+  plan.span = 100;  // smaller than one read
+  EXPECT_EQ(RunReadBench(r, plan, [&] { return r.now; }).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(r.reads.empty());
+}
+
+}  // namespace
+}  // namespace rdmad::cli
