@@ -12,6 +12,8 @@ PKGS=(
   # tests and the Soft-RoCE guest
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils iproute2 util-linux procps
   ibverbs-utils rdmacm-utils perftest
+  # docs/examples/read_grant.py: a grant client on rdma-core's Python bindings alone
+  python3-pyverbs
 )
 
 missing=()
