@@ -5,7 +5,8 @@
 // rdmad sends at most two messages on a grant connection, each as one SEND of kGrantMessageSize bytes,
 // so a client posts two receive buffers of at least that size before it connects:
 //   1. ACTIVE, once the window over the granted range is bound on the client's QP (its completion was
-//      polled): the key. Or FAILED, if rdmad could not bind it; rdmad then disconnects.
+//      polled): the key. Or FAILED, if rdmad could not bind it, or ENDED, if the grant ended while its key
+//      was being bound; rdmad then disconnects.
 //   2. ENDED, after the key died at the NIC (revoked, expired, the MR deregistered, ...): the reason.
 //      rdmad then disconnects. Best effort: not sent when the QP is already in the error state.
 //

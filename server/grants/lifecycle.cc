@@ -150,10 +150,20 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
       FinishEndLocked(e, v1::END_ACTIVATION_FAILED, std::string(key.status().message()), &waiters, &release);
       message = Message(e, wire::GrantMessageType::kFailed);
       failed = true;
-    } else if (!window.empty() && pool != pools_.end() && pool->second.KeyQuarantined(key->rkey, now) &&
-               ++e.activation_attempts < kMaxActivationAttempts) {
-      // This key value was revoked in the PD a moment ago: never hand it out again so soon.
-      retry = true;
+    } else if (!window.empty() && pool != pools_.end() && pool->second.KeyQuarantined(key->rkey, now)) {
+      // This key value was revoked in the PD a moment ago: never hand it out again so soon. The window
+      // goes back (unbound, quarantined) and another is tried; after a few, the grant fails rather than
+      // give out a quarantined key.
+      if (++e.activation_attempts < kMaxActivationAttempts) {
+        retry = true;
+      } else {
+        kill = true;
+        e.rkey = key->rkey;
+        e.info.set_window(window);
+        e.ending = true;
+        e.pending_end = v1::END_ACTIVATION_FAILED;
+        e.pending_detail = "every window tried came back with a key value still in quarantine";
+      }
     } else {
       e.rkey = key->rkey;
       e.remote_addr = key->remote_addr;
@@ -341,7 +351,14 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
         std::vector<uint64_t> siblings(by_mr_[e.info.mr()].begin(), by_mr_[e.info.mr()].end());
         for (uint64_t sid : siblings) {
           Entry& s = *grants_.at(sid);
-          if (s.info.scope() != v1::SCOPE_MR || s.info.state() != v1::GRANT_ACTIVE || s.busy) continue;
+          if (s.info.scope() != v1::SCOPE_MR) continue;
+          if (s.busy && !s.ending && s.pending_end == v1::GRANT_END_UNSPECIFIED) {
+            // Being activated: it may hold the old key; it ends as soon as its activation finishes.
+            s.pending_end = reason;
+            s.pending_detail = absl::StrCat("the keys of ", s.info.mr(), " were rotated to end ", e.info.name());
+            continue;
+          }
+          if (s.info.state() != v1::GRANT_ACTIVE || s.busy) continue;
           Waiters none;
           Goodbye sg;
           FinishEndLocked(s, reason, absl::StrCat("the keys of ", s.info.mr(), " were rotated to end ", e.info.name()),

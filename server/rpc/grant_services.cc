@@ -56,7 +56,7 @@ class GrantsService final
     filter.mr = req->mr();
     filter.principal = req->principal();
     return rpc_internal::WatchWriter<v1::GrantEvent, grants::GrantFilter>::Start(
-        &g_->events(), g_->events().Subscribe(std::move(filter), 0));
+        &g_->events(), g_->events().Subscribe(std::move(filter), req->after_sequence()));
   }
 
  private:
