@@ -1,0 +1,397 @@
+// grant_bench: the grants data plane between two machines, beside baselines measured in the same run (prints
+// figures; judges nothing). Runs in guest B against rdmad in guest A (run-grant-bench.sh, which first runs
+// perftest's ib_read_lat / ib_read_bw between the same two guests and passes their figures in):
+//   1. read latency at depth 1 through a grant (client::RemoteRegion), p50/p99 per size, and its ratio to
+//      ib_read_lat's typical (median) latency at the same size;
+//   2. read bandwidth with --depth reads outstanding through a grant, and its ratio to ib_read_bw's average;
+//   3. IssueGrant -> first byte read (IssueGrant RPC, RemoteRegion::Open: rdma_cm connect + window bind on
+//      the client's QP + the key's SEND, then one 64-byte read), beside a plain type 2 bind: the BindMw RPC
+//      on a connected QP of the same PD (a data-plane connection made with a connect token by a plain
+//      librdmacm client, tests/conformance/cm_peer.cc); and RevokeGrant beside the InvalidateMw RPC.
+// Usage: grant_bench --target 10.0.3.1:50051 [--sizes 64,4096,65536] [--lat-iters N] [--bw-iters N]
+//                    [--depth 16] [--first-byte-iters N] [--perftest-lat 64=604.1,...] [--perftest-bw 64=1.2,...]
+//   --perftest-lat: ib_read_lat t_typical per size (us); --perftest-bw: ib_read_bw BW average (MiB/s).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "client/remote_region.h"
+#include "tests/conformance/cm_peer.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rdmad::client::Client;
+using rdmad::client::RemoteRegion;
+namespace v1 = rdmad::v1;
+
+double UsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+struct Stats {
+  double p50 = 0, p99 = 0, mean = 0;
+  size_t n = 0;
+};
+Stats Summarize(std::vector<double> us) {
+  Stats s;
+  if (us.empty()) return s;
+  std::sort(us.begin(), us.end());
+  s.n = us.size();
+  s.p50 = us[us.size() / 2];
+  s.p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+  double sum = 0;
+  for (double v : us) sum += v;
+  s.mean = sum / us.size();
+  return s;
+}
+
+std::map<uint64_t, double> ParseFigures(const std::string& text) {
+  std::map<uint64_t, double> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, '=');
+    uint64_t size = 0;
+    double value = 0;
+    if (absl::SimpleAtoi(kv.first, &size) && absl::SimpleAtod(kv.second, &value) && value > 0) out[size] = value;
+  }
+  return out;
+}
+
+std::string SizeName(uint64_t n) {
+  if (n >= (1 << 20) && n % (1 << 20) == 0) return std::to_string(n >> 20) + " MiB";
+  if (n >= 1024 && n % 1024 == 0) return std::to_string(n >> 10) + " KiB";
+  return std::to_string(n) + " B";
+}
+
+[[noreturn]] void Die(const std::string& what, const absl::Status& s) {
+  std::fprintf(stderr, "grant_bench: %s: %s\n", what.c_str(), s.ToString().c_str());
+  std::exit(1);
+}
+
+class Bench {
+ public:
+  Bench(Client* a, std::string mr, uint64_t mr_length) : a_(a), mr_(std::move(mr)), mr_length_(mr_length) {}
+
+  // Opens a grant over the whole MR with the given depth and read size.
+  std::unique_ptr<RemoteRegion> Open(size_t depth, size_t size, std::string* grant) {
+    v1::IssueGrantRequest req;
+    req.set_mr(mr_);
+    req.set_length(mr_length_);
+    req.add_access(v1::REMOTE_READ);
+    req.set_ttl_ms(600000);
+    req.set_principal("grant-bench");
+    absl::StatusOr<v1::IssuedGrant> g = a_->IssueGrant(req);
+    if (!g.ok()) Die("IssueGrant", g.status());
+    RemoteRegion::Options o;
+    o.queue_depth = depth;
+    o.max_read_bytes = size;
+    o.connect_timeout = absl::Seconds(30);
+    auto region = RemoteRegion::Open(*g, o);
+    if (!region.ok()) Die("RemoteRegion::Open", region.status());
+    *grant = g->grant().name();
+    if (!g->endpoints().empty()) {
+      listener_host_ = g->endpoints(0).address();
+      listener_port_ = static_cast<int>(g->endpoints(0).port());
+    }
+    return *std::move(region);
+  }
+  void Close(std::unique_ptr<RemoteRegion> region, const std::string& grant) {
+    (void)a_->RevokeGrant(grant);
+    region.reset();
+  }
+
+  Stats Latency(uint64_t size, int iters) {
+    std::string grant;
+    std::unique_ptr<RemoteRegion> region = Open(1, size, &grant);
+    std::vector<char> buf(size);
+    const uint64_t slots = mr_length_ / size;
+    std::vector<double> us;
+    for (int i = -20; i < iters; ++i) {  // 20 warm-up reads
+      const auto t = Clock::now();
+      absl::Status s = region->Read((static_cast<uint64_t>(i + 20) % slots) * size, size, buf.data());
+      if (!s.ok()) Die("read", s);
+      if (i >= 0) us.push_back(UsSince(t));
+    }
+    Close(std::move(region), grant);
+    return Summarize(us);
+  }
+
+  // MiB/s with `depth` reads outstanding, over `iters` reads.
+  double Bandwidth(uint64_t size, int iters, size_t depth) {
+    std::string grant;
+    std::unique_ptr<RemoteRegion> region = Open(depth, size, &grant);
+    std::vector<std::vector<char>> bufs(depth, std::vector<char>(size));
+    std::vector<RemoteRegion::ReadOp> ops(depth);
+    std::vector<RemoteRegion::ReadOp*> free_ops;
+    for (size_t i = 0; i < depth; ++i) {
+      ops[i].destination = bufs[i].data();
+      ops[i].length = size;
+      free_ops.push_back(&ops[i]);
+    }
+    const uint64_t slots = mr_length_ / size;
+    int posted = 0, done = 0;
+    const auto t = Clock::now();
+    while (done < iters) {
+      while (posted < iters && !free_ops.empty()) {
+        RemoteRegion::ReadOp* op = free_ops.back();
+        op->offset = (static_cast<uint64_t>(posted) % slots) * size;
+        if (absl::Status s = region->Post(op); !s.ok()) Die("post", s);
+        free_ops.pop_back();
+        ++posted;
+      }
+      absl::StatusOr<std::vector<RemoteRegion::ReadOp*>> finished = region->Poll(1);
+      if (!finished.ok()) Die("poll", finished.status());
+      for (RemoteRegion::ReadOp* op : *finished) {
+        if (!op->status.ok()) Die("read", op->status);
+        free_ops.push_back(op);
+        ++done;
+      }
+    }
+    const double seconds = UsSince(t) / 1e6;
+    Close(std::move(region), grant);
+    return static_cast<double>(size) * iters / seconds / (1 << 20);
+  }
+
+  struct FirstByte {
+    std::vector<double> issue, open, read, total, revoke;
+  };
+  FirstByte TimeToFirstByte(int iters) {
+    FirstByte f;
+    char buf[64];
+    for (int i = 0; i < iters; ++i) {
+      v1::IssueGrantRequest req;
+      req.set_mr(mr_);
+      req.set_offset(static_cast<uint64_t>(i) * 4096 % mr_length_);
+      req.set_length(64);
+      req.add_access(v1::REMOTE_READ);
+      req.set_ttl_ms(60000);
+      req.set_principal("first-byte");
+      RemoteRegion::Options o;
+      o.queue_depth = 1;
+      o.max_read_bytes = 64;
+      o.connect_timeout = absl::Seconds(30);
+      const auto t0 = Clock::now();
+      absl::StatusOr<v1::IssuedGrant> g = a_->IssueGrant(req);
+      if (!g.ok()) Die("IssueGrant", g.status());
+      const auto t1 = Clock::now();
+      auto region = RemoteRegion::Open(*g, o);
+      if (!region.ok()) Die("RemoteRegion::Open", region.status());
+      const auto t2 = Clock::now();
+      if (absl::Status s = (*region)->Read(0, 64, buf); !s.ok()) Die("first read", s);
+      const auto t3 = Clock::now();
+      auto us = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double, std::micro>(b - a).count();
+      };
+      f.issue.push_back(us(t0, t1));
+      f.open.push_back(us(t1, t2));
+      f.read.push_back(us(t2, t3));
+      f.total.push_back(us(t0, t3));
+      const auto r0 = Clock::now();
+      absl::StatusOr<v1::Grant> revoked = a_->RevokeGrant(g->grant().name());
+      if (!revoked.ok()) Die("RevokeGrant", revoked.status());
+      f.revoke.push_back(UsSince(r0));
+      region->reset();
+    }
+    return f;
+  }
+
+ // rdmad A's data-plane listener, as the grants name it.
+  const std::string& listener_host() const { return listener_host_; }
+  int listener_port() const { return listener_port_; }
+
+ private:
+  Client* a_;
+  std::string mr_;
+  uint64_t mr_length_;
+  std::string listener_host_ = "10.0.3.1";
+  int listener_port_ = 7471;
+};
+
+// The plain type 2 bind: a data-plane connection from a plain librdmacm client (a connect token on `pd`),
+// then BindMw on its QP in A, `iters` times (each followed by an untimed InvalidateMw... timed separately).
+struct PlainBind {
+  std::vector<double> bind, invalidate;
+  std::string error;
+};
+PlainBind TimePlainBind(Client& a, const std::string& pd, const std::string& mr, const std::string& self,
+                        const std::string& host, int port, int iters) {
+  PlainBind out;
+  v1::IssueConnectTokenRequest treq;
+  treq.set_pd(pd);
+  absl::StatusOr<v1::ConnectToken> token = a.IssueConnectToken(treq);
+  if (!token.ok()) {
+    out.error = "IssueConnectToken: " + token.status().ToString();
+    return out;
+  }
+  rdmad::testing::CmPeer peer;
+  rdmad::testing::CmPeer::Result dial = peer.Dial(host, port, token->token());
+  if (dial.outcome != rdmad::testing::CmPeer::Outcome::kEstablished) {
+    out.error = "dial: " + dial.event + " " + dial.error;
+    return out;
+  }
+  std::string qp;
+  for (int i = 0; i < 500 && qp.empty(); ++i) {
+    absl::StatusOr<v1::ListCmIdsResponse> ids = a.ListCmIds();
+    if (ids.ok()) {
+      for (const v1::CmId& id : ids->cm_ids()) {
+        if (id.data_plane() && id.state() == v1::CM_CONNECTED && id.remote().address() == self && id.pd() == pd &&
+            !id.qp().empty()) {
+          qp = id.qp();
+        }
+      }
+    }
+    if (qp.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (qp.empty()) {
+    out.error = "no connected QP from " + self + " in A";
+    return out;
+  }
+  v1::AllocMwRequest alloc;
+  alloc.set_pd(pd);
+  alloc.set_type(v1::TYPE_2);
+  absl::StatusOr<v1::MemoryWindow> mw = a.AllocMw(alloc);
+  if (!mw.ok()) {
+    out.error = "AllocMw: " + mw.status().ToString();
+    return out;
+  }
+  for (int i = 0; i < iters; ++i) {
+    v1::BindMwRequest bind;
+    bind.set_name(mw->name());
+    bind.set_mr(mr);
+    bind.set_offset(static_cast<uint64_t>(i) * 4096);
+    bind.set_length(64);
+    bind.add_access(v1::REMOTE_READ);
+    bind.set_qp(qp);
+    auto t = Clock::now();
+    absl::StatusOr<v1::MemoryWindow> bound = a.BindMw(bind);
+    out.bind.push_back(UsSince(t));
+    if (!bound.ok()) {
+      out.error = "BindMw: " + bound.status().ToString();
+      break;
+    }
+    t = Clock::now();
+    absl::StatusOr<v1::MemoryWindow> inv = a.InvalidateMw(mw->name());
+    out.invalidate.push_back(UsSince(t));
+    if (!inv.ok()) {
+      out.error = "InvalidateMw: " + inv.status().ToString();
+      break;
+    }
+  }
+  (void)a.DeallocMw(mw->name());
+  (void)peer.Disconnect();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"grants data plane beside perftest and a plain bind (prints figures, judges nothing)"};
+  std::string target = "10.0.3.1:50051", sizes_text = "64,4096,65536", lat_text, bw_text,
+              self = "10.0.3.2";
+  int lat_iters = 300, bw_iters = 1000, first_iters = 10;
+  size_t depth = 16;
+  app.add_option("--target", target, "rdmad A's gRPC address");
+  app.add_option("--self", self, "this guest's address (to find the plain client's connection in A)");
+  app.add_option("--sizes", sizes_text, "read sizes, comma-separated");
+  app.add_option("--lat-iters", lat_iters, "reads per size at depth 1");
+  app.add_option("--bw-iters", bw_iters, "reads per size for bandwidth");
+  app.add_option("--depth", depth, "reads outstanding for bandwidth");
+  app.add_option("--first-byte-iters", first_iters, "IssueGrant -> first byte runs (and plain binds)");
+  app.add_option("--perftest-lat", lat_text, "ib_read_lat t_typical per size: 64=604.1,...");
+  app.add_option("--perftest-bw", bw_text, "ib_read_bw BW average (MiB/s) per size: 64=1.2,...");
+  CLI11_PARSE(app, argc, argv);
+  const std::map<uint64_t, double> pt_lat = ParseFigures(lat_text), pt_bw = ParseFigures(bw_text);
+  std::vector<uint64_t> sizes;
+  for (absl::string_view v : absl::StrSplit(sizes_text, ',', absl::SkipEmpty())) {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(v, &n) || n == 0) {
+      std::fprintf(stderr, "grant_bench: --sizes: bad size '%s'\n", std::string(v).c_str());
+      return 2;
+    }
+    sizes.push_back(n);
+  }
+
+  Client::Options o;
+  o.target = target;
+  o.timeout = std::chrono::seconds(60);
+  Client a(o);
+  v1::CreatePdRequest pd_req;
+  pd_req.set_device("rxe0");
+  pd_req.set_label("grant-bench");
+  absl::StatusOr<v1::ProtectionDomain> pd = a.CreatePd(pd_req);
+  if (!pd.ok()) Die("CreatePd", pd.status());
+  const uint64_t mr_length = std::max<uint64_t>(4 << 20, (sizes.empty() ? 0 : sizes.back()) * depth * 2);
+  v1::RegisterMrRequest mr_req;
+  mr_req.set_pd(pd->name());
+  mr_req.mutable_source()->mutable_anonymous()->set_size(mr_length);
+  mr_req.add_access(v1::LOCAL_WRITE);
+  mr_req.add_access(v1::REMOTE_READ);
+  mr_req.add_access(v1::MW_BIND);
+  absl::StatusOr<v1::MemoryRegion> mr = a.RegisterMr(mr_req);
+  if (!mr.ok()) Die("RegisterMr", mr.status());
+
+  Bench bench(&a, mr->name(), mr->length());
+  std::printf("grant reads from B through rdmad A's grants (client::RemoteRegion) beside perftest in the same run\n");
+  std::printf("%-8s | %14s %14s %8s %10s | %14s %14s %8s\n", "size", "ib_read_lat", "grant p50", "ratio",
+              "grant p99", "ib_read_bw", "grant", "ratio");
+  std::printf("%-8s | %14s %14s %8s %10s | %14s %14s %8s\n", "", "typical (us)", "(us)", "", "(us)",
+              "(MiB/s)", "(MiB/s)", "");
+  for (uint64_t size : sizes) {
+    const Stats lat = bench.Latency(size, lat_iters);
+    const double bw = bench.Bandwidth(size, bw_iters, depth);
+    auto fig = [](const std::map<uint64_t, double>& m, uint64_t k) {
+      auto it = m.find(k);
+      return it == m.end() ? -1.0 : it->second;
+    };
+    const double plat = fig(pt_lat, size), pbw = fig(pt_bw, size);
+    char lat_ratio[32] = "n/a", bw_ratio[32] = "n/a", plat_s[32] = "n/a", pbw_s[32] = "n/a";
+    if (plat > 0) {
+      std::snprintf(plat_s, sizeof plat_s, "%.1f", plat);
+      std::snprintf(lat_ratio, sizeof lat_ratio, "%.2fx", lat.p50 / plat);
+    }
+    if (pbw > 0) {
+      std::snprintf(pbw_s, sizeof pbw_s, "%.2f", pbw);
+      std::snprintf(bw_ratio, sizeof bw_ratio, "%.2fx", bw / pbw);
+    }
+    std::printf("%-8s | %14s %14.1f %8s %10.1f | %14s %14.2f %8s\n", SizeName(size).c_str(), plat_s, lat.p50,
+                lat_ratio, lat.p99, pbw_s, bw, bw_ratio);
+    std::fflush(stdout);
+  }
+  std::printf("(latency: depth 1, %d reads per size after 20 warm-up; bandwidth: %zu outstanding, %d reads per "
+              "size; ratio: grant / perftest)\n",
+              lat_iters, depth, bw_iters);
+
+  // IssueGrant -> first byte, beside a plain type 2 bind on a connected QP.
+  Bench::FirstByte f = bench.TimeToFirstByte(first_iters);
+  PlainBind plain = TimePlainBind(a, pd->name(), mr->name(), self, bench.listener_host(), bench.listener_port(),
+                                  first_iters);
+  const Stats total = Summarize(f.total), issue = Summarize(f.issue), open = Summarize(f.open),
+              read = Summarize(f.read), revoke = Summarize(f.revoke), bind = Summarize(plain.bind),
+              inv = Summarize(plain.invalidate);
+  std::printf("\nfrom IssueGrant to the first byte read, %d runs (p50 / p99, us):\n", first_iters);
+  std::printf("  IssueGrant -> first byte   %10.0f / %-10.0f\n", total.p50, total.p99);
+  std::printf("    IssueGrant RPC           %10.0f / %-10.0f\n", issue.p50, issue.p99);
+  std::printf("    Open (connect, bind, key)%10.0f / %-10.0f\n", open.p50, open.p99);
+  std::printf("    first 64 B read          %10.0f / %-10.0f\n", read.p50, read.p99);
+  if (plain.error.empty()) {
+    std::printf("  plain BindMw RPC (type 2, connected QP) %10.0f / %-10.0f  ratio first byte / bind: %.1fx\n",
+                bind.p50, bind.p99, bind.p50 > 0 ? total.p50 / bind.p50 : 0.0);
+    std::printf("  RevokeGrant RPC            %10.0f / %-10.0f  plain InvalidateMw RPC %10.0f / %-10.0f\n", revoke.p50,
+                revoke.p99, inv.p50, inv.p99);
+  } else {
+    std::printf("  plain BindMw: not measured: %s\n", plain.error.c_str());
+    std::printf("  RevokeGrant RPC            %10.0f / %-10.0f\n", revoke.p50, revoke.p99);
+  }
+
+  (void)a.DeregisterMr(mr->name(), true);
+  (void)a.DeletePd(pd->name(), true, true);
+  return plain.error.empty() ? 0 : 1;
+}
