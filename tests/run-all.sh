@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole rdmad test suite: host unit tests (bazel test), then the conformance suite on real verbs in
-# the Soft-RoCE guest. Prints one summary line "N passed, N failed" and exits non-zero on any failure.
+# the Soft-RoCE guest, the two-machine tests (rdma_cm, grants end to end) and the benchmarks' short forms.
+# Prints one summary line "N passed, N failed" and exits non-zero on any failure.
 # Results (gtest XML, logs) are kept under ${RDMAD_TEST_OUT:-out/test}.
 set -uo pipefail
 
@@ -41,12 +42,13 @@ tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-cm" -- \
   tests/conformance/run-cm-backend.sh "$(pwd)/$out/guest-cm" || cmb_rc=$?
 ((cmb_rc == 0)) || rc=1
 
-step "rdma_cm between two machines (two guests on one private wire)"
+step "two machines (two guests on one private wire): rdma_cm, grants end to end, the grants benchmark (short)"
 two_rc=0
 tests/guest/run-two-guests.sh --timeout 900 --out "$(pwd)/$out/guest-two" \
   --a "tests/conformance/run-two-host.sh $(pwd)/$out/guest-two" \
   --b "tests/conformance/run-two-host.sh $(pwd)/$out/guest-two" || two_rc=$?
 ((two_rc == 0)) || rc=1
+sed -n '/^size /,/RevokeGrant/p' "$out/guest-two/grant-bench.log" 2>/dev/null || true
 
 step "benchmarks, short form (figures only; fails only if a benchmark cannot run)"
 bench_problem=""
@@ -92,7 +94,8 @@ for x in conformance.xml cm_conformance.xml shutdown.xml; do
   if [ -f "$out/guest/$x" ]; then xmls+=("$out/guest/$x"); else echo "no $x from the guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
 done
 for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_host.xml \
-         guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml; do
+         guest-two/grant_e2e.xml guest-two/grant_clients_pyverbs.xml guest-two/grant_clients_rdmactl.xml \
+         guest-two/grant_bench.xml guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml; do
   if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi
 done
 xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml")

@@ -1,36 +1,152 @@
 #!/usr/bin/env bash
-# Both sides of the two-machine rdma_cm test, run by tests/guest/run-two-guests.sh:
-#   guest A: rdmad with its data-plane listener on 10.0.3.1:7471 and gRPC on 10.0.3.1:50051 (TCP, the
-#            test wire only); waits for B to finish, then SIGTERM, and checks the clean release
-#            (two_host_shutdown_a.xml).
-#   guest B: its own rdmad, then two_host_test (two_host.xml) against both, then the same release check
-#            (two_host_shutdown_b.xml).
+# Both sides of the two-machine tests, run by tests/guest/run-two-guests.sh:
+#   guest A: the application first: a process writes 4 MiB of random bytes to /dev/shm/rdmad-grant-e2e.bin
+#            and copies them to OUT_DIR/grant-expected.bin (what B compares its reads with); then rdmad with
+#            its data-plane listener on 10.0.3.1:7471 and gRPC on 10.0.3.1:50051 (TCP, the test wire only).
+#            While B's tests run, A answers their snapshot requests (`rdma resource show` in A, see
+#            grant_e2e_test.cc); then the perftest servers of the grants benchmark; waits for B to finish,
+#            then SIGTERM, and checks the clean release (two_host_shutdown_a.xml).
+#   guest B: its own rdmad, then
+#            two_host_test (two_host.xml): rdma_cm between the two rdmads, and a plain client;
+#            grant_e2e_test (grant_e2e.xml): grants of rdmad A on A's file, read from B (client library only);
+#            the grant clients (grant_clients_*.xml): docs/examples/read_grant.py (pyverbs) and `rdmactl read`,
+#            each reading a grant of the same file, compared byte for byte;
+#            the grants benchmark, short form (tests/bench/run-grant-bench.sh; grant_bench.xml says it ran;
+#            RDMAD_GRANT_BENCH=off skips it, =full runs the long form);
+#            then the same release check (two_host_shutdown_b.xml).
 # Usage: run-two-host.sh OUT_DIR   (RDMAD_GUEST_ROLE, RDMAD_GUEST_ADDR, RDMAD_PEER_ADDR, RDMAD_PEER_SH
 # come from run-two-guests.sh)
 set -euo pipefail
 out=${1:?usage: run-two-host.sh OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$root/bazel-bin
+junit=$root/tests/lib/junit-case.sh
 role=${RDMAD_GUEST_ROLE:?run under run-two-guests.sh}
+bench=${RDMAD_GRANT_BENCH:-short}
 work=$(mktemp -d /tmp/rdmad-two-host.XXXXXX)
 sock=$work/rdmad.sock
+grant_file=/dev/shm/rdmad-grant-e2e.bin
 listen="\"unix:$sock\""
 [ "$role" = a ] && listen="$listen, \"$RDMAD_GUEST_ADDR:50051\""
 cat >"$work/rdmad.json" <<JSON
 { "listen": [$listen], "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2, "log_level": "info" }
 JSON
+if [ "$role" = a ]; then
+  # The application: writes the bytes B will read through grants, before rdmad (and B) start.
+  dd if=/dev/urandom of="$grant_file" bs=1M count=4 iflag=fullblock status=none
+  cp "$grant_file" "$out/grant-expected.bin"
+fi
 rdma resource show >"$work/before.txt" 2>&1 || true
 "$bin/server/rdmad" --config "$work/rdmad.json" >"$out/rdmad-$role.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do [ -S "$sock" ] && break; sleep 0.1; done
+
+# A: answers B's requests for `rdma resource show` (B creates snap-req-LABEL; A writes a-res-LABEL.txt, then
+# snap-LABEL) until B's tests are done. Polls with `read -t`: no fork per poll.
+serve_snapshots() {
+  local nap req label
+  exec {nap}<> <(:)
+  while [ ! -e "$out/b-tests-done" ]; do
+    [ -e "$out/guest-b.status" ] && return 1
+    for req in "$out"/snap-req-*; do
+      [ -e "$req" ] || continue
+      label=${req##*/snap-req-}
+      rm -f "$req"
+      rdma resource show >"$out/a-res-$label.txt" 2>&1 || true
+      "$RDMAD_PEER_SH" signal "snap-$label"
+    done
+    read -r -t 0.2 -u "$nap" _ || true
+  done
+}
+
+# B: docs/examples/read_grant.py (pyverbs) and `rdmactl read` on grants of A's file, compared with the copy.
+# Each is a JUnit case: grant_clients_pyverbs.xml, grant_clients_rdmactl.xml.
+expected_slice() {  # OFFSET LENGTH: the expected bytes of A's file
+  tail -c +$(($1 + 1)) "$out/grant-expected.bin" | head -c "$2"
+}
+grant_clients() {
+  local ctl=("$bin/cli/rdmactl" --server "$RDMAD_PEER_ADDR:50051" --timeout 60s) pd mr problem status=0
+  local example=$root/docs/examples/read_grant.py
+  pd=$("${ctl[@]}" -o name create pd --device rxe0 --label grant-clients 2>"$work/ctl.err") &&
+    mr=$("${ctl[@]}" -o name register mr --pd "$pd" --file "$grant_file" --length 4MiB --access local-write,remote-read,mw-bind \
+      2>>"$work/ctl.err") || {
+    problem="rdmactl could not register $grant_file in A: $(tr '\n' ' ' <"$work/ctl.err")"
+    "$junit" "$out/grant_clients_pyverbs.xml" GrantClients PyverbsExample "$problem"
+    "$junit" "$out/grant_clients_rdmactl.xml" GrantClients RdmactlRead "$problem"
+    echo "$problem" >&2
+    return 1
+  }
+  echo "grant clients: $mr ($pd) in A registers $grant_file"
+
+  # pyverbs: a grant issued by rdmactl (token in a file), read by the example with pyverbs only.
+  problem=""
+  if [ ! -f "$example" ]; then
+    problem="$example does not exist"
+  elif ! "${ctl[@]}" grant "$mr" --offset 8191 --length 300000 --for pyverbs-example --ttl 120s \
+      --token-file "$work/py.token" >"$work/grant.out" 2>&1; then
+    problem="rdmactl grant failed: $(tr '\n' ' ' <"$work/grant.out")"
+  else
+    py_rc=0
+    timeout 120 /usr/bin/python3 "$example" --endpoint "$RDMAD_PEER_ADDR:7471" --token-file "$work/py.token" \
+      --offset 1000 --length 200000 -o "$work/py.out" >"$out/read_grant_py.log" 2>&1 || py_rc=$?
+    [ "$py_rc" -eq 0 ] || problem="read_grant.py failed (exit $py_rc): $(tail -n 5 "$out/read_grant_py.log" | tr '\n' ' ')"
+  fi
+  if [ -n "$problem" ]; then
+    :
+  elif ! cmp -s <(expected_slice 9191 200000) "$work/py.out"; then
+    problem="read_grant.py's bytes differ from A's file ($(stat -c %s "$work/py.out") bytes written): $(cmp <(expected_slice 9191 200000) "$work/py.out" 2>&1 | head -n 1)"
+  fi
+  sed 's/^/  read_grant.py: /' "$out/read_grant_py.log" 2>/dev/null | tail -n 5 || true
+  "$junit" "$out/grant_clients_pyverbs.xml" GrantClients PyverbsExample "$problem"
+  [ -z "$problem" ] && echo "grant clients: read_grant.py (pyverbs) read 200000 bytes: identical" ||
+    { echo "grant clients: $problem" >&2; status=1; }
+
+  # rdmactl read: rdmactl issues its own grant over the range, reads it, revokes it.
+  problem=""
+  if ! "${ctl[@]}" read "$mr" --offset 777 --length 1MiB -o "$work/ctl.out" >"$out/rdmactl_read.log" 2>&1; then
+    problem="rdmactl read failed: $(tail -n 3 "$out/rdmactl_read.log" | tr '\n' ' ')"
+  elif ! cmp -s <(expected_slice 777 1048576) "$work/ctl.out"; then
+    problem="rdmactl read's bytes differ from A's file: $(cmp <(expected_slice 777 1048576) "$work/ctl.out" 2>&1 | head -n 1)"
+  fi
+  sed 's/^/  rdmactl: /' "$out/rdmactl_read.log"
+  "$junit" "$out/grant_clients_rdmactl.xml" GrantClients RdmactlRead "$problem"
+  [ -z "$problem" ] && echo "grant clients: rdmactl read 1MiB: identical" || { echo "grant clients: $problem" >&2; status=1; }
+
+  "${ctl[@]}" delete pd "$pd" --cascade --revoke-grants >/dev/null 2>&1 ||
+    { echo "grant clients: deleting $pd in A failed" >&2; status=1; }
+  return "$status"
+}
+
 rc=0
 if [ "$role" = a ]; then
   "$RDMAD_PEER_SH" signal a-up
-  "$RDMAD_PEER_SH" wait b-done 600 || rc=1
+  serve_snapshots || rc=1
+  if [ "$bench" != off ]; then
+    bench_args=(--rdmad-running)
+    [ "$bench" = full ] && bench_args+=(--full)
+    "$root/tests/bench/run-grant-bench.sh" "${bench_args[@]}" || true
+  fi
+  "$RDMAD_PEER_SH" wait b-done 1200 || rc=1
+  rm -f "$grant_file"
 else
   "$RDMAD_PEER_SH" wait a-up 300 || { echo "guest A never came up" >&2; exit 1; }
   RDMAD_TARGET="unix:$sock" RDMAD_REMOTE_TARGET="$RDMAD_PEER_ADDR:50051" RDMAD_REMOTE_ADDR="$RDMAD_PEER_ADDR" \
     "$bin/tests/conformance/two_host_test" --gtest_output="xml:$out/two_host.xml" || rc=$?
+  RDMAD_REMOTE_TARGET="$RDMAD_PEER_ADDR:50051" RDMAD_REMOTE_ADDR="$RDMAD_PEER_ADDR" RDMAD_GRANT_FILE="$grant_file" \
+    RDMAD_GRANT_SYNC_CLOCK=1 \
+    RDMAD_GRANT_EXPECTED="$out/grant-expected.bin" \
+    "$bin/tests/conformance/grant_e2e_test" --gtest_output="xml:$out/grant_e2e.xml" || rc=1
+  grant_clients || rc=1
+  "$RDMAD_PEER_SH" signal b-tests-done
+  if [ "$bench" != off ]; then
+    bench_args=(--rdmad-running)
+    [ "$bench" = full ] && bench_args+=(--full)
+    problem=""
+    "$root/tests/bench/run-grant-bench.sh" "${bench_args[@]}" 2>&1 | tee "$out/grant-bench.log" ||
+      problem="tests/bench/run-grant-bench.sh did not run to the end (see grant-bench.log)"
+    "$junit" "$out/grant_bench.xml" Benchmarks GrantBenchRuns "$problem"
+    [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+  fi
   "$RDMAD_PEER_SH" signal b-done
 fi
 kill -TERM "$pid"
@@ -40,7 +156,7 @@ rdma resource show >"$work/after.txt" 2>&1 || true
 problem=""
 [ "$status" -eq 0 ] || problem="rdmad ($role) exited with status $status after SIGTERM"
 diff -q "$work/before.txt" "$work/after.txt" >/dev/null || problem="$problem device resources differ: $(diff "$work/before.txt" "$work/after.txt" | tr '\n' ' ')"
-"$root/tests/lib/junit-case.sh" "$out/two_host_shutdown_$role.xml" TwoHostShutdown "Guest_$role" "$problem"
+"$junit" "$out/two_host_shutdown_$role.xml" TwoHostShutdown "Guest_$role" "$problem"
 [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
 rm -rf "$work"
 exit "$rc"

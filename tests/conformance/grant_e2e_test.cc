@@ -1,0 +1,961 @@
+// Grants end to end on real rdma_rxe, between two machines (two Soft-RoCE guests on one private wire,
+// tests/guest/run-two-guests.sh). This binary runs in guest B and uses only the client library: Client over
+// gRPC/TCP to rdmad in guest A, and RemoteRegion for the data plane (rdma_cm to A's listener, RDMA reads
+// from this process). rdmad is not in the data path.
+//
+// Guest A's side (run-two-host.sh) plays the application: before B starts, a process in A writes random
+// bytes to a file on tmpfs (RDMAD_GRANT_FILE, in A's /dev/shm) and puts a copy in the shared directory
+// (RDMAD_GRANT_EXPECTED). B asks A's rdmad to register that file (FileMemory, LOCAL_WRITE, REMOTE_READ,
+// MW_BIND) and issues grants on it; every byte read over RDMA is compared with the copy.
+//
+// Cases: the file's bytes through a grant; one byte outside the grant refused at the NIC (check_bounds off);
+// revoke and expiry during a stream of reads from another thread; a renewed lease; a client SIGKILLed while
+// it holds a grant (A ends it DISCONNECTED and releases its window, QP and CM id, also checked with `rdma
+// resource show` in A when run under run-two-host.sh); 32 clients at once from one IssueGrants batch.
+//
+// Environment: RDMAD_REMOTE_TARGET (rdmad A's gRPC, default 10.0.3.1:50051), RDMAD_GRANT_FILE,
+// RDMAD_GRANT_EXPECTED, RDMAD_GUEST_ADDR (this guest's address, default 10.0.3.2), RDMAD_GRANT_CLIENTS
+// (default 32), RDMAD_GRANT_SYNC_CLOCK=1 (set this guest's clock to A's first, as NTP would: see
+// SyncClockToA). With RDMAD_GUEST_OUT and RDMAD_GUEST_ROLE=b set (run-two-guests.sh), A's resources are
+// snapshotted through files in the shared directory: B writes snap-req-LABEL, A answers with a-res-LABEL.txt
+// and snap-LABEL (run-two-host.sh).
+//
+// The binary is also its own child process: `grant_e2e_test --hold-grant HOST PORT TOKEN_HEX MR_OFFSET`
+// opens the grant, checks one read, prints "ACTIVE grants/N" and waits to be killed.
+#include <signal.h>
+#include <sys/wait.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/remote_region.h"
+
+namespace rdmad::testing {
+namespace {
+
+using client::Client;
+using client::RemoteRegion;
+
+std::string Env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+Client& A() {
+  static Client* c = [] {
+    Client::Options o;
+    o.target = Env("RDMAD_REMOTE_TARGET", "10.0.3.1:50051");
+    o.timeout = std::chrono::seconds(60);
+    return new Client(o);
+  }();
+  return *c;
+}
+std::string SelfAddr() { return Env("RDMAD_GUEST_ADDR", "10.0.3.2"); }
+
+// The bytes the application in A wrote, as copied to the shared directory.
+const std::string& Expected() {
+  static const std::string* bytes = [] {
+    auto* s = new std::string;
+    std::ifstream in(Env("RDMAD_GRANT_EXPECTED", "/dev/shm/rdmad-grant-e2e.expected"), std::ios::binary);
+    if (in) s->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return s;
+  }();
+  return *bytes;
+}
+
+// "" if `got` equals the expected bytes at `mr_offset`; else where they first differ.
+std::string Compare(const char* got, size_t n, uint64_t mr_offset) {
+  const std::string& want = Expected();
+  if (mr_offset > want.size() || n > want.size() - mr_offset) {
+    return absl::StrCat("range [", mr_offset, ", +", n, ") is past the expected bytes (", want.size(), ")");
+  }
+  if (std::memcmp(got, want.data() + mr_offset, n) == 0) return "";
+  for (size_t i = 0; i < n; ++i) {
+    if (got[i] != want[mr_offset + i]) {
+      return absl::StrFormat("byte %u of the region differs: got 0x%02x, want 0x%02x", mr_offset + i,
+                             static_cast<uint8_t>(got[i]), static_cast<uint8_t>(want[mr_offset + i]));
+    }
+  }
+  return "";
+}
+
+// The region under test: A's file, registered by this test over gRPC (once for the binary).
+struct Region {
+  std::string pd, mr;
+  uint64_t length = 0;
+};
+void SyncClockToA(const Region& r);  // below
+const Region* TheRegion(std::string* error) {
+  static Region* region = nullptr;
+  static std::string failure;
+  if (region != nullptr || !failure.empty()) {
+    *error = failure;
+    return region;
+  }
+  if (Expected().empty()) {
+    failure = "no expected bytes (RDMAD_GRANT_EXPECTED): guest A's application step did not run";
+    *error = failure;
+    return nullptr;
+  }
+  v1::CreatePdRequest pd_req;
+  pd_req.set_device("rxe0");
+  pd_req.set_label("grant-e2e");
+  absl::StatusOr<v1::ProtectionDomain> pd = A().CreatePd(pd_req);
+  if (!pd.ok()) {
+    failure = absl::StrCat("CreatePd on rdmad A: ", pd.status().ToString());
+    *error = failure;
+    return nullptr;
+  }
+  v1::RegisterMrRequest mr_req;
+  mr_req.set_pd(pd->name());
+  v1::FileMemory* file = mr_req.mutable_source()->mutable_file();
+  file->set_path(Env("RDMAD_GRANT_FILE", "/dev/shm/rdmad-grant-e2e.bin"));
+  file->set_offset(0);
+  file->set_length(Expected().size());
+  mr_req.add_access(v1::LOCAL_WRITE);
+  mr_req.add_access(v1::REMOTE_READ);
+  mr_req.add_access(v1::MW_BIND);
+  absl::StatusOr<v1::MemoryRegion> mr = A().RegisterMr(mr_req);
+  if (!mr.ok()) {
+    failure = absl::StrCat("RegisterMr (file ", file->path(), ") on rdmad A: ", mr.status().ToString());
+    *error = failure;
+    return nullptr;
+  }
+  region = new Region{pd->name(), mr->name(), mr->length()};
+  std::printf("[ setup    ] %s (%s) registers %s in A: %llu bytes\n", mr->name().c_str(), pd->name().c_str(),
+              file->path().c_str(), static_cast<unsigned long long>(mr->length()));
+  if (Env("RDMAD_GRANT_SYNC_CLOCK", "") == "1") SyncClockToA(*region);
+  return region;
+}
+
+#define REGION_OR_FAIL(var)                       \
+  std::string var##_error;                        \
+  const Region* var = TheRegion(&var##_error);    \
+  ASSERT_NE(var, nullptr) << var##_error
+
+absl::StatusOr<v1::IssuedGrant> Issue(const Region& r, uint64_t offset, uint64_t length, uint32_t ttl_ms,
+                                      const std::string& principal) {
+  v1::IssueGrantRequest req;
+  req.set_mr(r.mr);
+  req.set_offset(offset);
+  req.set_length(length);
+  req.add_access(v1::REMOTE_READ);
+  req.set_ttl_ms(ttl_ms);
+  req.set_principal(principal);
+  return A().IssueGrant(req);
+}
+
+RemoteRegion::Options Opts(size_t depth, size_t max_read) {
+  RemoteRegion::Options o;
+  o.queue_depth = depth;
+  o.max_read_bytes = max_read;
+  o.connect_timeout = absl::Seconds(30);
+  return o;
+}
+
+// ---- A's clock, seen from here
+
+// A's wall clock minus this guest's (nanoseconds), from the issue time of a probe grant: the midpoint of
+// the fastest of a few IssueGrant round trips; `uncertainty` is half that round trip.
+int64_t ClockOffsetNs(const Region& r, int64_t* uncertainty) {
+  int64_t best_rtt = INT64_MAX, offset = 0;
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time sent = absl::Now();
+    absl::StatusOr<v1::IssuedGrant> probe = Issue(r, 0, 1, 5000, "clock-probe");
+    const absl::Time got = absl::Now();
+    if (!probe.ok()) continue;
+    const int64_t rtt = absl::ToInt64Nanoseconds(got - sent);
+    if (rtt < best_rtt) {
+      best_rtt = rtt;
+      const int64_t mid = absl::ToUnixNanos(sent) + rtt / 2;
+      offset = probe->grant().issue_time_unix_nanos() - mid;
+    }
+    (void)A().RevokeGrant(probe->grant().name());
+  }
+  *uncertainty = best_rtt == INT64_MAX ? 0 : best_rtt / 2;
+  return offset;
+}
+
+// What ntpdate would do on a real machine: sets this guest's clock to A's, as measured by ClockOffsetNs. The
+// guests have no NTP and read the RTC at boot, one second apart at worst; RemoteRegion tells an expired
+// grant from a revoked one by comparing its own clock with rdmad's lease end when no ENDED message arrived,
+// so it assumes clocks in sync (run-two-host.sh sets RDMAD_GRANT_SYNC_CLOCK=1).
+void SyncClockToA(const Region& r) {
+  int64_t uncertainty = 0;
+  const int64_t offset = ClockOffsetNs(r, &uncertainty);
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t ns = static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec + offset;
+  const timespec set{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  const bool ok = clock_settime(CLOCK_REALTIME, &set) == 0;
+  int64_t after_uncertainty = 0;
+  const int64_t after = ClockOffsetNs(r, &after_uncertainty);
+  std::printf("[ setup    ] B's clock set to A's (%s): A - B was %+.3f ms (+-%.3f), now %+.3f ms (+-%.3f)\n",
+              ok ? "clock_settime" : std::strerror(errno), offset / 1e6, uncertainty / 1e6, after / 1e6,
+              after_uncertainty / 1e6);
+}
+
+// Polls GetGrant until the grant is ENDED (or `timeout`); returns the last answer.
+v1::Grant WaitEnded(const std::string& name, absl::Duration timeout = absl::Seconds(30)) {
+  const absl::Time until = absl::Now() + timeout;
+  v1::Grant g;
+  while (true) {
+    absl::StatusOr<v1::Grant> got = A().GetGrant(name);
+    if (got.ok()) g = *got;
+    if ((got.ok() && got->state() == v1::GRANT_ENDED) || absl::Now() >= until) return g;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+// rdmad A's data-plane connections from this guest (any state but LISTENING).
+std::vector<v1::CmId> MyConnections() {
+  std::vector<v1::CmId> out;
+  absl::StatusOr<v1::ListCmIdsResponse> ids = A().ListCmIds();
+  if (!ids.ok()) return out;
+  for (const v1::CmId& id : ids->cm_ids()) {
+    if (id.data_plane() && id.state() != v1::CM_LISTENING && id.remote().address() == SelfAddr()) out.push_back(id);
+  }
+  return out;
+}
+// Waits until A holds no connection from this guest; returns how many remain.
+size_t WaitNoConnections(absl::Duration timeout = absl::Seconds(30)) {
+  const absl::Time until = absl::Now() + timeout;
+  size_t n = 0;
+  while ((n = MyConnections().size()) > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
+  return n;
+}
+// Live (not ENDED) grants on the MR.
+size_t LiveGrants(const Region& r) {
+  absl::StatusOr<v1::ListGrantsResponse> l = A().ListGrants(r.mr);
+  if (!l.ok()) return 9999;
+  size_t n = 0;
+  for (const v1::Grant& g : l->grants()) n += g.state() != v1::GRANT_ENDED;
+  return n;
+}
+bool HasCmId(const std::string& name) {
+  absl::StatusOr<v1::ListCmIdsResponse> ids = A().ListCmIds();
+  if (!ids.ok()) return true;
+  for (const v1::CmId& id : ids->cm_ids()) {
+    if (id.name() == name) return true;
+  }
+  return false;
+}
+bool HasQp(const std::string& name) {
+  absl::StatusOr<v1::ListQpsResponse> qps = A().ListQps();
+  if (!qps.ok()) return true;
+  for (const v1::QueuePair& qp : qps->qps()) {
+    if (qp.name() == name) return true;
+  }
+  return false;
+}
+
+// ---- A's device resources, through the shared directory (run-two-host.sh answers in A)
+
+bool CanSnapshotA() {
+  return !Env("RDMAD_GUEST_OUT", "").empty() && Env("RDMAD_GUEST_ROLE", "") == "b";
+}
+// rxe0's summary line of `rdma resource show` in A: {"pd": 2, "qp": 3, ...}; empty on failure.
+std::map<std::string, long> SnapshotA(const std::string& label) {
+  std::map<std::string, long> counts;
+  const std::string dir = Env("RDMAD_GUEST_OUT", "");
+  const std::string req = absl::StrCat(dir, "/snap-req-", label), done = absl::StrCat(dir, "/snap-", label);
+  const std::string tmp = absl::StrCat(dir, "/.tmp-", label);  // never matches A's snap-req-* glob
+  { std::ofstream(tmp).put('\n'); }
+  if (std::rename(tmp.c_str(), req.c_str()) != 0) return counts;
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  while (access(done.c_str(), F_OK) != 0) {
+    if (absl::Now() >= until) return counts;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  std::ifstream in(absl::StrCat(dir, "/a-res-", label, ".txt"));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string index, dev;
+    words >> index >> dev;
+    if (dev != "rxe0:") continue;
+    std::string key;
+    long value;
+    while (words >> key >> value) counts[key] = value;
+  }
+  return counts;
+}
+std::string Show(const std::map<std::string, long>& counts) {
+  std::string s;
+  for (const auto& [k, v] : counts) absl::StrAppend(&s, s.empty() ? "" : " ", k, " ", v);
+  return s;
+}
+
+// ---- a stream of reads on its own thread
+
+struct ReadRecord {
+  absl::Time start, end;
+  absl::Status status;
+  uint64_t offset = 0;
+  std::string mismatch;  // a read that succeeded with the wrong bytes
+};
+
+class Reader {
+ public:
+  // Reads `size` bytes at a time from the granted range [0, span) of a grant that starts at `mr_offset`.
+  Reader(RemoteRegion* region, uint64_t mr_offset, uint64_t span, size_t size)
+      : region_(region), mr_offset_(mr_offset), span_(span), size_(size) {}
+  ~Reader() { Stop(); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int successes() const { return successes_; }
+  int failures() const { return failures_; }
+  const std::vector<ReadRecord>& records() const { return records_; }  // after Stop
+
+ private:
+  void Run() {
+    std::vector<char> buf(size_);
+    const uint64_t slots = span_ / size_;
+    for (uint64_t i = 0; !stop_ && records_.size() < 500000; ++i) {
+      ReadRecord rec;
+      rec.offset = ((i * 7) % slots) * size_;
+      rec.start = absl::Now();
+      rec.status = region_->Read(rec.offset, size_, buf.data());
+      rec.end = absl::Now();
+      if (rec.status.ok()) {
+        rec.mismatch = Compare(buf.data(), size_, mr_offset_ + rec.offset);
+        ++successes_;
+      } else {
+        ++failures_;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // failures are immediate once the QP is down
+      }
+      records_.push_back(std::move(rec));
+    }
+  }
+  RemoteRegion* region_;
+  const uint64_t mr_offset_, span_;
+  const size_t size_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> successes_{0}, failures_{0};
+  std::vector<ReadRecord> records_;
+};
+
+// Waits (bounded) until `pred` holds.
+template <typename Pred>
+bool WaitFor(Pred pred, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  while (!pred()) {
+    if (absl::Now() >= until) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+class GrantE2e : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Every test lets go of what it opened: A keeps no connection from here and no live grant.
+    EXPECT_EQ(WaitNoConnections(), 0u) << "rdmad A kept data-plane connections from this guest";
+    std::string error;
+    if (const Region* r = TheRegion(&error)) {
+      EXPECT_TRUE(WaitFor([r] { return LiveGrants(*r) == 0; }, absl::Seconds(30))) << "live grants remain on " << r->mr;
+    }
+  }
+};
+
+// The application's file in A, through a grant, byte for byte: the whole region, then an unaligned range
+// with its first and last bytes; the grant as A shows it while active; revoked at the end.
+TEST_F(GrantE2e, FileWrittenInAReadsBackOverRdmaFromB) {
+  REGION_OR_FAIL(r);
+  ASSERT_EQ(r->length, Expected().size());
+
+  // The whole region.
+  {
+    absl::StatusOr<v1::IssuedGrant> whole = Issue(*r, 0, r->length, 60000, "b-reader");
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    auto region = RemoteRegion::Open(*whole, Opts(16, 64 << 10));
+    ASSERT_TRUE(region.ok()) << region.status();
+    std::string got(r->length, '\0');
+    std::vector<RemoteRegion::ReadOp> ops;
+    for (uint64_t off = 0; off < r->length; off += 64 << 10) {
+      RemoteRegion::ReadOp op;
+      op.offset = off;
+      op.length = std::min<uint64_t>(64 << 10, r->length - off);
+      op.destination = got.data() + off;
+      ops.push_back(op);
+    }
+    const absl::Time t0 = absl::Now();
+    absl::Status read = (*region)->ReadBatch(absl::MakeSpan(ops));
+    ASSERT_TRUE(read.ok()) << read;
+    const absl::Duration took = absl::Now() - t0;
+    EXPECT_EQ(Compare(got.data(), got.size(), 0), "");
+    std::printf("[          ] %s: the whole region (%llu bytes) in %s\n", (*region)->grant_name().c_str(),
+                static_cast<unsigned long long>(r->length), absl::FormatDuration(took).c_str());
+  }
+  ASSERT_EQ(WaitNoConnections(), 0u);
+
+  // An unaligned range inside it.
+  const uint64_t offset = 4096 + 17, length = (1 << 20) + 3;
+  absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-reader");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  EXPECT_EQ(issued->grant().state(), v1::GRANT_ISSUED);
+  EXPECT_EQ(issued->grant().scope(), v1::SCOPE_QP) << "rxe has type 2 windows";
+  EXPECT_EQ(issued->grant().principal(), "b-reader");
+  ASSERT_FALSE(issued->endpoints().empty());
+  EXPECT_EQ(issued->endpoints(0).address(), Env("RDMAD_REMOTE_ADDR", "10.0.3.1"));
+  const std::string name = issued->grant().name();
+
+  auto region = RemoteRegion::Open(*issued, Opts(16, 64 << 10));
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_EQ((*region)->grant_name(), name);
+  EXPECT_EQ((*region)->length(), length);
+  EXPECT_EQ((*region)->key().scope, wire::GrantKeyScope::kQp);
+  EXPECT_EQ((*region)->key().access, wire::kGrantRead);
+
+  absl::StatusOr<v1::Grant> active = A().GetGrant(name);
+  ASSERT_TRUE(active.ok()) << active.status();
+  EXPECT_EQ(active->state(), v1::GRANT_ACTIVE);
+  EXPECT_FALSE(active->cm_id().empty());
+  EXPECT_FALSE(active->qp().empty());
+  EXPECT_FALSE(active->window().empty());
+  absl::StatusOr<v1::MemoryWindow> mw = A().GetMw(active->window());
+  ASSERT_TRUE(mw.ok()) << mw.status();
+  EXPECT_TRUE(mw->bound());
+  EXPECT_EQ(mw->type(), v1::TYPE_2);
+  EXPECT_EQ(mw->binding().qp(), active->qp());
+  EXPECT_EQ(mw->binding().length(), length);
+  EXPECT_EQ(mw->owner(), "grants");
+
+  std::string got(length, '\0');
+  std::vector<RemoteRegion::ReadOp> ops;
+  for (uint64_t off = 0; off < length; off += 64 << 10) {
+    RemoteRegion::ReadOp op;
+    op.offset = off;
+    op.length = std::min<uint64_t>(64 << 10, length - off);
+    op.destination = got.data() + off;
+    ops.push_back(op);
+  }
+  ASSERT_TRUE((*region)->ReadBatch(absl::MakeSpan(ops)).ok());
+  EXPECT_EQ(Compare(got.data(), length, offset), "");
+  char first = 0, last = 0;
+  ASSERT_TRUE((*region)->Read(0, 1, &first).ok());
+  ASSERT_TRUE((*region)->Read(length - 1, 1, &last).ok());
+  EXPECT_EQ(first, Expected()[offset]);
+  EXPECT_EQ(last, Expected()[offset + length - 1]);
+
+  absl::StatusOr<v1::Grant> revoked = A().RevokeGrant(name);
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->state(), v1::GRANT_ENDED);
+  EXPECT_EQ(revoked->end_reason(), v1::END_REVOKED);
+  absl::Status after = (*region)->Read(0, 1, &first);
+  EXPECT_EQ(after.code(), absl::StatusCode::kPermissionDenied) << after;
+}
+
+// With the library's bounds check off, a read one byte past the end, one byte before the start, and one
+// straddling the end are posted, and rdmad's NIC refuses each: OUT_OF_RANGE from the completion, and the
+// connection is then broken (the library's own refusal leaves it usable, checked first). A then ends the
+// grant when the client leaves (DISCONNECTED) and the window is unbound.
+TEST_F(GrantE2e, OneByteOutsideTheGrantIsRefusedAtTheNic) {
+  REGION_OR_FAIL(r);
+  const uint64_t offset = (64 << 10) + 5, length = (8 << 10) - 3;
+
+  {  // the library's check: refused before posting, the connection stays good
+    absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-bounds");
+    ASSERT_TRUE(issued.ok()) << issued.status();
+    auto region = RemoteRegion::Open(*issued, Opts(4, 4096));
+    ASSERT_TRUE(region.ok()) << region.status();
+    char c = 0;
+    absl::Status s = (*region)->Read(length, 1, &c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "library")) << s;
+    ASSERT_TRUE((*region)->Read(length - 1, 1, &c).ok());
+    EXPECT_EQ(c, Expected()[offset + length - 1]);
+  }
+
+  struct Case {
+    const char* what;
+    uint64_t read_offset, read_length;
+  };
+  for (const Case& c : {Case{"one byte past the end", length, 1}, Case{"one byte before the start", UINT64_MAX, 1},
+                        Case{"a read straddling the end", length - 4, 8}}) {
+    SCOPED_TRACE(c.what);
+    absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-bounds");
+    ASSERT_TRUE(issued.ok()) << issued.status();
+    const std::string name = issued->grant().name();
+    RemoteRegion::Options o = Opts(4, 4096);
+    o.check_bounds = false;
+    auto region = RemoteRegion::Open(*issued, o);
+    ASSERT_TRUE(region.ok()) << region.status();
+    char buf[8] = {};
+    // The edges themselves are readable: the window is exactly the range.
+    ASSERT_TRUE((*region)->Read(0, 1, buf).ok());
+    EXPECT_EQ(buf[0], Expected()[offset]);
+    ASSERT_TRUE((*region)->Read(length - 1, 1, buf).ok());
+    EXPECT_EQ(buf[0], Expected()[offset + length - 1]);
+    absl::StatusOr<v1::Grant> active = A().GetGrant(name);
+    ASSERT_TRUE(active.ok());
+    const std::string window = active->window();
+
+    absl::Status s = (*region)->Read(c.read_offset, c.read_length, buf);
+    EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "NIC")) << s;
+    EXPECT_FALSE(absl::StrContains(s.message(), "library")) << s;
+    // The completion error broke the connection: an in-range read now fails too (with the first error).
+    absl::Status next = (*region)->Read(0, 1, buf);
+    EXPECT_FALSE(next.ok());
+    EXPECT_EQ(next.code(), absl::StatusCode::kOutOfRange) << next;
+
+    region->reset();  // the client leaves
+    v1::Grant ended = WaitEnded(name);
+    EXPECT_EQ(ended.state(), v1::GRANT_ENDED);
+    EXPECT_EQ(ended.end_reason(), v1::END_DISCONNECTED) << ended.end_detail();
+    absl::StatusOr<v1::MemoryWindow> mw = A().GetMw(window);
+    ASSERT_TRUE(mw.ok()) << mw.status();
+    EXPECT_FALSE(mw->bound());
+    EXPECT_EQ(WaitNoConnections(), 0u);
+  }
+}
+
+// A thread reads in a loop; another revokes. Every read that started after RevokeGrant returned fails, as
+// revoked (PERMISSION_DENIED); reads that succeeded carry the right bytes.
+TEST_F(GrantE2e, RevokeDuringAStreamOfReads) {
+  REGION_OR_FAIL(r);
+  const uint64_t offset = 1 << 20, length = 256 << 10;
+  absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-stream");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  auto region = RemoteRegion::Open(*issued, Opts(4, 4096));
+  ASSERT_TRUE(region.ok()) << region.status();
+  Reader reader(region->get(), offset, length, 4096);
+  reader.Start();
+  ASSERT_TRUE(WaitFor([&] { return reader.successes() >= 50 || reader.failures() > 0; }, absl::Seconds(30)));
+  ASSERT_EQ(reader.failures(), 0) << "a read failed before the revoke";
+  const absl::Time called = absl::Now();
+  absl::StatusOr<v1::Grant> revoked = A().RevokeGrant(issued->grant().name());
+  const absl::Time returned = absl::Now();
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->state(), v1::GRANT_ENDED);
+  EXPECT_EQ(revoked->end_reason(), v1::END_REVOKED);
+  // Let the reader run on after the revoke: its reads must all fail.
+  WaitFor([&] { return reader.failures() >= 20; }, absl::Seconds(10));
+  absl::SleepFor(absl::Milliseconds(100));
+  reader.Stop();
+
+  int before_ok = 0, during_ok = 0, during_failed = 0, after = 0;
+  const ReadRecord* first_failure = nullptr;
+  for (const ReadRecord& rec : reader.records()) {
+    EXPECT_EQ(rec.mismatch, "") << "read at " << rec.offset;
+    if (!rec.status.ok() && first_failure == nullptr) first_failure = &rec;
+    if (rec.start >= returned) {
+      ++after;
+      EXPECT_FALSE(rec.status.ok()) << "a read started " << absl::FormatDuration(rec.start - returned)
+                                    << " after RevokeGrant returned succeeded";
+      EXPECT_EQ(rec.status.code(), absl::StatusCode::kPermissionDenied) << rec.status;
+      EXPECT_TRUE(absl::StrContains(absl::AsciiStrToLower(rec.status.message()), "revoked")) << rec.status;
+    } else if (rec.end <= called) {
+      before_ok += rec.status.ok();
+    } else {
+      (rec.status.ok() ? during_ok : during_failed)++;
+    }
+  }
+  EXPECT_GT(after, 0) << "no read started after RevokeGrant returned";
+  ASSERT_NE(first_failure, nullptr);
+  EXPECT_EQ(first_failure->status.code(), absl::StatusCode::kPermissionDenied) << first_failure->status;
+  std::printf("[          ] revoke took %s; reads: %d ok before, %d ok / %d failed overlapping the call, %d after "
+              "(all failed); first error: %s\n",
+              absl::FormatDuration(returned - called).c_str(), before_ok, during_ok, during_failed, after,
+              first_failure->status.ToString().c_str());
+}
+
+// The same with the lease running out: every read that started once A had ended the grant fails as expired
+// (DEADLINE_EXCEEDED). A's times are moved to this guest's clock with the measured offset.
+TEST_F(GrantE2e, ExpiryDuringAStreamOfReads) {
+  REGION_OR_FAIL(r);
+  int64_t uncertainty = 0;
+  const int64_t offset_ns = ClockOffsetNs(*r, &uncertainty);
+  std::printf("[          ] A's clock - B's clock: %+.3f ms (+-%.3f ms)\n", offset_ns / 1e6, uncertainty / 1e6);
+  ASSERT_EQ(WaitNoConnections(), 0u);
+
+  const uint64_t offset = 2 << 20, length = 128 << 10;
+  absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 3000, "b-lease");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  const std::string name = issued->grant().name();
+  auto region = RemoteRegion::Open(*issued, Opts(4, 4096));
+  ASSERT_TRUE(region.ok()) << region.status();
+  Reader reader(region->get(), offset, length, 4096);
+  reader.Start();
+  v1::Grant ended = WaitEnded(name, absl::Seconds(30));
+  WaitFor([&] { return reader.failures() >= 20; }, absl::Seconds(10));
+  absl::SleepFor(absl::Milliseconds(100));
+  reader.Stop();
+  ASSERT_EQ(ended.state(), v1::GRANT_ENDED);
+  EXPECT_EQ(ended.end_reason(), v1::END_EXPIRED) << ended.end_detail();
+
+  // A's times on this guest's clock.
+  const absl::Time expiry = absl::FromUnixNanos(ended.expire_time_unix_nanos() - offset_ns);
+  const absl::Time end = absl::FromUnixNanos(ended.end_time_unix_nanos() - offset_ns);
+  const absl::Duration margin = absl::Nanoseconds(uncertainty) + absl::Milliseconds(1);
+  int ok_before = 0, ok_after_expiry = 0, after_end = 0;
+  const ReadRecord* first_failure = nullptr;
+  for (const ReadRecord& rec : reader.records()) {
+    EXPECT_EQ(rec.mismatch, "") << "read at " << rec.offset;
+    if (!rec.status.ok() && first_failure == nullptr) first_failure = &rec;
+    if (rec.status.ok()) (rec.start < expiry ? ok_before : ok_after_expiry)++;
+    if (rec.start >= end + margin) {
+      ++after_end;
+      EXPECT_FALSE(rec.status.ok()) << "a read started " << absl::FormatDuration(rec.start - end)
+                                    << " after A ended the grant succeeded";
+      EXPECT_EQ(rec.status.code(), absl::StatusCode::kDeadlineExceeded) << rec.status;
+    }
+  }
+  EXPECT_GT(ok_before, 0);
+  EXPECT_GT(after_end, 0) << "no read started after the grant ended";
+  ASSERT_NE(first_failure, nullptr);
+  EXPECT_EQ(first_failure->status.code(), absl::StatusCode::kDeadlineExceeded) << first_failure->status;
+  EXPECT_TRUE(absl::StrContains(absl::AsciiStrToLower(first_failure->status.message()), "expired"))
+      << first_failure->status;
+  std::printf("[          ] lease end -> key dead in A: %s; first failed read started %s after the lease's end; %d "
+              "reads ok before it, %d ok after it (the key still live); first error: %s\n",
+              absl::FormatDuration(absl::Nanoseconds(ended.end_time_unix_nanos() - ended.expire_time_unix_nanos()))
+                  .c_str(),
+              absl::FormatDuration(first_failure->start - expiry).c_str(), ok_before, ok_after_expiry,
+              first_failure->status.ToString().c_str());
+}
+
+// A lease renewed before it runs out keeps working past its first end; the region learns the new end with
+// set_expiry, and when the renewed lease runs out the reads fail as expired.
+TEST_F(GrantE2e, RenewedGrantKeepsWorkingPastItsFirstExpiry) {
+  REGION_OR_FAIL(r);
+  int64_t uncertainty = 0;
+  const absl::Duration skew = absl::Nanoseconds(ClockOffsetNs(*r, &uncertainty));  // A - B
+  const uint64_t offset = 3 << 20, length = 64 << 10;
+  absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 2000, "b-renew");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  const std::string name = issued->grant().name();
+  auto region = RemoteRegion::Open(*issued, Opts(4, 4096));
+  ASSERT_TRUE(region.ok()) << region.status();
+  const absl::Time first_expiry = (*region)->expiry();
+  EXPECT_EQ(absl::ToUnixNanos(first_expiry), issued->grant().expire_time_unix_nanos());
+
+  std::vector<char> buf(4096);
+  auto read_one = [&](uint64_t i) -> absl::Status {
+    const uint64_t off = (i % (length / 4096)) * 4096;
+    absl::Status s = (*region)->Read(off, 4096, buf.data());
+    if (s.ok()) {
+      EXPECT_EQ(Compare(buf.data(), 4096, offset + off), "");
+    }
+    return s;
+  };
+  uint64_t i = 0;
+  const absl::Time started = absl::Now();
+  while (absl::Now() < started + absl::Milliseconds(700)) {
+    ASSERT_TRUE(read_one(i++).ok());
+  }
+  absl::StatusOr<v1::Grant> renewed = A().RenewGrant(name, std::chrono::milliseconds(5000));
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->renewals(), 1u);
+  EXPECT_GT(renewed->expire_time_unix_nanos(), issued->grant().expire_time_unix_nanos());
+  const absl::Time second_expiry = absl::FromUnixNanos(renewed->expire_time_unix_nanos());
+  (*region)->set_expiry(second_expiry);
+  // Well past the first end (A's time, on this guest's clock).
+  const absl::Time first_end_here = first_expiry - skew, second_end_here = second_expiry - skew;
+  int n_past_first = 0;
+  while (absl::Now() < first_end_here + absl::Milliseconds(1500)) {
+    absl::Status s = read_one(i++);
+    ASSERT_TRUE(s.ok()) << "a read " << absl::FormatDuration(absl::Now() - first_end_here)
+                        << " after the first expiry failed: " << s;
+    n_past_first += absl::Now() > first_end_here;
+  }
+  EXPECT_GT(n_past_first, 0);
+  absl::StatusOr<v1::Grant> still = A().GetGrant(name);
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->state(), v1::GRANT_ACTIVE);
+  // Then the renewed lease runs out.
+  absl::Status last;
+  absl::Time failed_at;
+  while (absl::Now() < second_end_here + absl::Seconds(15)) {
+    failed_at = absl::Now();
+    last = read_one(i++);
+    if (!last.ok()) break;
+  }
+  EXPECT_EQ(last.code(), absl::StatusCode::kDeadlineExceeded) << last;
+  v1::Grant ended = WaitEnded(name);
+  EXPECT_EQ(ended.end_reason(), v1::END_EXPIRED);
+  std::printf("[          ] %d reads past the first expiry; the first failed read started %s after the renewed "
+              "lease's end (A - B %+.3f ms): %s\n",
+              n_past_first, absl::FormatDuration(failed_at - second_end_here).c_str(), absl::ToDoubleMilliseconds(skew),
+              last.ToString().c_str());
+}
+
+// A client process opens a grant and is SIGKILLed. A ends the grant DISCONNECTED and releases its window
+// (unbound), QP and CM id; A's device counts (`rdma resource show`) are back where they were.
+TEST_F(GrantE2e, KilledClientsGrantEndsDisconnectedAndEverythingIsReleased) {
+  REGION_OR_FAIL(r);
+  ASSERT_EQ(WaitNoConnections(), 0u);
+  const bool snapshots = CanSnapshotA();
+  std::map<std::string, long> before, during, after;
+  if (snapshots) {
+    before = SnapshotA("kill-before");
+    ASSERT_FALSE(before.empty()) << "no snapshot from guest A";
+  }
+
+  const uint64_t offset = 12345, length = 32 << 10;
+  absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-doomed");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  const std::string name = issued->grant().name();
+  ASSERT_FALSE(issued->endpoints().empty());
+
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const std::string port = absl::StrCat(issued->endpoints(0).port());
+  const std::string token = absl::BytesToHexString(issued->token());
+  const std::string mr_offset = absl::StrCat(offset);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    close(out[1]);
+    execl("/proc/self/exe", "grant_e2e_test", "--hold-grant", issued->endpoints(0).address().c_str(), port.c_str(),
+          token.c_str(), mr_offset.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string line;
+  {
+    const absl::Time until = absl::Now() + absl::Seconds(60);
+    char ch;
+    while (absl::Now() < until && line.find('\n') == std::string::npos) {
+      pollfd pfd{out[0], POLLIN, 0};
+      if (poll(&pfd, 1, 100) > 0) {
+        if (read(out[0], &ch, 1) != 1) break;
+        line.push_back(ch);
+      }
+    }
+  }
+  close(out[0]);
+  const bool held = absl::StartsWith(line, "ACTIVE ");
+  absl::StatusOr<v1::Grant> active = A().GetGrant(name);
+  if (held && snapshots) during = SnapshotA("kill-during");
+  kill(child, SIGKILL);
+  const absl::Time killed = absl::Now();
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  ASSERT_TRUE(held) << "the child did not report its grant: '" << line << "'";
+  EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL);
+  ASSERT_TRUE(active.ok()) << active.status();
+  ASSERT_EQ(active->state(), v1::GRANT_ACTIVE);
+  const std::string cm_id = active->cm_id(), qp = active->qp(), window = active->window();
+  ASSERT_FALSE(cm_id.empty());
+  ASSERT_FALSE(qp.empty());
+  ASSERT_FALSE(window.empty());
+  if (snapshots) {
+    EXPECT_EQ(during["qp"], before["qp"] + 1) << "before: " << Show(before) << "; during: " << Show(during);
+    EXPECT_EQ(during["cm_id"], before["cm_id"] + 1) << "before: " << Show(before) << "; during: " << Show(during);
+  }
+
+  v1::Grant ended = WaitEnded(name, absl::Seconds(60));
+  const absl::Duration to_end = absl::Now() - killed;
+  ASSERT_EQ(ended.state(), v1::GRANT_ENDED) << "the grant of a killed client is still " << ended.ShortDebugString();
+  EXPECT_EQ(ended.end_reason(), v1::END_DISCONNECTED) << ended.end_detail();
+  EXPECT_TRUE(WaitFor([&] { return !HasCmId(cm_id); }, absl::Seconds(30))) << cm_id << " is still in ListCmIds";
+  EXPECT_TRUE(WaitFor([&] { return !HasQp(qp); }, absl::Seconds(30))) << qp << " is still in ListQps";
+  absl::StatusOr<v1::MemoryWindow> mw = A().GetMw(window);
+  ASSERT_TRUE(mw.ok()) << mw.status();
+  EXPECT_FALSE(mw->bound()) << mw->ShortDebugString();
+  if (snapshots) {
+    after = SnapshotA("kill-after");
+    for (const char* k : {"pd", "cq", "qp", "cm_id", "mr"}) {
+      EXPECT_EQ(after[k], before[k]) << k << ": before: " << Show(before) << "; after: " << Show(after);
+    }
+  }
+  std::printf("[          ] killed client's %s (%s, %s, %s) ended %s %s after SIGKILL (%s); A before/during/after: "
+              "[%s] [%s] [%s]\n",
+              name.c_str(), cm_id.c_str(), qp.c_str(), window.c_str(), v1::GrantEndReason_Name(ended.end_reason()).c_str(),
+              absl::FormatDuration(to_end).c_str(), ended.end_detail().c_str(), Show(before).c_str(),
+              Show(during).c_str(), Show(after).c_str());
+}
+
+// 32 clients at once, each with its own grant from one IssueGrants batch: all connected and ACTIVE at the
+// same time, reading concurrently from their own threads, every byte checked.
+TEST_F(GrantE2e, ThirtyTwoClientsAtOnceFromOneBatch) {
+  REGION_OR_FAIL(r);
+  const int n = std::atoi(Env("RDMAD_GRANT_CLIENTS", "32").c_str());
+  ASSERT_GE(n, 1);
+  const uint64_t stride = r->length / n, length = stride - 64;
+  v1::IssueGrantsRequest batch;
+  for (int i = 0; i < n; ++i) {
+    v1::IssueGrantRequest* g = batch.add_grants();
+    g->set_mr(r->mr);
+    g->set_offset(i * stride + i);
+    g->set_length(length);
+    g->add_access(v1::REMOTE_READ);
+    g->set_ttl_ms(120000);
+    g->set_principal(absl::StrCat("client-", i));
+  }
+  absl::StatusOr<v1::IssueGrantsResponse> issued = A().IssueGrants(batch);
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  ASSERT_EQ(issued->grants_size(), n);
+  std::set<std::string> names, tokens;
+  for (const v1::IssuedGrant& g : issued->grants()) {
+    names.insert(g.grant().name());
+    tokens.insert(g.token());
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(n));
+  EXPECT_EQ(tokens.size(), static_cast<size_t>(n));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int opened = 0, open_failed = 0;
+  bool go = false;
+  std::vector<std::string> errors(n);
+  std::vector<uint64_t> bytes_read(n, 0);
+  std::vector<std::thread> threads;
+  const absl::Time t0 = absl::Now();
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      const v1::IssuedGrant& g = issued->grants(i);
+      auto region = RemoteRegion::Open(g, Opts(4, 16 << 10));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (region.ok()) ++opened; else ++open_failed;
+        cv.notify_all();
+      }
+      if (!region.ok()) {
+        errors[i] = absl::StrCat("open: ", region.status().ToString());
+        return;
+      }
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go; });
+      }
+      std::string got(length, '\0');
+      for (int round = 0; round < 2 && errors[i].empty(); ++round) {
+        std::fill(got.begin(), got.end(), '\0');
+        std::vector<RemoteRegion::ReadOp> ops;
+        for (uint64_t off = 0; off < length; off += 16 << 10) {
+          RemoteRegion::ReadOp op;
+          op.offset = off;
+          op.length = std::min<uint64_t>(16 << 10, length - off);
+          op.destination = got.data() + off;
+          ops.push_back(op);
+        }
+        absl::Status s = (*region)->ReadBatch(absl::MakeSpan(ops));
+        if (!s.ok()) {
+          errors[i] = absl::StrCat("read: ", s.ToString());
+        } else {
+          errors[i] = Compare(got.data(), length, g.grant().offset());
+          bytes_read[i] += length;
+        }
+      }
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(120), [&] { return opened + open_failed == n; });
+  }
+  const absl::Duration open_time = absl::Now() - t0;
+  // All of them live at once in A.
+  int active = 0;
+  absl::StatusOr<v1::ListGrantsResponse> listed = A().ListGrants(r->mr);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const v1::Grant& g : listed->grants()) active += names.count(g.name()) && g.state() == v1::GRANT_ACTIVE;
+  const size_t connections = MyConnections().size();
+  const absl::Time t1 = absl::Now();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    go = true;
+    cv.notify_all();
+  }
+  for (std::thread& t : threads) t.join();
+  const absl::Duration read_time = absl::Now() - t1;
+  EXPECT_EQ(opened, n);
+  EXPECT_EQ(active, n) << "grants ACTIVE at once in A";
+  EXPECT_EQ(connections, static_cast<size_t>(n)) << "data-plane connections from this guest in A";
+  uint64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(errors[i], "") << "client " << i << " (" << issued->grants(i).grant().name() << ")";
+    total += bytes_read[i];
+  }
+  for (const std::string& name : names) {
+    v1::Grant g = WaitEnded(name);
+    EXPECT_EQ(g.end_reason(), v1::END_DISCONNECTED) << name;
+  }
+  std::printf("[          ] %d clients: all open in %s, %d ACTIVE at once; %llu bytes read and checked in %s\n", n,
+              absl::FormatDuration(open_time).c_str(), active, static_cast<unsigned long long>(total),
+              absl::FormatDuration(read_time).c_str());
+}
+
+// The deregistration at the end: nothing of the grants is left on the MR, and it goes.
+TEST_F(GrantE2e, ZzRegionDeregistersCleanly) {
+  REGION_OR_FAIL(r);
+  absl::StatusOr<v1::MemoryRegion> mr = A().GetMr(r->mr);
+  ASSERT_TRUE(mr.ok()) << mr.status();
+  EXPECT_EQ(mr->bound_windows(), 0u) << "windows still bound to " << r->mr;
+  EXPECT_TRUE(A().DeregisterMr(r->mr).ok());
+  absl::StatusOr<v1::DeletePdResponse> pd = A().DeletePd(r->pd, /*cascade=*/true);
+  EXPECT_TRUE(pd.ok()) << pd.status();
+}
+
+// The child of KilledClients...: opens the grant, checks one read, says so, waits to be killed.
+int HoldGrant(int argc, char** argv) {
+  if (argc != 6) {
+    std::printf("FAIL usage: --hold-grant HOST PORT TOKEN_HEX MR_OFFSET\n");
+    return 2;
+  }
+  const std::string token = absl::HexStringToBytes(argv[4]);
+  auto region = RemoteRegion::Open(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), token, Opts(4, 4096));
+  if (!region.ok()) {
+    std::printf("FAIL %s\n", region.status().ToString().c_str());
+    return 1;
+  }
+  char buf[4096];
+  absl::Status s = (*region)->Read(0, sizeof buf, buf);
+  std::string mismatch = s.ok() ? Compare(buf, sizeof buf, std::strtoull(argv[5], nullptr, 10)) : s.ToString();
+  if (!mismatch.empty()) {
+    std::printf("FAIL %s\n", mismatch.c_str());
+    return 1;
+  }
+  std::printf("ACTIVE %s\n", (*region)->grant_name().c_str());
+  std::fflush(stdout);
+  while (true) pause();
+}
+
+}  // namespace
+}  // namespace rdmad::testing
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--hold-grant") == 0) return rdmad::testing::HoldGrant(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
