@@ -57,7 +57,7 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
       // Ended before its client got here (revoked, expired, the MR went): no key, and goodbye.
       wire::GrantMessage m;
       m.type = wire::GrantMessageType::kFailed;
-      m.reason = found.ok() ? static_cast<uint8_t>((*found)->info.end_reason()) : v1::END_ACTIVATION_FAILED;
+      m.reason = static_cast<uint8_t>(found.ok() ? (*found)->info.end_reason() : v1::END_ACTIVATION_FAILED);
       absl::StatusOr<uint64_t> n = ParseName(grant, "grants", "grant");
       m.grant_id = n.ok() ? *n : 0;
       refusal = wire::EncodeGrantMessage(m);

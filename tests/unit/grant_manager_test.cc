@@ -138,7 +138,10 @@ class GrantManagerTest : public ::testing::Test {
     const std::string name = issued->grant().name();
     EXPECT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVE; }))
         << grants_->Get(name).value().DebugString();
-    return grants_->Get(name).value();
+    v1::Grant g = grants_->Get(name).value();
+    // The key's SEND is posted once ACTIVE is recorded; its completion comes through the dispatcher.
+    EXPECT_TRUE(Eventually([&] { return !Messages(g).empty(); })) << "no ACTIVE message for " << name;
+    return g;
   }
   // The grant messages rdmad sent on the grant's connection.
   std::vector<wire::GrantMessage> Messages(const v1::Grant& g) {
