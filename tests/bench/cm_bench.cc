@@ -21,6 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include "tests/bench/stats.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 #include "tests/conformance/cm_peer.h"
 
@@ -28,22 +29,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Stats {
-  double p50 = 0, p99 = 0, mean = 0;
-  size_t n = 0;
-};
-Stats Summarize(std::vector<double> us) {
-  Stats s;
-  if (us.empty()) return s;
-  std::sort(us.begin(), us.end());
-  s.n = us.size();
-  s.p50 = us[us.size() / 2];
-  s.p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
-  double sum = 0;
-  for (double v : us) sum += v;
-  s.mean = sum / us.size();
-  return s;
-}
+using rdmad::bench::Stats;
+using rdmad::bench::Summarize;
 
 // Dials `port` n times; `data` gives each connection's private data. Returns per-connection latencies
 // (us) and the wall time of the whole run (s); -1 latency entries are failures.

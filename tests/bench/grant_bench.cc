@@ -22,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tests/bench/stats.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
@@ -37,22 +38,8 @@ namespace v1 = rdmad::v1;
 
 double UsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 
-struct Stats {
-  double p50 = 0, p99 = 0, mean = 0;
-  size_t n = 0;
-};
-Stats Summarize(std::vector<double> us) {
-  Stats s;
-  if (us.empty()) return s;
-  std::sort(us.begin(), us.end());
-  s.n = us.size();
-  s.p50 = us[us.size() / 2];
-  s.p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
-  double sum = 0;
-  for (double v : us) sum += v;
-  s.mean = sum / us.size();
-  return s;
-}
+using rdmad::bench::Stats;
+using rdmad::bench::Summarize;
 
 std::map<uint64_t, double> ParseFigures(const std::string& text) {
   std::map<uint64_t, double> out;
