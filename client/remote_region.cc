@@ -50,6 +50,9 @@ constexpr uint8_t kMaxRdAtomic = 16;
 // After DISCONNECTED, how long Check waits for the reads in flight to be flushed, so that an error one of
 // them carries (a refused key) is the region's first error rather than "connection lost".
 constexpr auto kFlushWait = std::chrono::milliseconds(100);
+// The CM event channel (a syscall) is looked at once every this many posts, not on each: a disconnect
+// also shows in the completions (flushed reads), and the receive CQ (ENDED) is polled on every post.
+constexpr uint32_t kEventCheckEvery = 64;
 
 // Milliseconds left until `deadline`, rounded up (so a wait does not spin at the end), at least 0.
 int RemainingMs(Clock::time_point deadline) {
@@ -109,6 +112,7 @@ struct RemoteRegion::Impl {
   uint64_t granted_length = 0;
   std::optional<wire::GrantMessage> ended;
   bool disconnect_seen = false;
+  uint32_t posts_since_event_check = 0;
 
   ~Impl();
 
@@ -139,7 +143,8 @@ struct RemoteRegion::Impl {
   bool CheckEnded();
   // A cheap look, without waiting, for an ENDED message and a DISCONNECTED event; returns the region's
   // first error (OK if none). On DISCONNECTED it disconnects too, which flushes the reads in flight.
-  absl::Status Check(absl::Time expiry);
+  // `on_post`: from the read path, where the CM event channel is looked at only every kEventCheckEvery calls.
+  absl::Status Check(absl::Time expiry, bool on_post = false);
   // One ibv_poll_cq on the send CQ: completes the reads it returns (into `ready`). Returns how many.
   absl::StatusOr<int> DrainSendCq(absl::Time expiry);
   // Posts one read into a free slot; sets op->status when it fails. `count_ready` (Post): completions
@@ -351,10 +356,12 @@ bool RemoteRegion::Impl::CheckEnded() {
   return true;
 }
 
-absl::Status RemoteRegion::Impl::Check(absl::Time expiry) {
+absl::Status RemoteRegion::Impl::Check(absl::Time expiry, bool on_post) {
   if (sticky.broken()) return sticky.first();
   if (CheckEnded()) return sticky.first();
   if (!disconnect_seen) {
+    if (on_post && ++posts_since_event_check < kEventCheckEvery) return absl::OkStatus();
+    posts_since_event_check = 0;
     absl::StatusOr<std::optional<CmEvent>> event = TryEvent();
     if (!event.ok()) return sticky.Record(event.status());
     if (!event->has_value() || ((*event)->type != RDMA_CM_EVENT_DISCONNECTED &&
@@ -573,7 +580,7 @@ absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& 
     return fail(absl::ResourceExhaustedError(
         absl::StrCat(label, ": ", options.queue_depth, " reads outstanding (queue_depth); poll first")));
   }
-  if (absl::Status s = Check(expiry); !s.ok()) return fail(s);
+  if (absl::Status s = Check(expiry, /*on_post=*/true); !s.ok()) return fail(s);
 
   const uint32_t slot = free_slots.back();
   // Wraps around past 2^64 only with check_bounds off: the NIC refuses it like any other bad address.
