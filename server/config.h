@@ -8,11 +8,44 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 
 namespace rdmad {
 
 inline constexpr char kDefaultSocket[] = "/run/rdmad/rdmad.sock";
+
+// Security settings (docs/security.md). Quotas: 0 is unlimited.
+struct TlsConfig {
+  std::string cert;       // PEM: rdmad's certificate chain
+  std::string key;        // PEM: its private key
+  std::string client_ca;  // PEM: the CAs that sign client certificates (mutual TLS)
+  bool enabled() const { return !cert.empty(); }
+};
+struct UnixSocketConfig {
+  uint32_t mode = 0660;   // who can connect at all
+  std::string group;      // the socket's group (name or number); empty: rdmad's
+};
+// A unix peer's uid (or, failing a uid match, gid) -> principal. Unmapped peers are "unix:uid:N".
+struct UnixPrincipal {
+  int64_t uid = -1;
+  int64_t gid = -1;
+  std::string principal;
+};
+struct Quotas {
+  uint64_t pinned_bytes = 0, mrs = 0, mws = 0, qps = 0, cm_ids = 0, grants = 0, tokens = 0, connections = 0;
+  uint64_t rpc_per_second = 0;  // per gRPC connection
+  uint64_t rpc_burst = 0;       // 0: rpc_per_second
+};
+struct TenantConfig {
+  std::string name;
+  std::vector<std::string> principals;
+  std::vector<std::string> file_roots;  // narrow allowed_file_roots; empty: those
+  std::vector<std::string> devices;     // "rxe0"; empty: every device
+  int64_t uid = -1, gid = -1;           // file-system identity of its TLS callers; -1: none (no files)
+  Quotas quotas;
+};
 
 struct Config {
   // gRPC listen addresses: "unix:/path" or "host:port" (TCP, which has no authentication yet).
@@ -28,12 +61,26 @@ struct Config {
   int64_t max_grant_ttl_s = 86400;   // longest grant lease (1..604800 s)
   int64_t grant_quarantine_ms = 60000;  // a revoked key's window and value rest this long (0..3600000)
   int grant_window_pool = 8;  // windows kept ready per PD for grants (0..4096)
+
+  bool insecure_tcp = false;  // a TCP listener without TLS is refused at start-up unless this is set
+  TlsConfig tls;
+  UnixSocketConfig unix_socket;
+  std::vector<UnixPrincipal> unix_principals;
+  // Neither admins nor tenants: single-tenant mode, every caller who can connect is an admin.
+  std::vector<std::string> admins;
+  std::vector<TenantConfig> tenants;
+  std::string audit = "-";  // the audit log: a file path, "-" for stdout, "" for none
 };
 
 // "host:port" or "[v6]:port" -> host and port; INVALID_ARGUMENT naming `field` otherwise.
 absl::Status SplitHostPort(const std::string& text, const std::string& field, std::string* host, uint16_t* port);
 
 absl::StatusOr<Config> ParseConfig(const std::string& json_text);
+// Start-up check of the listeners against the security settings: a TCP listener needs `tls` or
+// `insecure_tcp` (FAILED_PRECONDITION on "listen" otherwise). Call after flags override the file.
+absl::Status CheckListeners(const Config& config);
+// The security keys (config_security.cc): true if `key` is one of them, with *status its parse result.
+bool ParseSecurityKey(const std::string& key, const nlohmann::json& value, Config* config, absl::Status* status);
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 
 }  // namespace rdmad

@@ -1,0 +1,224 @@
+// The security part of rdmad's config: TLS, the unix socket, principals, admins, tenants and their quotas,
+// the audit log (docs/config.md#security, docs/security.md). Thread-safety: stateless.
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status.h"
+#include "server/config.h"
+
+namespace rdmad {
+namespace {
+
+using nlohmann::json;
+
+absl::StatusOr<std::vector<std::string>> Strings(const json& v, const std::string& field) {
+  if (!v.is_array()) return InvalidArgument(field, "must be an array of strings");
+  std::vector<std::string> out;
+  for (const auto& s : v) {
+    if (!s.is_string() || s.get<std::string>().empty()) return InvalidArgument(field, "must be an array of non-empty strings");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> String(const json& v, const std::string& field) {
+  if (!v.is_string() || v.get<std::string>().empty()) return InvalidArgument(field, "must be a non-empty string");
+  return v.get<std::string>();
+}
+
+absl::StatusOr<int64_t> Id(const json& v, const std::string& field) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 0xfffffffe) {
+    return InvalidArgument(field, "must be an integer from 0 to 4294967294");
+  }
+  return v.get<int64_t>();
+}
+
+absl::Status AbsolutePaths(const std::vector<std::string>& paths, const std::string& field) {
+  for (const auto& p : paths) {
+    if (p[0] != '/') return InvalidArgument(field, "entries must be absolute paths");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTls(const json& v, TlsConfig* tls) {
+  if (!v.is_object()) return InvalidArgument("tls", "must be an object with cert, key and client_ca");
+  for (const auto& [k, f] : v.items()) {
+    const std::string field = "tls." + k;
+    std::string* dst = k == "cert" ? &tls->cert : k == "key" ? &tls->key : k == "client_ca" ? &tls->client_ca : nullptr;
+    if (dst == nullptr) return InvalidArgument(field, "unknown setting (known: cert, key, client_ca)");
+    RDMAD_ASSIGN_OR_RETURN(*dst, String(f, field));
+    if ((*dst)[0] != '/') return InvalidArgument(field, "must be an absolute path");
+  }
+  if (tls->cert.empty() || tls->key.empty() || tls->client_ca.empty()) {
+    return InvalidArgument("tls", "needs cert, key and client_ca (rdmad requires client certificates)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseUnixSocket(const json& v, UnixSocketConfig* u) {
+  if (!v.is_object()) return InvalidArgument("unix_socket", "must be an object with mode and group");
+  for (const auto& [k, f] : v.items()) {
+    const std::string field = "unix_socket." + k;
+    if (k == "mode") {
+      uint32_t mode = 0;
+      if (!f.is_string() || !absl::numbers_internal::safe_strtou32_base(f.get<std::string>(), &mode, 8) ||
+          mode > 0777) {
+        return InvalidArgument(field, "must be an octal string such as \"0660\"");
+      }
+      u->mode = mode;
+    } else if (k == "group") {
+      RDMAD_ASSIGN_OR_RETURN(u->group, String(f, field));
+    } else {
+      return InvalidArgument(field, "unknown setting (known: mode, group)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseUnixPrincipals(const json& v, std::vector<UnixPrincipal>* out) {
+  if (!v.is_array()) return InvalidArgument("unix_principals", "must be an array of {uid|gid, principal}");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string base = absl::StrCat("unix_principals[", i, "]");
+    if (!v[i].is_object()) return InvalidArgument(base, "must be an object {uid|gid, principal}");
+    UnixPrincipal p;
+    for (const auto& [k, f] : v[i].items()) {
+      const std::string field = base + "." + k;
+      if (k == "uid") {
+        RDMAD_ASSIGN_OR_RETURN(p.uid, Id(f, field));
+      } else if (k == "gid") {
+        RDMAD_ASSIGN_OR_RETURN(p.gid, Id(f, field));
+      } else if (k == "principal") {
+        RDMAD_ASSIGN_OR_RETURN(p.principal, String(f, field));
+      } else {
+        return InvalidArgument(field, "unknown setting (known: uid, gid, principal)");
+      }
+    }
+    if ((p.uid < 0) == (p.gid < 0)) return InvalidArgument(base, "needs exactly one of uid and gid");
+    if (p.principal.empty()) return InvalidArgument(base + ".principal", "is required");
+    out->push_back(p);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseQuotas(const json& v, const std::string& base, Quotas* q) {
+  if (!v.is_object()) return InvalidArgument(base, "must be an object of quota: limit");
+  for (const auto& [k, f] : v.items()) {
+    const std::string field = base + "." + k;
+    uint64_t* dst = k == "pinned_bytes" ? &q->pinned_bytes : k == "mrs" ? &q->mrs : k == "mws" ? &q->mws
+                  : k == "qps" ? &q->qps : k == "cm_ids" ? &q->cm_ids : k == "grants" ? &q->grants
+                  : k == "tokens" ? &q->tokens : k == "connections" ? &q->connections
+                  : k == "rpc_per_second" ? &q->rpc_per_second : k == "rpc_burst" ? &q->rpc_burst : nullptr;
+    if (dst == nullptr) {
+      return InvalidArgument(field, "unknown quota (known: pinned_bytes, mrs, mws, qps, cm_ids, grants, tokens, "
+                                    "connections, rpc_per_second, rpc_burst)");
+    }
+    if (!f.is_number_unsigned()) return InvalidArgument(field, "must be a non-negative integer (0: unlimited)");
+    *dst = f.get<uint64_t>();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTenants(const json& v, std::vector<TenantConfig>* out) {
+  if (!v.is_array()) return InvalidArgument("tenants", "must be an array of tenants");
+  std::set<std::string> names;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string base = absl::StrCat("tenants[", i, "]");
+    if (!v[i].is_object()) return InvalidArgument(base, "must be an object");
+    TenantConfig t;
+    for (const auto& [k, f] : v[i].items()) {
+      const std::string field = base + "." + k;
+      if (k == "name") {
+        RDMAD_ASSIGN_OR_RETURN(t.name, String(f, field));
+        for (char c : t.name) {
+          if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+            return InvalidArgument(field, "may hold only letters, digits, '-', '_' and '.'");
+          }
+        }
+      } else if (k == "principals") {
+        RDMAD_ASSIGN_OR_RETURN(t.principals, Strings(f, field));
+      } else if (k == "file_roots") {
+        RDMAD_ASSIGN_OR_RETURN(t.file_roots, Strings(f, field));
+        RDMAD_RETURN_IF_ERROR(AbsolutePaths(t.file_roots, field));
+      } else if (k == "devices") {
+        RDMAD_ASSIGN_OR_RETURN(t.devices, Strings(f, field));
+      } else if (k == "uid") {
+        RDMAD_ASSIGN_OR_RETURN(t.uid, Id(f, field));
+      } else if (k == "gid") {
+        RDMAD_ASSIGN_OR_RETURN(t.gid, Id(f, field));
+      } else if (k == "quotas") {
+        RDMAD_RETURN_IF_ERROR(ParseQuotas(f, field, &t.quotas));
+      } else {
+        return InvalidArgument(field, "unknown setting (known: name, principals, file_roots, devices, uid, gid, quotas)");
+      }
+    }
+    if (t.name.empty()) return InvalidArgument(base + ".name", "is required");
+    if (!names.insert(t.name).second) return InvalidArgument(base + ".name", "'" + t.name + "' is declared twice");
+    if ((t.uid < 0) != (t.gid < 0)) return InvalidArgument(base, "uid and gid go together");
+    out->push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+// A principal is an admin or in one tenant, never two places.
+absl::Status CheckPrincipals(const Config& c) {
+  std::set<std::string> seen(c.admins.begin(), c.admins.end());
+  if (seen.size() != c.admins.size()) return InvalidArgument("admins", "lists a principal twice");
+  for (size_t i = 0; i < c.tenants.size(); ++i) {
+    for (const auto& p : c.tenants[i].principals) {
+      if (!seen.insert(p).second) {
+        return InvalidArgument(absl::StrCat("tenants[", i, "].principals"),
+                               "'" + p + "' is already an admin or in another tenant");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool ParseSecurityKey(const std::string& key, const nlohmann::json& value, Config* c, absl::Status* status) {
+  if (key == "insecure_tcp") {
+    *status = value.is_boolean() ? absl::OkStatus() : InvalidArgument(key, "must be true or false");
+    if (status->ok()) c->insecure_tcp = value.get<bool>();
+  } else if (key == "tls") {
+    *status = ParseTls(value, &c->tls);
+  } else if (key == "unix_socket") {
+    *status = ParseUnixSocket(value, &c->unix_socket);
+  } else if (key == "unix_principals") {
+    *status = ParseUnixPrincipals(value, &c->unix_principals);
+  } else if (key == "admins") {
+    auto a = Strings(value, key);
+    *status = a.status();
+    if (a.ok()) c->admins = *a;
+    if (status->ok()) *status = CheckPrincipals(*c);
+  } else if (key == "tenants") {
+    *status = ParseTenants(value, &c->tenants);
+    if (status->ok()) *status = CheckPrincipals(*c);
+  } else if (key == "audit") {
+    *status = value.is_string() ? absl::OkStatus() : InvalidArgument(key, "must be a path, \"-\" or \"\"");
+    if (status->ok()) c->audit = value.get<std::string>();
+    if (status->ok() && !c->audit.empty() && c->audit != "-" && c->audit[0] != '/') {
+      *status = InvalidArgument(key, "must be an absolute path, \"-\" (stdout) or \"\" (off)");
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+absl::Status CheckListeners(const Config& c) {
+  for (const auto& a : c.listen) {
+    if (absl::StartsWith(a, "unix:")) continue;
+    if (!c.tls.enabled() && !c.insecure_tcp) {
+      return FailedPrecondition("listen", "TCP listener '" + a + "' without TLS: configure \"tls\" (mutual TLS), "
+                                          "or set \"insecure_tcp\": true to accept unauthenticated callers");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rdmad
