@@ -12,7 +12,8 @@ namespace rdmad::cm {
 bool EventFilter::Matches(const v1::CmEvent& e) const {
   if (!channel.empty() && e.channel() != channel) return false;
   if (!cm_id.empty() && e.cm_id() != cm_id && e.listener() != cm_id) return false;
-  return types.empty() || types.count(e.type()) > 0;
+  if (!types.empty() && types.count(e.type()) == 0) return false;
+  return !visible || visible(e);
 }
 
 void EventHub::CloseChannel(const std::string& channel) {

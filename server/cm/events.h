@@ -9,6 +9,7 @@
 #ifndef RDMAD_SERVER_CM_EVENTS_H_
 #define RDMAD_SERVER_CM_EVENTS_H_
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -22,6 +23,9 @@ struct EventFilter {
   std::string channel;          // empty: any
   std::string cm_id;            // empty: any (matches the event's id or, for CONNECT_REQUEST, its listener)
   std::set<std::string> types;  // full names ("RDMA_CM_EVENT_ESTABLISHED"); empty: any
+  // Set by the RPC layer for a tenant's watch: events about other tenants' resources are not shown. It runs
+  // with the hub's lock held, on the publisher's thread: it must take no lock but a leaf one.
+  std::function<bool(const v1::CmEvent&)> visible;
   bool Matches(const v1::CmEvent& e) const;
 };
 

@@ -144,6 +144,17 @@ size_t TokenStore::Outstanding() {
   return outstanding_.size();
 }
 
+size_t TokenStore::Outstanding(const std::function<bool(const Claims&)>& match) {
+  absl::MutexLock lock(&mu_);
+  PurgeLocked(options_.clock());
+  size_t n = 0;
+  for (const auto& [expiry, id] : outstanding_) {
+    auto it = entries_.find(id);
+    if (it != entries_.end() && match(it->second.claims)) ++n;
+  }
+  return n;
+}
+
 TokenStore::Counters TokenStore::GetCounters() {
   absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());

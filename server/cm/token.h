@@ -129,6 +129,8 @@ class TokenStore {
   absl::Status Revoke(absl::string_view name);
 
   size_t Outstanding();
+  // Outstanding tokens whose claims match (a tenant's quota: tokens on its PDs). O(outstanding).
+  size_t Outstanding(const std::function<bool(const Claims&)>& match);
   Counters GetCounters();
 
  private:

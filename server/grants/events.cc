@@ -5,7 +5,8 @@ namespace rdmad::grants {
 
 bool GrantFilter::Matches(const v1::GrantEvent& e) const {
   if (!mr.empty() && e.grant().mr() != mr) return false;
-  return principal.empty() || e.grant().principal() == principal;
+  if (!principal.empty() && e.grant().principal() != principal) return false;
+  return !visible || visible(e);
 }
 
 }  // namespace rdmad::grants

@@ -7,6 +7,7 @@
 #ifndef RDMAD_SERVER_GRANTS_EVENTS_H_
 #define RDMAD_SERVER_GRANTS_EVENTS_H_
 
+#include <functional>
 #include <string>
 
 #include "rdmad/v1/rdmad.pb.h"
@@ -17,6 +18,9 @@ namespace rdmad::grants {
 struct GrantFilter {
   std::string mr;         // empty: any; else the grant's mr ("mrs/3")
   std::string principal;  // empty: any; else the grant's principal
+  // Set by the RPC layer for a tenant's watch: events about other tenants' resources are not shown. It runs
+  // with the hub's lock held, on the publisher's thread: it must take no lock but a leaf one.
+  std::function<bool(const v1::GrantEvent&)> visible;
   bool Matches(const v1::GrantEvent& e) const;
 };
 

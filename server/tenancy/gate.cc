@@ -1,0 +1,352 @@
+#include "server/tenancy/gate.h"
+
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status.h"
+
+namespace rdmad::tenancy {
+namespace {
+
+constexpr char kShared[] = "*";  // a resource every tenant may use (rdmad's own channels)
+
+std::string Bare(const std::string& device) {
+  return absl::StartsWith(device, "devices/") ? device.substr(8) : device;
+}
+
+}  // namespace
+
+const char* QuotaName(Quota q) {
+  static const char* const kNames[kQuotas] = {"pinned_bytes", "mrs",    "mws",    "qps",
+                                              "cm_ids",       "grants", "tokens", "connections"};
+  return kNames[static_cast<int>(q)];
+}
+
+Gate::Gate(const auth::Policy* policy, Deps deps) : policy_(policy), deps_(deps) {}
+
+// ---------------------------------------------------------------------------------------------------------
+// Callers
+
+absl::StatusOr<auth::Caller> Gate::Admit(const auth::PeerIdentity& peer) {
+  RDMAD_ASSIGN_OR_RETURN(auth::Caller caller, policy_->Resolve(peer));
+  const TenantConfig* t = caller.tenant.empty() ? nullptr : policy_->FindTenant(caller.tenant);
+  if (t == nullptr || t->quotas.rpc_per_second == 0) return caller;
+  const double rate = static_cast<double>(t->quotas.rpc_per_second);
+  const double burst = static_cast<double>(t->quotas.rpc_burst ? t->quotas.rpc_burst : t->quotas.rpc_per_second);
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&rate_mu_);
+  if (buckets_.size() > 4096) {  // forget connections idle for a minute
+    for (auto it = buckets_.begin(); it != buckets_.end();) {
+      it = now - it->second.last > absl::Minutes(1) ? buckets_.erase(it) : std::next(it);
+    }
+  }
+  auto [it, fresh] = buckets_.try_emplace(peer.address);
+  Bucket& b = it->second;
+  b.tokens = fresh ? burst : std::min(burst, b.tokens + absl::ToDoubleSeconds(now - b.last) * rate);
+  b.last = now;
+  if (b.tokens < 1) {
+    return FieldError(absl::StatusCode::kResourceExhausted, "",
+                      absl::StrCat("quota rpc_per_second of tenant ", t->name, ": limit ", t->quotas.rpc_per_second,
+                                   " calls per second per connection (burst ", static_cast<uint64_t>(burst),
+                                   ") exceeded; retry later"));
+  }
+  b.tokens -= 1;
+  return caller;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Visibility
+
+absl::Status Gate::Hidden(const std::string& name, const std::string& field) const {
+  if (absl::StartsWith(name, "grants/")) return NotFound(field, absl::StrCat(name, " does not exist (or ended long ago)"));
+  return NotFound(field, absl::StrCat(name, " does not exist"));
+}
+
+std::string Gate::CmIdPd(const std::string& cm_id, bool* found) {
+  {
+    absl::MutexLock lock(&map_mu_);
+    auto it = cm_id_pd_.find(cm_id);
+    if (it != cm_id_pd_.end()) return it->second;
+  }
+  absl::StatusOr<v1::CmId> id = deps_.cm ? deps_.cm->GetCmId(cm_id) : absl::NotFoundError("");
+  if (!id.ok()) {
+    *found = false;
+    return "";
+  }
+  NoteCmId(cm_id, id->pd());
+  return id->pd();
+}
+
+std::string Gate::TenantOf(const std::string& name, bool* found) {
+  *found = true;
+  std::string pd;
+  if (absl::StartsWith(name, "pds/")) {
+    pd = name;
+    if (!deps_.registry->GetPd(name).ok()) *found = false;
+  } else if (absl::StartsWith(name, "mrs/")) {
+    auto mr = deps_.registry->GetMr(name);
+    if (mr.ok()) pd = mr->pd(); else *found = false;
+  } else if (absl::StartsWith(name, "mws/")) {
+    auto mw = deps_.registry->GetMw(name);
+    if (mw.ok()) pd = mw->pd(); else *found = false;
+  } else if (absl::StartsWith(name, "qps/")) {
+    auto qp = deps_.registry->GetQp(name);
+    if (qp.ok()) pd = qp->pd(); else *found = false;
+  } else if (absl::StartsWith(name, "cmids/")) {
+    pd = CmIdPd(name, found);
+  } else if (absl::StartsWith(name, "grants/")) {
+    auto g = deps_.grants ? deps_.grants->Get(name) : absl::NotFoundError("");
+    if (g.ok()) pd = g->pd(); else *found = false;
+  } else if (absl::StartsWith(name, "channels/")) {
+    {
+      absl::MutexLock lock(&map_mu_);
+      auto it = channel_tenant_.find(name);
+      if (it != channel_tenant_.end()) return it->second;
+    }
+    auto ch = deps_.cm ? deps_.cm->GetChannel(name) : absl::NotFoundError("");
+    if (!ch.ok()) *found = false;
+    return ch.ok() && ch->role() != v1::CHANNEL_USER ? kShared : "";
+  } else {
+    *found = false;
+  }
+  return *found ? TenantOfPd(pd) : "";
+}
+
+absl::Status Gate::See(const auth::Caller& caller, const std::string& name, const std::string& field) {
+  if (caller.admin || name.empty()) return absl::OkStatus();
+  if (field == "device" || absl::StartsWith(name, "devices/")) {
+    if (SeesDevice(caller, name)) return absl::OkStatus();
+    return NotFound(field, absl::StrCat("no device '", name, "'"));
+  }
+  bool found = false;
+  const std::string tenant = TenantOf(name, &found);
+  if (!found || tenant == kShared || tenant == caller.tenant) return absl::OkStatus();
+  return Hidden(name, field);
+}
+
+bool Gate::SeesPd(const auth::Caller& caller, const std::string& pd) const {
+  return caller.admin || TenantOfPd(pd) == caller.tenant;
+}
+
+bool Gate::SeesDevice(const auth::Caller& caller, const std::string& device) const {
+  if (caller.admin) return true;
+  const TenantConfig* t = policy_->FindTenant(caller.tenant);
+  if (t == nullptr || t->devices.empty()) return true;
+  const std::string bare = Bare(device);
+  for (const auto& d : t->devices) {
+    if (Bare(d) == bare) return true;
+  }
+  return false;
+}
+
+bool Gate::SeesChannel(const auth::Caller& caller, const v1::EventChannel& channel) const {
+  if (caller.admin || channel.role() != v1::CHANNEL_USER) return true;
+  absl::MutexLock lock(&map_mu_);
+  auto it = channel_tenant_.find(channel.name());
+  return it != channel_tenant_.end() && it->second == caller.tenant;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Ownership
+
+void Gate::OwnPd(const std::string& pd, const std::string& tenant) {
+  absl::MutexLock lock(&map_mu_);
+  pd_tenant_[pd] = tenant;
+}
+
+void Gate::ForgetPd(const std::string& pd) {
+  absl::MutexLock lock(&map_mu_);
+  pd_tenant_.erase(pd);
+}
+
+void Gate::OwnChannel(const std::string& channel, const std::string& tenant) {
+  absl::MutexLock lock(&map_mu_);
+  channel_tenant_[channel] = tenant;
+}
+
+void Gate::ForgetChannel(const std::string& channel) {
+  absl::MutexLock lock(&map_mu_);
+  channel_tenant_.erase(channel);
+}
+
+void Gate::NoteCmId(const std::string& cm_id, const std::string& pd) {
+  absl::MutexLock lock(&map_mu_);
+  cm_id_pd_[cm_id] = pd;
+}
+
+std::string Gate::TenantOfPd(const std::string& pd) const {
+  absl::MutexLock lock(&map_mu_);
+  auto it = pd_tenant_.find(pd);
+  return it == pd_tenant_.end() ? "" : it->second;  // PDs made outside the gate: admins'
+}
+
+std::vector<std::string> Gate::PdsOf(const std::string& tenant) const {
+  absl::MutexLock lock(&map_mu_);
+  std::vector<std::string> out;
+  for (const auto& [pd, t] : pd_tenant_) {
+    if (t == tenant) out.push_back(pd);
+  }
+  return out;
+}
+
+std::function<bool(const v1::CmEvent&)> Gate::CmEventsFor(const auth::Caller& caller) {
+  if (caller.admin) return nullptr;
+  return [this, tenant = caller.tenant](const v1::CmEvent& e) {
+    absl::MutexLock lock(&map_mu_);
+    auto it = cm_id_pd_.find(e.cm_id());
+    if (it == cm_id_pd_.end() && !e.listener().empty()) {
+      // A connect request on a tenant's listener: the new id takes the listener's PD.
+      auto l = cm_id_pd_.find(e.listener());
+      if (l == cm_id_pd_.end()) return false;
+      it = cm_id_pd_.emplace(e.cm_id(), l->second).first;
+    }
+    if (it == cm_id_pd_.end()) return false;
+    auto pd = pd_tenant_.find(it->second);
+    return pd != pd_tenant_.end() && pd->second == tenant;
+  };
+}
+
+std::function<bool(const v1::GrantEvent&)> Gate::GrantEventsFor(const auth::Caller& caller) {
+  if (caller.admin) return nullptr;
+  return [this, tenant = caller.tenant](const v1::GrantEvent& e) {
+    absl::MutexLock lock(&map_mu_);
+    auto pd = pd_tenant_.find(e.grant().pd());
+    return pd != pd_tenant_.end() && pd->second == tenant;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Quotas
+
+Gate::Counts Gate::CountUse(const std::string& tenant) {
+  Counts use{};
+  const std::vector<std::string> pd_list = PdsOf(tenant);
+  const std::set<std::string> pds(pd_list.begin(), pd_list.end());
+  auto add = [&](Quota q, uint64_t n) { use[static_cast<int>(q)] += n; };
+  for (const auto& pd : pds) {
+    v1::ListMrsRequest mr_req;
+    mr_req.set_pd(pd);
+    if (auto mrs = deps_.registry->ListMrs(mr_req); mrs.ok()) {
+      add(Quota::kMrs, mrs->size());
+      for (const auto& m : *mrs) add(Quota::kPinnedBytes, m.length());
+    }
+    v1::ListMwsRequest mw_req;
+    mw_req.set_pd(pd);
+    if (auto mws = deps_.registry->ListMws(mw_req); mws.ok()) add(Quota::kMws, mws->size());
+  }
+  if (pds.empty()) return use;
+  for (const auto& qp : deps_.registry->ListQps()) {
+    if (pds.count(qp.pd()) && qp.cm_id().empty()) add(Quota::kQps, 1);
+  }
+  if (deps_.cm != nullptr) {
+    if (auto ids = deps_.cm->ListCmIds(v1::ListCmIdsRequest()); ids.ok()) {
+      for (const auto& id : *ids) {
+        if (!pds.count(id.pd())) continue;
+        if (!id.data_plane()) add(Quota::kCmIds, 1);
+        if (id.state() == v1::CM_CONNECTED || id.state() == v1::CM_CONNECTING || id.state() == v1::CM_CONNECT_REQUEST) {
+          add(Quota::kConnections, 1);
+        }
+      }
+    }
+  }
+  if (deps_.grants != nullptr) {
+    if (auto grants = deps_.grants->List(v1::ListGrantsRequest()); grants.ok()) {
+      for (const auto& g : *grants) {
+        if (pds.count(g.pd()) && g.state() != v1::GRANT_ENDED) add(Quota::kGrants, 1);
+      }
+    }
+  }
+  if (deps_.tokens != nullptr) {
+    add(Quota::kTokens, deps_.tokens->Outstanding([&](const cm::Claims& c) { return pds.count(c.pd) > 0; }));
+  }
+  return use;
+}
+
+absl::StatusOr<Gate::Reservation> Gate::Reserve(const auth::Caller& caller,
+                                                std::vector<std::pair<Quota, uint64_t>> wants) {
+  Reservation r;
+  const TenantConfig* t = caller.admin || caller.tenant.empty() ? nullptr : policy_->FindTenant(caller.tenant);
+  if (t == nullptr) return r;
+  const Quotas& q = t->quotas;
+  const Counts limits = {q.pinned_bytes, q.mrs, q.mws, q.qps, q.cm_ids, q.grants, q.tokens, q.connections};
+  bool limited = false;
+  for (const auto& [quota, n] : wants) limited |= limits[static_cast<int>(quota)] > 0;
+  if (!limited) return r;
+  absl::MutexLock lock(&quota_mu_);
+  const Counts use = CountUse(t->name);
+  Counts& reserved = reserved_[t->name];
+  for (const auto& [quota, n] : wants) {
+    const int i = static_cast<int>(quota);
+    if (limits[i] == 0) continue;
+    if (use[i] + reserved[i] + n > limits[i]) {
+      std::string pending = reserved[i] ? absl::StrCat(" (", reserved[i], " more being created)") : "";
+      return FieldError(absl::StatusCode::kResourceExhausted, "",
+                        absl::StrCat("quota ", QuotaName(quota), " of tenant ", t->name, ": limit ", limits[i],
+                                     ", in use ", use[i], pending, "; this call needs ", n));
+    }
+  }
+  r.gate_ = this;
+  r.tenant_ = t->name;
+  for (const auto& [quota, n] : wants) {
+    r.amounts_[static_cast<int>(quota)] += n;
+    reserved[static_cast<int>(quota)] += n;
+  }
+  return r;
+}
+
+void Gate::Release(const std::string& tenant, const Counts& amounts) {
+  absl::MutexLock lock(&quota_mu_);
+  Counts& reserved = reserved_[tenant];
+  for (int i = 0; i < kQuotas; ++i) reserved[i] -= amounts[i];
+}
+
+Gate::Reservation& Gate::Reservation::operator=(Reservation&& o) noexcept {
+  if (this != &o) {
+    if (gate_ != nullptr) gate_->Release(tenant_, amounts_);
+    gate_ = std::exchange(o.gate_, nullptr);
+    tenant_ = std::move(o.tenant_);
+    amounts_ = o.amounts_;
+  }
+  return *this;
+}
+
+Gate::Reservation::~Reservation() {
+  if (gate_ != nullptr) gate_->Release(tenant_, amounts_);
+}
+
+std::vector<v1::QuotaUsage> Gate::Usage(const TenantConfig& t) {
+  Counts use;
+  {
+    absl::MutexLock lock(&quota_mu_);
+    use = CountUse(t.name);
+  }
+  const Quotas& q = t.quotas;
+  const Counts limits = {q.pinned_bytes, q.mrs, q.mws, q.qps, q.cm_ids, q.grants, q.tokens, q.connections};
+  std::vector<v1::QuotaUsage> out;
+  for (int i = 0; i < kQuotas; ++i) {
+    v1::QuotaUsage u;
+    u.set_quota(QuotaName(static_cast<Quota>(i)));
+    u.set_limit(limits[i]);
+    u.set_used(use[i]);
+    out.push_back(u);
+  }
+  v1::QuotaUsage rate;
+  rate.set_quota("rpc_per_second");
+  rate.set_limit(q.rpc_per_second);
+  out.push_back(rate);
+  return out;
+}
+
+v1::Tenant Gate::TenantProto(const TenantConfig& t) {
+  v1::Tenant out;
+  out.set_name("tenants/" + t.name);
+  for (const auto& p : t.principals) out.add_principals(p);
+  for (const auto& r : t.file_roots) out.add_file_roots(r);
+  for (const auto& d : t.devices) out.add_devices(d);
+  for (auto& u : Usage(t)) *out.add_quotas() = std::move(u);
+  for (const auto& pd : PdsOf(t.name)) out.add_pds(pd);
+  return out;
+}
+
+}  // namespace rdmad::tenancy

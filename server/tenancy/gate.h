@@ -1,0 +1,143 @@
+// The tenancy gate: what a caller may see and use, and how much (docs/security.md#tenants).
+//
+// Ownership. A PD belongs to the tenant that created it, a user channel likewise; every other resource
+// (MR, window, QP, CM id, token, grant) lives in a PD and belongs to that PD's tenant. So no PD, and no
+// key, is shared between tenants. rdmad's own channels (the default and worker channels) are shared:
+// anyone may put ids on them, and a tenant's watch of them shows only its own ids' events.
+// A resource of another tenant is NOT_FOUND, with the very message a missing one gets: never a hint.
+// Admins see everything.
+//
+// Quotas (per tenant; config.h Quotas, 0: unlimited) are counted from the live resources themselves, so
+// nothing can leak a count: pinned_bytes and mrs (the tenant's MRs), mws, qps (QPs made by CreateQp),
+// cm_ids (its CM ids but data-plane connections), grants (not ended), tokens (outstanding), connections
+// (its CM ids connected, connecting or waiting for Accept, data-plane ones included). A creation reserves
+// what it will add; use + reserved must stay within the limit, else RESOURCE_EXHAUSTED names the quota,
+// its limit and its use. Between a creation's commit and the release of its reservation a concurrent
+// check counts it twice: a refusal can come one early under a race, never a creation past the limit.
+// rpc_per_second: a token bucket per gRPC connection (peer), burst rpc_burst.
+//
+// Threads: any gRPC thread. map_mu_ guards the ownership maps and is a leaf lock (the watch filters take
+// it under a hub's lock). quota_mu_ serializes reservations and is taken before the registry's, the CM
+// manager's and the grant manager's locks (it calls their List methods), never under them.
+#ifndef RDMAD_SERVER_TENANCY_GATE_H_
+#define RDMAD_SERVER_TENANCY_GATE_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rdmad/v1/rdmad.pb.h"
+#include "server/auth/caller.h"
+#include "server/auth/policy.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
+#include "server/grants/manager.h"
+#include "server/registry/registry.h"
+
+namespace rdmad::tenancy {
+
+enum class Quota { kPinnedBytes, kMrs, kMws, kQps, kCmIds, kGrants, kTokens, kConnections };
+inline constexpr int kQuotas = 8;
+const char* QuotaName(Quota q);
+
+class Gate {
+ public:
+  struct Deps {
+    Registry* registry = nullptr;
+    cm::CmManager* cm = nullptr;         // may be null (no rdma_cm)
+    grants::GrantManager* grants = nullptr;  // may be null
+    cm::TokenStore* tokens = nullptr;    // may be null
+  };
+  Gate(const auth::Policy* policy, Deps deps);
+
+  const auth::Policy& policy() const { return *policy_; }
+
+  // The caller of this call, or why it may not call at all (PERMISSION_DENIED), or RESOURCE_EXHAUSTED
+  // when its connection exceeds the tenant's rpc_per_second.
+  absl::StatusOr<auth::Caller> Admit(const auth::PeerIdentity& peer);
+
+  // OK if `caller` may see the resource `name` (any kind: "pds/3", "mrs/4", "channels/2", "devices/rxe0",
+  // ...; empty: OK). Otherwise NOT_FOUND on `field` with the message a missing resource gets. A name
+  // that does not resolve is OK here: the call itself then reports it, as for anyone.
+  absl::Status See(const auth::Caller& caller, const std::string& name, const std::string& field);
+  bool SeesPd(const auth::Caller& caller, const std::string& pd) const;
+  bool SeesDevice(const auth::Caller& caller, const std::string& device) const;
+  // A channel in a list: rdmad's shared channels and the caller's own.
+  bool SeesChannel(const auth::Caller& caller, const v1::EventChannel& channel) const;
+
+  // Ownership bookkeeping, after a successful creation or deletion.
+  void OwnPd(const std::string& pd, const std::string& tenant);
+  void ForgetPd(const std::string& pd);
+  void OwnChannel(const std::string& channel, const std::string& tenant);
+  void ForgetChannel(const std::string& channel);
+  void NoteCmId(const std::string& cm_id, const std::string& pd);
+  std::string TenantOfPd(const std::string& pd) const;
+  std::vector<std::string> PdsOf(const std::string& tenant) const;
+
+  // Watch filters (null for admins): run under a hub's lock; they take map_mu_ only.
+  std::function<bool(const v1::CmEvent&)> CmEventsFor(const auth::Caller& caller);
+  std::function<bool(const v1::GrantEvent&)> GrantEventsFor(const auth::Caller& caller);
+
+  // A reservation against the caller's tenant's quotas; released when destroyed (after the creation
+  // committed or failed). Admins and callers outside tenants reserve nothing.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& o) noexcept { *this = std::move(o); }
+    Reservation& operator=(Reservation&& o) noexcept;
+    ~Reservation();
+
+   private:
+    friend class Gate;
+    Gate* gate_ = nullptr;
+    std::string tenant_;
+    std::array<uint64_t, kQuotas> amounts_{};
+  };
+  absl::StatusOr<Reservation> Reserve(const auth::Caller& caller, std::vector<std::pair<Quota, uint64_t>> wants);
+
+  // A tenant's quotas with their use now.
+  std::vector<v1::QuotaUsage> Usage(const TenantConfig& tenant);
+  v1::Tenant TenantProto(const TenantConfig& tenant);
+
+ private:
+  using Counts = std::array<uint64_t, kQuotas>;
+  // Resolves a name to its tenant. found=false: the name does not resolve (malformed or missing).
+  std::string TenantOf(const std::string& name, bool* found);
+  std::string CmIdPd(const std::string& cm_id, bool* found);
+  absl::Status Hidden(const std::string& name, const std::string& field) const;
+  Counts CountUse(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(quota_mu_);
+  void Release(const std::string& tenant, const Counts& amounts);
+
+  const auth::Policy* const policy_;
+  const Deps deps_;
+
+  mutable absl::Mutex map_mu_;
+  std::map<std::string, std::string> pd_tenant_ ABSL_GUARDED_BY(map_mu_);       // "pds/3" -> tenant
+  std::map<std::string, std::string> channel_tenant_ ABSL_GUARDED_BY(map_mu_);  // user channels
+  // CM id -> its PD: ids outlive nothing, names are never reused, so a remembered one stays true; it lets
+  // the watch filter place events of ids already destroyed.
+  std::map<std::string, std::string> cm_id_pd_ ABSL_GUARDED_BY(map_mu_);
+
+  absl::Mutex quota_mu_;
+  std::map<std::string, Counts> reserved_ ABSL_GUARDED_BY(quota_mu_);
+
+  struct Bucket {
+    double tokens = 0;
+    absl::Time last;
+  };
+  absl::Mutex rate_mu_;
+  std::map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(rate_mu_);  // by gRPC peer (one per connection)
+};
+
+}  // namespace rdmad::tenancy
+
+#endif  // RDMAD_SERVER_TENANCY_GATE_H_
