@@ -36,6 +36,8 @@
 #include "server/fabric/cm.h"
 #include "server/grants/manager.h"
 #include "server/registry/registry.h"
+#include "server/auth/policy.h"
+#include "server/tenancy/gate.h"
 #include "server/rpc/services.h"
 #include "server/verbs/device.h"
 
@@ -74,6 +76,14 @@ bool PrepareUnixSocket(const std::string& path) {
   }
   unlink(path.c_str());
   return true;
+}
+
+// The transport's identity from the peer string alone: unix peers of unknown uid, TCP unauthenticated.
+auth::PeerIdentity IdentifyByPeerString(const grpc::ServerContextBase& ctx) {
+  auth::PeerIdentity p;
+  p.address = ctx.peer();
+  p.transport = absl::StartsWith(p.address, "unix:") ? "unix" : "insecure_tcp";
+  return p;
 }
 
 void RaiseMemlockLimit() {
@@ -188,9 +198,18 @@ int Run(int argc, char** argv) {
     }
     builder.AddListeningPort(address, grpc::InsecureServerCredentials());
   }
-  auto services = MakeServices(registry.get(), grants.get());
-  for (auto& s : MakeCmServices(cm.get())) services.push_back(std::move(s));
-  for (auto& s : MakeGrantServices(grants.get())) services.push_back(std::move(s));
+  // Who may see and use what (docs/security.md): the policy maps each caller to a tenant and a role.
+  auth::Policy policy(config);
+  tenancy::Gate gate(&policy, {registry.get(), cm.get(), grants.get(), &tokens});
+  Env env;
+  env.registry = registry.get();
+  env.cm = cm.get();
+  env.grants = grants.get();
+  env.gate = &gate;
+  env.identify = IdentifyByPeerString;
+  auto services = MakeServices(&env);
+  for (auto& s : MakeCmServices(&env)) services.push_back(std::move(s));
+  for (auto& s : MakeGrantServices(&env)) services.push_back(std::move(s));
   for (auto& s : services) builder.RegisterService(s.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {

@@ -3,13 +3,15 @@
 // channel dispatcher and finish their reactor from there (callback API): no gRPC thread waits for a
 // dispatcher. WatchEvents is a callback write reactor fed by the EventHub (rpc_internal::WatchWriter,
 // watch_writer.h): one write in flight, the next started from OnWriteDone or, when the watcher was empty,
-// from the hub's wake-up.
+// from the hub's wake-up. Tenancy (call.h): ids and tokens belong to their PD's tenant, user channels to
+// their creator; rdmad's own channels are shared, and a tenant's watch shows only its own ids' events.
 #include <memory>
 #include <utility>
 
 #include "absl/time/time.h"
 #include "server/cm/events.h"
 #include "server/common/status.h"
+#include "server/rpc/call.h"
 #include "server/rpc/reply.h"
 #include "server/rpc/services.h"
 #include "server/rpc/watch_writer.h"
@@ -21,30 +23,55 @@ using grpc::CallbackServerContext;
 using grpc::ServerContext;
 using grpc::ServerUnaryReactor;
 using grpc::Status;
+using rpc_internal::Call;
 using rpc_internal::Fill;
-using rpc_internal::Replier;
-using rpc_internal::Reply;
+using tenancy::Quota;
 
 class ChannelsService final : public v1::EventChannels::Service {
  public:
-  explicit ChannelsService(cm::CmManager* m) : m_(m) {}
+  explicit ChannelsService(const Env* e) : e_(e), m_(e->cm) {}
   Status CreateChannel(ServerContext* ctx, const v1::CreateChannelRequest* req, v1::EventChannel* resp) override {
-    return Reply(ctx, "CreateChannel", m_->CreateChannel(*req), resp);
+    Call c(*e_, *ctx, "CreateChannel");
+    if (!c.ok()) return c.Refuse(resp);
+    auto ch = m_->CreateChannel(*req);
+    if (ch.ok()) e_->gate->OwnChannel(ch->name(), c.caller().tenant);
+    return c.Reply(std::move(ch), resp);
   }
   Status GetChannel(ServerContext* ctx, const v1::GetChannelRequest* req, v1::EventChannel* resp) override {
-    return Reply(ctx, "GetChannel", m_->GetChannel(req->name()), resp);
+    Call c(*e_, *ctx, "GetChannel");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(m_->GetChannel(req->name()), resp);
   }
   Status ListChannels(ServerContext* ctx, const v1::ListChannelsRequest*, v1::ListChannelsResponse* resp) override {
+    Call c(*e_, *ctx, "ListChannels");
+    if (!c.ok()) return c.Refuse(resp);
     auto channels = m_->ListChannels();
-    if (channels.ok()) Fill(std::move(*channels), resp->mutable_channels());
-    return Reply(ctx, "ListChannels", channels.status(), resp);
+    if (channels.ok()) {
+      for (auto& ch : *channels) {
+        if (!c.gate().SeesChannel(c.caller(), ch)) continue;
+        if (!c.caller().admin) {  // ids of other tenants on a shared channel are not named
+          std::vector<std::string> ids(ch.cm_ids().begin(), ch.cm_ids().end());
+          ch.clear_cm_ids();
+          for (const auto& id : ids) {
+            if (c.gate().See(c.caller(), id, "").ok()) ch.add_cm_ids(id);
+          }
+        }
+        *resp->add_channels() = std::move(ch);
+      }
+    }
+    return c.Reply(channels.status(), resp);
   }
   Status DeleteChannel(ServerContext* ctx, const v1::DeleteChannelRequest* req,
                        v1::DeleteChannelResponse* resp) override {
-    return Reply(ctx, "DeleteChannel", m_->DeleteChannel(req->name()), resp);
+    Call c(*e_, *ctx, "DeleteChannel");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    absl::Status s = m_->DeleteChannel(req->name());
+    if (s.ok()) e_->gate->ForgetChannel(req->name());
+    return c.Reply(s, resp);
   }
 
  private:
+  const Env* const e_;
   cm::CmManager* const m_;
 };
 
@@ -55,57 +82,87 @@ class CmIdsService final
                   v1::CmIds::WithCallbackMethod_DeleteCmId<v1::CmIds::WithCallbackMethod_MigrateCmId<
                       v1::CmIds::WithCallbackMethod_WatchEvents<v1::CmIds::Service>>>>>>>>> {
  public:
-  explicit CmIdsService(cm::CmManager* m) : m_(m) {}
+  explicit CmIdsService(const Env* e) : e_(e), m_(e->cm) {}
   Status GetCmId(ServerContext* ctx, const v1::GetCmIdRequest* req, v1::CmId* resp) override {
-    return Reply(ctx, "GetCmId", m_->GetCmId(req->name()), resp);
+    Call c(*e_, *ctx, "GetCmId");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(m_->GetCmId(req->name()), resp);
   }
   Status ListCmIds(ServerContext* ctx, const v1::ListCmIdsRequest* req, v1::ListCmIdsResponse* resp) override {
+    Call c(*e_, *ctx, "ListCmIds");
+    if (!c.See(req->channel(), "channel").ok()) return c.Refuse(resp);
     auto ids = m_->ListCmIds(*req);
-    if (ids.ok()) Fill(std::move(*ids), resp->mutable_cm_ids());
-    return Reply(ctx, "ListCmIds", ids.status(), resp);
+    if (ids.ok()) {
+      for (auto& id : *ids) {
+        if (c.gate().SeesPd(c.caller(), id.pd())) *resp->add_cm_ids() = std::move(id);
+      }
+    }
+    return c.Reply(ids.status(), resp);
   }
   ServerUnaryReactor* CreateCmId(CallbackServerContext* ctx, const v1::CreateCmIdRequest* req,
                                  v1::CmId* resp) override {
-    return Forward(ctx, "CreateCmId", *req, resp, &cm::CmManager::CreateCmId);
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Call c(*e_, *ctx, "CreateCmId");
+    if (!c.See(req->channel(), "channel").See(req->pd(), "pd").Reserve({{Quota::kCmIds, 1}}).ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    tenancy::Gate* gate = e_->gate;
+    m_->CreateCmId(*req, c.Replier<v1::CmId>(reactor, resp, [gate](const v1::CmId& id) { gate->NoteCmId(id.name(), id.pd()); }));
+    return reactor;
   }
   ServerUnaryReactor* Listen(CallbackServerContext* ctx, const v1::ListenRequest* req, v1::CmId* resp) override {
-    return Forward(ctx, "Listen", *req, resp, &cm::CmManager::Listen);
+    return Forward(ctx, "Listen", req->name(), {}, *req, resp, &cm::CmManager::Listen);
   }
   ServerUnaryReactor* Connect(CallbackServerContext* ctx, const v1::ConnectRequest* req, v1::CmId* resp) override {
-    return Forward(ctx, "Connect", *req, resp, &cm::CmManager::Connect);
+    return Forward(ctx, "Connect", req->name(), {{Quota::kConnections, 1}}, *req, resp, &cm::CmManager::Connect);
   }
   ServerUnaryReactor* Accept(CallbackServerContext* ctx, const v1::AcceptRequest* req, v1::CmId* resp) override {
-    return Forward(ctx, "Accept", *req, resp, &cm::CmManager::Accept);
+    // The id waiting for Accept already counts as a connection.
+    return Forward(ctx, "Accept", req->name(), {}, *req, resp, &cm::CmManager::Accept);
   }
   ServerUnaryReactor* Reject(CallbackServerContext* ctx, const v1::RejectRequest* req, v1::CmId* resp) override {
-    return Forward(ctx, "Reject", *req, resp, &cm::CmManager::Reject);
+    return Forward(ctx, "Reject", req->name(), {}, *req, resp, &cm::CmManager::Reject);
   }
   ServerUnaryReactor* Disconnect(CallbackServerContext* ctx, const v1::DisconnectRequest* req,
                                  v1::CmId* resp) override {
-    return Forward(ctx, "Disconnect", req->name(), resp, &cm::CmManager::Disconnect);
+    return Forward(ctx, "Disconnect", req->name(), {}, req->name(), resp, &cm::CmManager::Disconnect);
   }
   ServerUnaryReactor* DeleteCmId(CallbackServerContext* ctx, const v1::DeleteCmIdRequest* req,
                                  v1::DeleteCmIdResponse* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    m_->DeleteCmId(req->name(), [reactor, peer = ctx->peer()](absl::StatusOr<v1::CmId> r) {
-      rpc_internal::LogFailure("DeleteCmId", peer, r.status());
-      reactor->Finish(ToGrpc(r.status()));
+    Call c(*e_, *ctx, "DeleteCmId");
+    if (!c.See(req->name(), "name").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    Done<v1::DeleteCmIdResponse> done = c.Replier<v1::DeleteCmIdResponse>(reactor, resp);
+    m_->DeleteCmId(req->name(), [done = std::move(done)](absl::StatusOr<v1::CmId> r) mutable {
+      if (!r.ok()) return std::move(done)(r.status());
+      std::move(done)(v1::DeleteCmIdResponse());
     });
     return reactor;
   }
   ServerUnaryReactor* MigrateCmId(CallbackServerContext* ctx, const v1::MigrateCmIdRequest* req,
                                   v1::CmId* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Call c(*e_, *ctx, "MigrateCmId");
+    if (!c.See(req->name(), "name").See(req->channel(), "channel").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
     // The call's deadline bounds the wait for the id's dispatcher; past it, nothing is changed.
     const absl::Time deadline = absl::FromChrono(ctx->deadline());
-    m_->Migrate(*req, deadline, Replier<v1::CmId>(ctx, "MigrateCmId", reactor, resp));
+    m_->Migrate(*req, deadline, c.Replier<v1::CmId>(reactor, resp));
     return reactor;
   }
   grpc::ServerWriteReactor<v1::CmEvent>* WatchEvents(CallbackServerContext* ctx,
                                                      const v1::WatchEventsRequest* req) override {
+    Call c(*e_, *ctx, "WatchEvents");
+    c.See(req->channel(), "channel").See(req->cm_id(), "cm_id");
     cm::EventFilter filter;
-    absl::Status bad;
-    bad = m_->ListChannels().status();  // UNAVAILABLE without rdma_cm
+    absl::Status bad = c.status();
+    if (bad.ok()) bad = m_->ListChannels().status();  // UNAVAILABLE without rdma_cm
     if (bad.ok() && !req->channel().empty()) {
       bad = m_->GetChannel(req->channel(), "channel").status();
       filter.channel = req->channel();
@@ -120,11 +177,14 @@ class CmIdsService final
       if (name.ok()) filter.types.insert(*name); else bad = name.status();
     }
     if (!bad.ok()) {
-      rpc_internal::LogFailure("WatchEvents", ctx->peer(), bad);
+      c.Fail(bad);
+      v1::CmEvent unused;
+      (void)c.Refuse(&unused);
       auto* failed = new rpc_internal::FailedWatch<v1::CmEvent>();
       failed->Fail(ToGrpc(bad));
       return failed;
     }
+    filter.visible = e_->gate->CmEventsFor(c.caller());
     return rpc_internal::WatchWriter<v1::CmEvent, cm::EventFilter>::Start(
         &m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()));
   }
@@ -132,34 +192,43 @@ class CmIdsService final
  private:
   // An id operation: the manager runs it on the id's dispatcher, which finishes the RPC.
   template <typename Request>
-  ServerUnaryReactor* Forward(CallbackServerContext* ctx, const char* method, const Request& request,
+  ServerUnaryReactor* Forward(CallbackServerContext* ctx, const char* method, const std::string& name,
+                              std::vector<std::pair<Quota, uint64_t>> wants, const Request& request,
                               v1::CmId* resp, void (cm::CmManager::*op)(const Request&, Done<v1::CmId>)) {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    (m_->*op)(request, Replier<v1::CmId>(ctx, method, reactor, resp));
+    Call c(*e_, *ctx, method);
+    if (!c.See(name, "name").Reserve(std::move(wants)).ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    (m_->*op)(request, c.Replier<v1::CmId>(reactor, resp));
     return reactor;
   }
+  const Env* const e_;
   cm::CmManager* const m_;
 };
 
 class TokensService final : public v1::ConnectTokens::Service {
  public:
-  explicit TokensService(cm::CmManager* m) : m_(m) {}
+  explicit TokensService(const Env* e) : e_(e) {}
   Status IssueConnectToken(ServerContext* ctx, const v1::IssueConnectTokenRequest* req,
                            v1::ConnectToken* resp) override {
-    return Reply(ctx, "IssueConnectToken", m_->IssueConnectToken(*req), resp);
+    Call c(*e_, *ctx, "IssueConnectToken");
+    if (!c.See(req->pd(), "pd").Reserve({{Quota::kTokens, 1}}).ok()) return c.Refuse(resp);
+    return c.Reply(e_->cm->IssueConnectToken(*req), resp);
   }
 
  private:
-  cm::CmManager* const m_;
+  const Env* const e_;
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<grpc::Service>> MakeCmServices(cm::CmManager* manager) {
+std::vector<std::unique_ptr<grpc::Service>> MakeCmServices(const Env* env) {
   std::vector<std::unique_ptr<grpc::Service>> out;
-  out.push_back(std::make_unique<ChannelsService>(manager));
-  out.push_back(std::make_unique<CmIdsService>(manager));
-  out.push_back(std::make_unique<TokensService>(manager));
+  out.push_back(std::make_unique<ChannelsService>(env));
+  out.push_back(std::make_unique<CmIdsService>(env));
+  out.push_back(std::make_unique<TokensService>(env));
   return out;
 }
 

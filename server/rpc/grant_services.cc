@@ -2,12 +2,15 @@
 // Threads: quick RPCs (issue, lookups, renew) on gRPC's synchronous pool. RevokeGrant finishes when the
 // key is dead at the NIC, from the device dispatcher that polled the invalidation's completion (callback
 // API: no gRPC thread waits). WatchGrants is a WatchWriter fed by the GrantHub.
+// Tenancy (call.h): a grant belongs to its MR's tenant; only that tenant (or an admin) issues, renews,
+// revokes, lists or watches it. Each grant reserves a grant and a token against the tenant's quotas.
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/common/status.h"
 #include "server/grants/manager.h"
-#include "server/rpc/reply.h"
+#include "server/rpc/call.h"
 #include "server/rpc/services.h"
 #include "server/rpc/watch_writer.h"
 
@@ -18,56 +21,85 @@ using grpc::CallbackServerContext;
 using grpc::ServerContext;
 using grpc::ServerUnaryReactor;
 using grpc::Status;
-using rpc_internal::Fill;
-using rpc_internal::Replier;
-using rpc_internal::Reply;
+using rpc_internal::Call;
+using tenancy::Quota;
 
 class GrantsService final
     : public v1::Grants::WithCallbackMethod_RevokeGrant<v1::Grants::WithCallbackMethod_WatchGrants<v1::Grants::Service>> {
  public:
-  explicit GrantsService(grants::GrantManager* g) : g_(g) {}
+  explicit GrantsService(const Env* e) : e_(e), g_(e->grants) {}
   Status IssueGrant(ServerContext* ctx, const v1::IssueGrantRequest* req, v1::IssuedGrant* resp) override {
-    return Reply(ctx, "IssueGrant", g_->Issue(*req), resp);
+    Call c(*e_, *ctx, "IssueGrant");
+    if (!c.See(req->mr(), "mr").Reserve({{Quota::kGrants, 1}, {Quota::kTokens, 1}}).ok()) return c.Refuse(resp);
+    return c.Reply(g_->Issue(*req), resp);
   }
   Status IssueGrants(ServerContext* ctx, const v1::IssueGrantsRequest* req, v1::IssueGrantsResponse* resp) override {
-    return Reply(ctx, "IssueGrants", g_->IssueBatch(*req), resp);
+    Call c(*e_, *ctx, "IssueGrants");
+    for (int i = 0; i < req->grants_size(); ++i) c.See(req->grants(i).mr(), absl::StrCat("grants[", i, "].mr"));
+    const uint64_t n = req->grants_size();
+    if (!c.Reserve({{Quota::kGrants, n}, {Quota::kTokens, n}}).ok()) return c.Refuse(resp);
+    return c.Reply(g_->IssueBatch(*req), resp);
   }
   Status GetGrant(ServerContext* ctx, const v1::GetGrantRequest* req, v1::Grant* resp) override {
-    return Reply(ctx, "GetGrant", g_->Get(req->name()), resp);
+    Call c(*e_, *ctx, "GetGrant");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(g_->Get(req->name()), resp);
   }
   Status ListGrants(ServerContext* ctx, const v1::ListGrantsRequest* req, v1::ListGrantsResponse* resp) override {
+    Call c(*e_, *ctx, "ListGrants");
+    if (!c.See(req->mr(), "mr").ok()) return c.Refuse(resp);
     auto grants = g_->List(*req);
-    if (grants.ok()) Fill(std::move(*grants), resp->mutable_grants());
-    return Reply(ctx, "ListGrants", grants.status(), resp);
+    if (grants.ok()) {
+      for (auto& g : *grants) {
+        if (c.gate().SeesPd(c.caller(), g.pd())) *resp->add_grants() = std::move(g);
+      }
+    }
+    return c.Reply(grants.status(), resp);
   }
   Status RenewGrant(ServerContext* ctx, const v1::RenewGrantRequest* req, v1::Grant* resp) override {
-    return Reply(ctx, "RenewGrant", g_->Renew(*req), resp);
+    Call c(*e_, *ctx, "RenewGrant");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(g_->Renew(*req), resp);
   }
   ServerUnaryReactor* RevokeGrant(CallbackServerContext* ctx, const v1::RevokeGrantRequest* req,
                                   v1::Grant* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    g_->Revoke(req->name(), Replier<v1::Grant>(ctx, "RevokeGrant", reactor, resp));
+    Call c(*e_, *ctx, "RevokeGrant");
+    if (!c.See(req->name(), "name").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    g_->Revoke(req->name(), c.Replier<v1::Grant>(reactor, resp));
     return reactor;
   }
   grpc::ServerWriteReactor<v1::GrantEvent>* WatchGrants(CallbackServerContext* ctx,
                                                         const v1::WatchGrantsRequest* req) override {
-    (void)ctx;
+    Call c(*e_, *ctx, "WatchGrants");
+    if (!c.See(req->mr(), "mr").ok()) {
+      v1::GrantEvent unused;
+      grpc::Status s = c.Refuse(&unused);
+      auto* failed = new rpc_internal::FailedWatch<v1::GrantEvent>();
+      failed->Fail(s);
+      return failed;
+    }
     grants::GrantFilter filter;
     filter.mr = req->mr();
     filter.principal = req->principal();
+    filter.visible = e_->gate->GrantEventsFor(c.caller());
     return rpc_internal::WatchWriter<v1::GrantEvent, grants::GrantFilter>::Start(
         &g_->events(), g_->events().Subscribe(std::move(filter), req->after_sequence()));
   }
 
  private:
+  const Env* const e_;
   grants::GrantManager* const g_;
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<grpc::Service>> MakeGrantServices(grants::GrantManager* grants) {
+std::vector<std::unique_ptr<grpc::Service>> MakeGrantServices(const Env* env) {
   std::vector<std::unique_ptr<grpc::Service>> out;
-  out.push_back(std::make_unique<GrantsService>(grants));
+  out.push_back(std::make_unique<GrantsService>(env));
   return out;
 }
 

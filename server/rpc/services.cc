@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "server/rpc/call.h"
 #include "server/rpc/reply.h"
 
 namespace rdmad {
@@ -11,23 +12,38 @@ using grpc::CallbackServerContext;
 using grpc::ServerContext;
 using grpc::ServerUnaryReactor;
 using grpc::Status;
+using rpc_internal::Call;
 using rpc_internal::Fill;
-using rpc_internal::Replier;
-using rpc_internal::Reply;
+using tenancy::Quota;
+
+// Keeps the items the caller may see.
+template <typename T, typename Pred>
+std::vector<T> Visible(std::vector<T> items, Pred visible) {
+  std::vector<T> out;
+  for (auto& i : items) {
+    if (visible(i)) out.push_back(std::move(i));
+  }
+  return out;
+}
 
 class DevicesService final : public v1::Devices::Service {
  public:
-  explicit DevicesService(Registry* r) : r_(r) {}
+  explicit DevicesService(const Env* e) : e_(e) {}
   Status ListDevices(ServerContext* ctx, const v1::ListDevicesRequest*, v1::ListDevicesResponse* resp) override {
-    Fill(r_->ListDevices(), resp->mutable_devices());
-    return Reply(ctx, "ListDevices", absl::OkStatus(), resp);
+    Call c(*e_, *ctx, "ListDevices");
+    if (!c.ok()) return c.Refuse(resp);
+    Fill(Visible(e_->registry->ListDevices(), [&](const v1::Device& d) { return c.gate().SeesDevice(c.caller(), d.name()); }),
+         resp->mutable_devices());
+    return c.Reply(absl::OkStatus(), resp);
   }
   Status GetDevice(ServerContext* ctx, const v1::GetDeviceRequest* req, v1::Device* resp) override {
-    return Reply(ctx, "GetDevice", r_->GetDevice(req->name()), resp);
+    Call c(*e_, *ctx, "GetDevice");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->GetDevice(req->name()), resp);
   }
 
  private:
-  Registry* const r_;
+  const Env* const e_;
 };
 
 // Runs `op` (the registry's removal of an MR or a PD, given its Done) once the grants on it allow it:
@@ -52,102 +68,163 @@ void AfterGrants(grants::GrantManager* g, const std::string& mr, const std::stri
 // DeletePd may first revoke grants (a wait for invalidations): callback API. The rest answer at once.
 class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_DeletePd<v1::ProtectionDomains::Service> {
  public:
-  PdsService(Registry* r, grants::GrantManager* g) : r_(r), g_(g) {}
+  explicit PdsService(const Env* e) : e_(e) {}
   Status CreatePd(ServerContext* ctx, const v1::CreatePdRequest* req, v1::ProtectionDomain* resp) override {
-    return Reply(ctx, "CreatePd", r_->CreatePd(*req), resp);
+    Call c(*e_, *ctx, "CreatePd");
+    if (!c.See(req->device(), "device").ok()) return c.Refuse(resp);
+    absl::StatusOr<v1::ProtectionDomain> pd = e_->registry->CreatePd(*req);
+    if (pd.ok()) e_->gate->OwnPd(pd->name(), c.caller().tenant);
+    return c.Reply(std::move(pd), resp);
   }
   Status GetPd(ServerContext* ctx, const v1::GetPdRequest* req, v1::ProtectionDomain* resp) override {
-    return Reply(ctx, "GetPd", r_->GetPd(req->name()), resp);
+    Call c(*e_, *ctx, "GetPd");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->GetPd(req->name()), resp);
   }
   Status ListPds(ServerContext* ctx, const v1::ListPdsRequest*, v1::ListPdsResponse* resp) override {
-    Fill(r_->ListPds(), resp->mutable_pds());
-    return Reply(ctx, "ListPds", absl::OkStatus(), resp);
+    Call c(*e_, *ctx, "ListPds");
+    if (!c.ok()) return c.Refuse(resp);
+    Fill(Visible(e_->registry->ListPds(), [&](const v1::ProtectionDomain& p) { return c.gate().SeesPd(c.caller(), p.name()); }),
+         resp->mutable_pds());
+    return c.Reply(absl::OkStatus(), resp);
   }
   ServerUnaryReactor* DeletePd(CallbackServerContext* ctx, const v1::DeletePdRequest* req,
                                v1::DeletePdResponse* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Call c(*e_, *ctx, "DeletePd");
+    if (!c.See(req->name(), "name").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    Registry* r = e_->registry;
+    tenancy::Gate* gate = e_->gate;
     AfterGrants<v1::DeletePdResponse>(
-        g_, "", req->name(), req->revoke_grants(), v1::END_PD_DELETED,
-        [r = r_, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); },
-        Replier<v1::DeletePdResponse>(ctx, "DeletePd", reactor, resp));
+        e_->grants, "", req->name(), req->revoke_grants(), v1::END_PD_DELETED,
+        [r, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); },
+        c.Replier<v1::DeletePdResponse>(reactor, resp,
+                                        [gate, name = req->name()](const v1::DeletePdResponse&) { gate->ForgetPd(name); }));
     return reactor;
   }
 
  private:
-  Registry* const r_;
-  grants::GrantManager* const g_;
+  const Env* const e_;
 };
+
+uint64_t SourceBytes(const v1::MemorySource& s) {
+  return s.has_anonymous() ? s.anonymous().size() : s.has_file() ? s.file().length() : 0;
+}
 
 // RegisterMr and ReregisterMr pin memory on a worker: callback API. The rest answer at once.
 class MrsService final
     : public v1::MemoryRegions::WithCallbackMethod_RegisterMr<v1::MemoryRegions::WithCallbackMethod_ReregisterMr<
           v1::MemoryRegions::WithCallbackMethod_DeregisterMr<v1::MemoryRegions::Service>>> {
  public:
-  MrsService(Registry* r, grants::GrantManager* g) : r_(r), g_(g) {}
+  explicit MrsService(const Env* e) : e_(e) {}
   ServerUnaryReactor* RegisterMr(CallbackServerContext* ctx, const v1::RegisterMrRequest* req,
                                  v1::MemoryRegion* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    r_->RegisterMrAsync(*req, Replier<v1::MemoryRegion>(ctx, "RegisterMr", reactor, resp));
+    Call c(*e_, *ctx, "RegisterMr");
+    if (!c.See(req->pd(), "pd").Reserve({{Quota::kMrs, 1}, {Quota::kPinnedBytes, SourceBytes(req->source())}}).ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    e_->registry->RegisterMrAsync(*req, c.Replier<v1::MemoryRegion>(reactor, resp));
     return reactor;
   }
   Status GetMr(ServerContext* ctx, const v1::GetMrRequest* req, v1::MemoryRegion* resp) override {
-    return Reply(ctx, "GetMr", r_->GetMr(req->name()), resp);
+    Call c(*e_, *ctx, "GetMr");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->GetMr(req->name()), resp);
   }
   Status ListMrs(ServerContext* ctx, const v1::ListMrsRequest* req, v1::ListMrsResponse* resp) override {
-    auto mrs = r_->ListMrs(*req);
-    if (mrs.ok()) Fill(std::move(*mrs), resp->mutable_mrs());
-    return Reply(ctx, "ListMrs", mrs.status(), resp);
+    Call c(*e_, *ctx, "ListMrs");
+    if (!c.See(req->pd(), "pd").ok()) return c.Refuse(resp);
+    auto mrs = e_->registry->ListMrs(*req);
+    if (mrs.ok()) {
+      Fill(Visible(std::move(*mrs), [&](const v1::MemoryRegion& m) { return c.gate().SeesPd(c.caller(), m.pd()); }),
+           resp->mutable_mrs());
+    }
+    return c.Reply(mrs.status(), resp);
   }
   ServerUnaryReactor* ReregisterMr(CallbackServerContext* ctx, const v1::ReregisterMrRequest* req,
                                    v1::ReregisterMrResponse* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Call c(*e_, *ctx, "ReregisterMr");
+    c.See(req->name(), "name").See(req->pd(), "pd");
+    if (c.ok() && req->has_source()) {
+      // A new translation may grow the region: reserve the difference.
+      absl::StatusOr<v1::MemoryRegion> now = e_->registry->GetMr(req->name());
+      const uint64_t before = now.ok() ? now->length() : 0, after = SourceBytes(req->source());
+      if (after > before) c.Reserve({{Quota::kPinnedBytes, after - before}});
+    }
+    if (!c.ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    Registry* r = e_->registry;
     AfterGrants<v1::ReregisterMrResponse>(
-        g_, req->name(), "", req->revoke_grants(), v1::END_MR_REREGISTERED,
-        [r = r_, req = *req](Done<v1::ReregisterMrResponse> d) mutable { r->ReregisterMrAsync(req, std::move(d)); },
-        Replier<v1::ReregisterMrResponse>(ctx, "ReregisterMr", reactor, resp));
+        e_->grants, req->name(), "", req->revoke_grants(), v1::END_MR_REREGISTERED,
+        [r, req = *req](Done<v1::ReregisterMrResponse> d) mutable { r->ReregisterMrAsync(req, std::move(d)); },
+        c.Replier<v1::ReregisterMrResponse>(reactor, resp));
     return reactor;
   }
   ServerUnaryReactor* DeregisterMr(CallbackServerContext* ctx, const v1::DeregisterMrRequest* req,
                                    v1::DeregisterMrResponse* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Call c(*e_, *ctx, "DeregisterMr");
+    if (!c.See(req->name(), "name").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    Registry* r = e_->registry;
     AfterGrants<v1::DeregisterMrResponse>(
-        g_, req->name(), "", req->revoke_grants(), v1::END_MR_DEREGISTERED,
-        [r = r_, name = req->name()](Done<v1::DeregisterMrResponse> d) mutable {
+        e_->grants, req->name(), "", req->revoke_grants(), v1::END_MR_DEREGISTERED,
+        [r, name = req->name()](Done<v1::DeregisterMrResponse> d) mutable {
           absl::Status s = r->DeregisterMr(name);
           if (!s.ok()) return std::move(d)(s);
           std::move(d)(v1::DeregisterMrResponse());
         },
-        Replier<v1::DeregisterMrResponse>(ctx, "DeregisterMr", reactor, resp));
+        c.Replier<v1::DeregisterMrResponse>(reactor, resp));
     return reactor;
   }
 
  private:
-  Registry* const r_;
-  grants::GrantManager* const g_;
+  const Env* const e_;
 };
 
 class QpsService final : public v1::QueuePairs::Service {
  public:
-  explicit QpsService(Registry* r) : r_(r) {}
+  explicit QpsService(const Env* e) : e_(e) {}
   Status CreateQp(ServerContext* ctx, const v1::CreateQpRequest* req, v1::QueuePair* resp) override {
-    return Reply(ctx, "CreateQp", r_->CreateQp(*req), resp);
+    Call c(*e_, *ctx, "CreateQp");
+    if (!c.See(req->pd(), "pd").Reserve({{Quota::kQps, 1}}).ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->CreateQp(*req), resp);
   }
   Status GetQp(ServerContext* ctx, const v1::GetQpRequest* req, v1::QueuePair* resp) override {
-    return Reply(ctx, "GetQp", r_->GetQp(req->name()), resp);
+    Call c(*e_, *ctx, "GetQp");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->GetQp(req->name()), resp);
   }
   Status ListQps(ServerContext* ctx, const v1::ListQpsRequest*, v1::ListQpsResponse* resp) override {
-    Fill(r_->ListQps(), resp->mutable_qps());
-    return Reply(ctx, "ListQps", absl::OkStatus(), resp);
+    Call c(*e_, *ctx, "ListQps");
+    if (!c.ok()) return c.Refuse(resp);
+    Fill(Visible(e_->registry->ListQps(), [&](const v1::QueuePair& q) { return c.gate().SeesPd(c.caller(), q.pd()); }),
+         resp->mutable_qps());
+    return c.Reply(absl::OkStatus(), resp);
   }
   Status ConnectQp(ServerContext* ctx, const v1::ConnectQpRequest* req, v1::QueuePair* resp) override {
-    return Reply(ctx, "ConnectQp", r_->ConnectQp(*req), resp);
+    Call c(*e_, *ctx, "ConnectQp");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->ConnectQp(*req), resp);
   }
   Status DeleteQp(ServerContext* ctx, const v1::DeleteQpRequest* req, v1::DeleteQpResponse* resp) override {
-    return Reply(ctx, "DeleteQp", r_->DeleteQp(req->name()), resp);
+    Call c(*e_, *ctx, "DeleteQp");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->DeleteQp(req->name()), resp);
   }
 
  private:
-  Registry* const r_;
+  const Env* const e_;
 };
 
 // BindMw and InvalidateMw finish when their completion arrives: callback API. The rest answer at once.
@@ -155,47 +232,109 @@ class MwsService final
     : public v1::MemoryWindows::WithCallbackMethod_BindMw<
           v1::MemoryWindows::WithCallbackMethod_InvalidateMw<v1::MemoryWindows::Service>> {
  public:
-  explicit MwsService(Registry* r) : r_(r) {}
+  explicit MwsService(const Env* e) : e_(e) {}
   Status AllocMw(ServerContext* ctx, const v1::AllocMwRequest* req, v1::MemoryWindow* resp) override {
-    return Reply(ctx, "AllocMw", r_->AllocMw(*req), resp);
+    Call c(*e_, *ctx, "AllocMw");
+    if (!c.See(req->pd(), "pd").Reserve({{Quota::kMws, 1}}).ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->AllocMw(*req), resp);
   }
   Status GetMw(ServerContext* ctx, const v1::GetMwRequest* req, v1::MemoryWindow* resp) override {
-    return Reply(ctx, "GetMw", r_->GetMw(req->name()), resp);
+    Call c(*e_, *ctx, "GetMw");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->GetMw(req->name()), resp);
   }
   Status ListMws(ServerContext* ctx, const v1::ListMwsRequest* req, v1::ListMwsResponse* resp) override {
-    auto mws = r_->ListMws(*req);
-    if (mws.ok()) Fill(std::move(*mws), resp->mutable_mws());
-    return Reply(ctx, "ListMws", mws.status(), resp);
+    Call c(*e_, *ctx, "ListMws");
+    if (!c.See(req->pd(), "pd").ok()) return c.Refuse(resp);
+    auto mws = e_->registry->ListMws(*req);
+    if (mws.ok()) {
+      Fill(Visible(std::move(*mws), [&](const v1::MemoryWindow& w) { return c.gate().SeesPd(c.caller(), w.pd()); }),
+           resp->mutable_mws());
+    }
+    return c.Reply(mws.status(), resp);
   }
   ServerUnaryReactor* BindMw(CallbackServerContext* ctx, const v1::BindMwRequest* req,
                              v1::MemoryWindow* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    r_->BindMwAsync(*req, Replier<v1::MemoryWindow>(ctx, "BindMw", reactor, resp));
+    Call c(*e_, *ctx, "BindMw");
+    if (!c.See(req->name(), "name").See(req->mr(), "mr").See(req->qp(), "qp").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    e_->registry->BindMwAsync(*req, c.Replier<v1::MemoryWindow>(reactor, resp));
     return reactor;
   }
   ServerUnaryReactor* InvalidateMw(CallbackServerContext* ctx, const v1::InvalidateMwRequest* req,
                                    v1::MemoryWindow* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    r_->InvalidateMwAsync(req->name(), Replier<v1::MemoryWindow>(ctx, "InvalidateMw", reactor, resp));
+    Call c(*e_, *ctx, "InvalidateMw");
+    if (!c.See(req->name(), "name").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    e_->registry->InvalidateMwAsync(req->name(), c.Replier<v1::MemoryWindow>(reactor, resp));
     return reactor;
   }
   Status DeallocMw(ServerContext* ctx, const v1::DeallocMwRequest* req, v1::DeallocMwResponse* resp) override {
-    return Reply(ctx, "DeallocMw", r_->DeallocMw(req->name()), resp);
+    Call c(*e_, *ctx, "DeallocMw");
+    if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    return c.Reply(e_->registry->DeallocMw(req->name()), resp);
   }
 
  private:
-  Registry* const r_;
+  const Env* const e_;
+};
+
+// Who am I, and the tenants (an admin sees all; a tenant only itself).
+class TenantsService final : public v1::Tenants::Service {
+ public:
+  explicit TenantsService(const Env* e) : e_(e) {}
+  Status WhoAmI(ServerContext* ctx, const v1::WhoAmIRequest*, v1::Caller* resp) override {
+    Call c(*e_, *ctx, "WhoAmI");
+    if (!c.ok()) return c.Refuse(resp);
+    const auth::Caller& who = c.caller();
+    resp->set_principal(who.principal);
+    resp->set_tenant(who.tenant);
+    resp->set_role(who.admin ? v1::ROLE_ADMIN : v1::ROLE_TENANT);
+    resp->set_authenticated(who.authenticated);
+    resp->set_transport(who.transport);
+    resp->set_uid(who.uid);
+    resp->set_gid(who.gid);
+    return c.Reply(absl::OkStatus(), resp);
+  }
+  Status ListTenants(ServerContext* ctx, const v1::ListTenantsRequest*, v1::ListTenantsResponse* resp) override {
+    Call c(*e_, *ctx, "ListTenants");
+    if (!c.ok()) return c.Refuse(resp);
+    for (const auto& t : e_->gate->policy().tenants()) {
+      if (c.caller().admin || c.caller().tenant == t.name) *resp->add_tenants() = e_->gate->TenantProto(t);
+    }
+    return c.Reply(absl::OkStatus(), resp);
+  }
+  Status GetTenant(ServerContext* ctx, const v1::GetTenantRequest* req, v1::Tenant* resp) override {
+    Call c(*e_, *ctx, "GetTenant");
+    if (!c.ok()) return c.Refuse(resp);
+    const TenantConfig* t = e_->gate->policy().FindTenant(req->name());
+    if (req->name().empty()) return c.Reply(InvalidArgument("name", "is required (tenants/NAME)"), resp);
+    if (t == nullptr || !(c.caller().admin || c.caller().tenant == t->name)) {
+      return c.Reply(NotFound("name", absl::StrCat(req->name(), " does not exist")), resp);
+    }
+    return c.Reply(absl::StatusOr<v1::Tenant>(e_->gate->TenantProto(*t)), resp);
+  }
+
+ private:
+  const Env* const e_;
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<grpc::Service>> MakeServices(Registry* registry, grants::GrantManager* grants) {
+std::vector<std::unique_ptr<grpc::Service>> MakeServices(const Env* env) {
   std::vector<std::unique_ptr<grpc::Service>> out;
-  out.push_back(std::make_unique<DevicesService>(registry));
-  out.push_back(std::make_unique<PdsService>(registry, grants));
-  out.push_back(std::make_unique<MrsService>(registry, grants));
-  out.push_back(std::make_unique<QpsService>(registry));
-  out.push_back(std::make_unique<MwsService>(registry));
+  out.push_back(std::make_unique<DevicesService>(env));
+  out.push_back(std::make_unique<PdsService>(env));
+  out.push_back(std::make_unique<MrsService>(env));
+  out.push_back(std::make_unique<QpsService>(env));
+  out.push_back(std::make_unique<MwsService>(env));
+  out.push_back(std::make_unique<TenantsService>(env));
   return out;
 }
 

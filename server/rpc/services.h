@@ -1,4 +1,7 @@
-// The gRPC services of rdmad.v1: thin adapters from RPCs to the Registry.
+// The gRPC services of rdmad.v1: thin adapters from RPCs to the Registry, the CM manager and the grant
+// manager, through the tenancy gate: every call is admitted (who is calling), every resource it names
+// must be visible to the caller (NOT_FOUND otherwise), creations reserve against the tenant's quotas,
+// lists and watches show only what the caller may see, and mutating calls leave an audit record (call.h).
 //
 // Threads: no handler waits for a verbs completion or for pinning. Quick RPCs (lookups, creations,
 // deletions: a short registry lock and non-waiting verbs calls) run on gRPC's synchronous thread pool and
@@ -10,7 +13,9 @@
 #ifndef RDMAD_SERVER_RPC_SERVICES_H_
 #define RDMAD_SERVER_RPC_SERVICES_H_
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -18,17 +23,33 @@
 #include "rdmad/v1/rdmad.grpc.pb.h"
 #include "server/cm/manager.h"
 #include "server/grants/manager.h"
+#include "server/auth/policy.h"
 #include "server/registry/registry.h"
+#include "server/tenancy/gate.h"
 
 namespace rdmad {
 
-// Every rdmad.v1 service of the verbs resources, bound to one registry. With `grants`, DeregisterMr,
-// ReregisterMr and DeletePd first ask it about the grants on what they remove (revoke_grants).
-std::vector<std::unique_ptr<grpc::Service>> MakeServices(Registry* registry, grants::GrantManager* grants = nullptr);
-// EventChannels, CmIds and ConnectTokens, bound to the CM manager (which must outlive the server too).
-std::vector<std::unique_ptr<grpc::Service>> MakeCmServices(cm::CmManager* manager);
-// Grants, bound to the grant manager (which must outlive the server).
-std::vector<std::unique_ptr<grpc::Service>> MakeGrantServices(grants::GrantManager* grants);
+// What the services stand on. Everything it points to must outlive the grpc::Server.
+struct Env {
+  Registry* registry = nullptr;          // required
+  cm::CmManager* cm = nullptr;           // the rdma_cm services: required by MakeCmServices
+  grants::GrantManager* grants = nullptr;  // optional for MakeServices (DeletePd, DeregisterMr, ReregisterMr
+                                           // ask it about grants), required by MakeGrantServices
+  tenancy::Gate* gate = nullptr;         // required: who may see and use what
+  // What the transport proved about the caller of this call (server/auth/peer.h). Required.
+  std::function<auth::PeerIdentity(const grpc::ServerContextBase&)> identify;
+  // The audit trail of mutating calls; optional.
+  std::function<void(const auth::Caller&, const std::string& method, const std::string& resource,
+                     const absl::Status& status)>
+      audit;
+};
+
+// Devices, ProtectionDomains, MemoryRegions, QueuePairs, MemoryWindows and Tenants.
+std::vector<std::unique_ptr<grpc::Service>> MakeServices(const Env* env);
+// EventChannels, CmIds and ConnectTokens.
+std::vector<std::unique_ptr<grpc::Service>> MakeCmServices(const Env* env);
+// Grants.
+std::vector<std::unique_ptr<grpc::Service>> MakeGrantServices(const Env* env);
 
 }  // namespace rdmad
 

@@ -233,7 +233,9 @@ Gate::Counts Gate::CountUse(const std::string& tenant) {
     }
     v1::ListMwsRequest mw_req;
     mw_req.set_pd(pd);
-    if (auto mws = deps_.registry->ListMws(mw_req); mws.ok()) add(Quota::kMws, mws->size());
+    if (auto mws = deps_.registry->ListMws(mw_req); mws.ok()) {
+      for (const auto& w : *mws) add(Quota::kMws, w.owner().empty() ? 1 : 0);  // rdmad's grant windows: not the tenant's
+    }
   }
   if (pds.empty()) return use;
   for (const auto& qp : deps_.registry->ListQps()) {

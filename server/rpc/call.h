@@ -1,0 +1,154 @@
+// One RPC as the tenancy rules see it (private to server/rpc/): who calls (admitted once, at the start),
+// the resources it names (each must be visible to the caller, else NOT_FOUND), what it reserves against
+// its tenant's quotas, and how it ends: the reply, the failure log and, for a mutating call, one audit
+// record. A quick RPC ends with Reply (synchronous API); a call finishing later takes a Replier, which
+// carries the caller and the reservation to the thread that finishes it.
+//
+// Threads: a Call lives on the handler's thread; a Replier may run on any thread, once.
+#ifndef RDMAD_SERVER_RPC_CALL_H_
+#define RDMAD_SERVER_RPC_CALL_H_
+
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "server/auth/caller.h"
+#include "server/common/log.h"
+#include "server/registry/registry.h"
+#include "server/rpc/services.h"
+#include "server/rpc/status.h"
+#include "server/tenancy/gate.h"
+
+namespace rdmad::rpc_internal {
+
+inline bool Mutating(const std::string& method) {
+  return !(absl::StartsWith(method, "Get") || absl::StartsWith(method, "List") ||
+           absl::StartsWith(method, "Watch") || method == "WhoAmI");
+}
+
+// The response's own "name" (what a creation made), if it has one.
+inline std::string NameOf(const google::protobuf::Message& m) {
+  const google::protobuf::FieldDescriptor* f = m.GetDescriptor()->FindFieldByName("name");
+  if (f == nullptr || f->type() != google::protobuf::FieldDescriptor::TYPE_STRING || f->is_repeated()) return "";
+  return m.GetReflection()->GetString(m, f);
+}
+
+// How a call ends, once: the log of a failure, and the audit record of a mutating call.
+struct Ending {
+  const Env* env = nullptr;
+  std::string method;
+  auth::Caller caller;
+  std::string resource;
+
+  void operator()(const absl::Status& status, const std::string& created) const {
+    const std::string& what = created.empty() ? resource : created;
+    if (!status.ok()) {
+      RDMAD_LOG_INFO("%s from %s (%s): %s", method.c_str(), caller.peer.c_str(), caller.principal.c_str(),
+                     std::string(status.message()).c_str());
+    } else if (!caller.authenticated) {
+      RDMAD_LOG_INFO("unauthenticated call %s %s from %s", method.c_str(), what.c_str(), caller.peer.c_str());
+    }
+    if (env->audit && Mutating(method)) env->audit(caller, method, what, status);
+  }
+};
+
+class Call {
+ public:
+  Call(const Env& env, const grpc::ServerContextBase& ctx, const char* method) : env_(env) {
+    ending_.env = &env;
+    ending_.method = method;
+    absl::StatusOr<auth::Caller> caller = env.gate->Admit(env.identify(ctx));
+    if (caller.ok()) {
+      ending_.caller = std::move(caller).value();
+    } else {
+      status_ = caller.status();
+      ending_.caller.peer = ctx.peer();
+      ending_.caller.principal = "?";
+    }
+  }
+
+  bool ok() const { return status_.ok(); }
+  const absl::Status& status() const { return status_; }
+  const auth::Caller& caller() const { return ending_.caller; }
+  tenancy::Gate& gate() const { return *env_.gate; }
+
+  // The caller must see `name` (request field `field`); the first one named is the call's resource.
+  Call& See(const std::string& name, const std::string& field) {
+    if (ending_.resource.empty()) ending_.resource = name;
+    if (status_.ok()) status_ = env_.gate->See(caller(), name, field);
+    return *this;
+  }
+  Call& Reserve(std::vector<std::pair<tenancy::Quota, uint64_t>> wants) {
+    if (!status_.ok()) return *this;
+    auto r = env_.gate->Reserve(caller(), std::move(wants));
+    if (r.ok()) reservation_ = std::move(r).value(); else status_ = r.status();
+    return *this;
+  }
+  Call& Fail(absl::Status s) {
+    if (status_.ok()) status_ = std::move(s);
+    return *this;
+  }
+
+  // Quick RPCs: ends the call with `result` (an absl::Status or absl::StatusOr<T>), or with the call's own
+  // failure if a check failed.
+  template <typename Result, typename Response>
+  grpc::Status Reply(Result result, Response* response) {
+    absl::Status status;
+    if constexpr (std::is_same_v<Result, absl::Status>) {
+      status = result;
+    } else {
+      status = result.status();
+      if (status.ok()) *response = std::move(result).value();
+    }
+    return End(status, response);
+  }
+  // Ends the call with its own failure (after a failed check).
+  template <typename Response>
+  grpc::Status Refuse(Response* response) {
+    return End(status_, response);
+  }
+
+  // A Done<T> that finishes the reactor from any thread; `on_ok` runs first on a success (bookkeeping).
+  template <typename T, typename Response>
+  Done<T> Replier(grpc::ServerUnaryReactor* reactor, Response* response,
+                  std::function<void(const T&)> on_ok = nullptr) {
+    return [ending = ending_, reservation = std::move(reservation_), reactor, response,
+            on_ok = std::move(on_ok)](absl::StatusOr<T> result) mutable {
+      if (result.ok() && on_ok) on_ok(*result);
+      if (result.ok()) *response = std::move(result).value();
+      tenancy::Gate::Reservation done = std::move(reservation);  // released once committed
+      ending(result.status(), result.ok() ? NameOf(*response) : "");
+      reactor->Finish(ToGrpc(result.status()));
+    };
+  }
+  // Finishes a callback RPC with the call's own failure.
+  void RefuseAsync(grpc::ServerUnaryReactor* reactor) {
+    ending_(status_, "");
+    reactor->Finish(ToGrpc(status_));
+  }
+
+ private:
+  template <typename Response>
+  grpc::Status End(const absl::Status& status, Response* response) {
+    reservation_ = tenancy::Gate::Reservation();
+    ending_(status, status.ok() ? NameOf(*response) : "");
+    return ToGrpc(status);
+  }
+
+  const Env& env_;
+  Ending ending_;
+  absl::Status status_;
+  tenancy::Gate::Reservation reservation_;
+};
+
+}  // namespace rdmad::rpc_internal
+
+#endif  // RDMAD_SERVER_RPC_CALL_H_
