@@ -94,6 +94,15 @@ struct DeviceInfo {
   std::string native_rereg_probe;
 };
 
+// One counter of the NIC's own, as the driver exposes it in sysfs (server/fabric/hw_counters.h).
+struct HwCounterValue {
+  uint32_t port = 0;  // 0: a device-level counter (/sys/class/infiniband/DEV/hw_counters)
+  std::string name;   // the driver's name, e.g. "resp_remote_access_errors"
+  uint64_t value = 0;
+  // It counts remote accesses this NIC refused (bad key, range, rights): see kHwCounterTable.
+  bool remote_access_error = false;
+};
+
 class Pd;
 
 class Mr {
@@ -192,6 +201,9 @@ class Device {
   // re-armed and polled empty, and the callbacks of the completed work requests run, on that thread.
   virtual int completion_fd() const = 0;
   virtual void DrainCompletions() = 0;
+  // The NIC's counters, read now (never cached): the device-level ones first (port 0), then each port's,
+  // by name. Empty if the driver has none. Counters that cannot be read are left out. Any thread.
+  virtual std::vector<HwCounterValue> ReadCounters() const = 0;
 };
 
 class CmFabric;  // server/fabric/cm.h

@@ -104,7 +104,7 @@ absl::StatusOr<GrantManager::Plan> GrantManager::Check(const v1::IssueGrantReque
   // The scope: the narrowest key the device can give.
   absl::StatusOr<v1::ProtectionDomain> pd = registry_->GetPd(mr->pd());
   if (!pd.ok()) return RenameField(pd.status(), field("mr"));
-  absl::StatusOr<v1::Device> device = registry_->GetDevice(pd->device());
+  absl::StatusOr<v1::Device> device = registry_->GetDevice(pd->device(), /*with_counters=*/false);
   if (!device.ok()) return RenameField(device.status(), field("mr"));
   v1::GrantScope scope = v1::SCOPE_MR;
   if (device->caps().mw_type2a() || device->caps().mw_type2b()) {

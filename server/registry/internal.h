@@ -25,6 +25,8 @@ absl::Status WithOutcome(absl::Status s, v1::ReregOutcome outcome);
 v1::QpState ToProto(fabric::QpState s);
 v1::QpEndpoint ToProto(const fabric::QpEndpoint& e);
 v1::Device ToProto(const fabric::DeviceInfo& info);
+// The device's info, and with `counters` its hardware counters read now (Device::ReadCounters).
+v1::Device ToProto(const fabric::Device& device, bool counters);
 
 // Runs an asynchronous operation (a function taking its Done callback) and waits for its result.
 template <typename T, typename Start>

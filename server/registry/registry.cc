@@ -87,6 +87,19 @@ v1::Device ToProto(const fabric::DeviceInfo& info) {
   return d;
 }
 
+v1::Device ToProto(const fabric::Device& device, bool counters) {
+  v1::Device d = ToProto(device.info());
+  if (!counters) return d;
+  for (const fabric::HwCounterValue& c : device.ReadCounters()) {
+    v1::HwCounter* out = d.add_hw_counters();
+    out->set_port(c.port);
+    out->set_name(c.name);
+    out->set_value(c.value);
+    out->set_remote_access_error(c.remote_access_error);
+  }
+  return d;
+}
+
 }  // namespace registry_internal
 
 using registry_internal::Busy;
@@ -152,15 +165,17 @@ RDMAD_DEFINE_FIND(FindMw, MwEntry, mws_, "mws")
 // ---------------------------------------------------------------------------------------------------------
 // Devices
 
+// The device list never changes and counters are read from the fabric without mu_ (sysfs reads that may
+// wait for the driver's refresh).
 std::vector<v1::Device> Registry::ListDevices() const {
   std::vector<v1::Device> out;
-  for (fabric::Device* d : fabric_->devices()) out.push_back(registry_internal::ToProto(d->info()));
+  for (fabric::Device* d : fabric_->devices()) out.push_back(registry_internal::ToProto(*d, /*counters=*/true));
   return out;
 }
 
-absl::StatusOr<v1::Device> Registry::GetDevice(const std::string& name) const {
+absl::StatusOr<v1::Device> Registry::GetDevice(const std::string& name, bool with_counters) const {
   RDMAD_ASSIGN_OR_RETURN(fabric::Device * d, FindDevice(name, "name"));
-  return registry_internal::ToProto(d->info());
+  return registry_internal::ToProto(*d, with_counters);
 }
 
 }  // namespace rdmad

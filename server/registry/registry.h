@@ -71,8 +71,10 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
+  // Both read the NICs' counters (hw_counters) at the call, without the lock; `with_counters` false leaves
+  // them out, for internal callers that need only the capabilities.
   std::vector<v1::Device> ListDevices() const;
-  absl::StatusOr<v1::Device> GetDevice(const std::string& name) const;
+  absl::StatusOr<v1::Device> GetDevice(const std::string& name, bool with_counters = true) const;
 
   absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request);
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name) const;

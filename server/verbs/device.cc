@@ -83,8 +83,8 @@ const char* GidTypeName(uint32_t type) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Device>> Device::Open(ibv_context* context, bool owned) {
-  std::unique_ptr<Device> d(new Device(context, owned));
+absl::StatusOr<std::unique_ptr<Device>> Device::Open(ibv_context* context, bool owned, std::string sysfs_root) {
+  std::unique_ptr<Device> d(new Device(context, owned, std::move(sysfs_root)));
   RDMAD_RETURN_IF_ERROR(d->Query());
   d->channel_ = ibv_create_comp_channel(context);
   if (d->channel_ == nullptr) return FromErrno("ibv_create_comp_channel", d->info_.name);
@@ -136,6 +136,10 @@ void Device::DrainCompletions() {
     }
     for (auto& r : ready) std::move(r)();
   }
+}
+
+std::vector<fabric::HwCounterValue> Device::ReadCounters() const {
+  return fabric::ReadSysfsHwCounters(sysfs_root_, info_.name);
 }
 
 absl::Status Device::Query() {
@@ -244,8 +248,8 @@ absl::StatusOr<std::unique_ptr<fabric::Pd>> Device::AllocPd() {
   return std::unique_ptr<fabric::Pd>(new Pd(this, pd));
 }
 
-void VerbsFabric::Add(ibv_context* context, bool owned) {
-  auto d = Device::Open(context, owned);
+void VerbsFabric::Add(ibv_context* context, bool owned, const std::string& sysfs_root) {
+  auto d = Device::Open(context, owned, sysfs_root);
   if (!d.ok()) {
     RDMAD_LOG_ERROR("skipping device %s: %s", ibv_get_device_name(context->device),
                     std::string(d.status().message()).c_str());
@@ -261,11 +265,11 @@ Device* VerbsFabric::ByContext(const ibv_context* context) const {
   return nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<VerbsFabric>> VerbsFabric::Open() {
+absl::StatusOr<std::unique_ptr<VerbsFabric>> VerbsFabric::Open(std::string sysfs_root) {
   auto fabric = std::make_unique<VerbsFabric>();
   int n = 0;
   if (ibv_context** contexts = rdma_get_devices(&n); contexts != nullptr) {
-    for (int i = 0; i < n; ++i) fabric->Add(contexts[i], /*owned=*/false);
+    for (int i = 0; i < n; ++i) fabric->Add(contexts[i], /*owned=*/false, sysfs_root);
     rdma_free_devices(contexts);
     // The contexts are librdmacm's own, so an id's id->verbs is one of them (ByContext).
     fabric->cm_ = std::make_unique<VerbsCmFabric>(fabric.get());
@@ -280,7 +284,7 @@ absl::StatusOr<std::unique_ptr<VerbsFabric>> VerbsFabric::Open() {
     }
     for (int i = 0; i < n; ++i) {
       if (ibv_context* ctx = ibv_open_device(list[i]); ctx != nullptr) {
-        fabric->Add(ctx, /*owned=*/true);
+        fabric->Add(ctx, /*owned=*/true, sysfs_root);
       } else {
         RDMAD_LOG_ERROR("skipping device %s: %s", ibv_get_device_name(list[i]),
                         std::string(FromErrno("ibv_open_device").message()).c_str());

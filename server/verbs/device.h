@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/fabric/cm.h"
 #include "server/fabric/fabric.h"
+#include "server/fabric/hw_counters.h"
 
 namespace rdmad::verbs {
 
@@ -33,7 +36,9 @@ class Device final : public fabric::Device {
   // Opens the device, queries ports, GID table and caps, and probes native ibv_rereg_mr once on a
   // throwaway MR in a throwaway PD.
   // `owned`: the context was opened by rdmad (ibv_open_device) and is closed by the destructor.
-  static absl::StatusOr<std::unique_ptr<Device>> Open(ibv_context* context, bool owned);
+  // `sysfs_root`: where ReadCounters looks for the device's hw_counters (/sys/class/infiniband).
+  static absl::StatusOr<std::unique_ptr<Device>> Open(ibv_context* context, bool owned,
+                                                      std::string sysfs_root = fabric::kInfinibandSysfs);
   ~Device() override;
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -42,6 +47,8 @@ class Device final : public fabric::Device {
   absl::StatusOr<std::unique_ptr<fabric::Pd>> AllocPd() override;
   int completion_fd() const override { return channel_->fd; }
   void DrainCompletions() override;
+  // sysfs_root/NAME/hw_counters and sysfs_root/NAME/ports/N/hw_counters (server/fabric/hw_counters.h).
+  std::vector<fabric::HwCounterValue> ReadCounters() const override;
 
   ibv_comp_channel* comp_channel() const { return channel_; }
   // A QP's CQ is known to the dispatcher between these two calls; UnhookCq returns once the dispatcher
@@ -54,12 +61,14 @@ class Device final : public fabric::Device {
   ibv_mtu active_mtu_enum(uint32_t port) const;
 
  private:
-  Device(ibv_context* context, bool owned) : context_(context), owned_(owned) {}
+  Device(ibv_context* context, bool owned, std::string sysfs_root)
+      : context_(context), owned_(owned), sysfs_root_(std::move(sysfs_root)) {}
   absl::Status Query();
   void ProbeRereg();
 
   ibv_context* const context_;
   const bool owned_;
+  const std::string sysfs_root_;
   ibv_comp_channel* channel_ = nullptr;
   absl::Mutex cq_mu_;
   uint64_t next_cq_id_ ABSL_GUARDED_BY(cq_mu_) = 1;
@@ -72,14 +81,15 @@ class VerbsFabric final : public fabric::Fabric {
  public:
   // Opens every verbs device (through librdmacm where it is available). Zero devices is not an error (the
   // list is then empty); a device that fails to open is logged and skipped.
-  static absl::StatusOr<std::unique_ptr<VerbsFabric>> Open();
+  // `sysfs_root` is where the devices' counters are read (tests may point it elsewhere).
+  static absl::StatusOr<std::unique_ptr<VerbsFabric>> Open(std::string sysfs_root = fabric::kInfinibandSysfs);
   const std::vector<fabric::Device*>& devices() const override { return views_; }
   fabric::CmFabric* cm() override { return cm_.get(); }
   // The Device whose context is `context` (an rdma_cm id's id->verbs), or nullptr.
   Device* ByContext(const ibv_context* context) const;
 
  private:
-  void Add(ibv_context* context, bool owned);
+  void Add(ibv_context* context, bool owned, const std::string& sysfs_root);
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<fabric::CmFabric> cm_;  // set by Open where librdmacm is available (server/verbs/cm.h)
   std::vector<fabric::Device*> views_;

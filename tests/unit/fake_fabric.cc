@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status.h"
+#include "server/fabric/hw_counters.h"
 
 namespace rdmad::fake {
 
@@ -197,6 +198,16 @@ std::vector<std::string> FakeLedger::Sent(uint32_t qpn) const {
 void FakeLedger::ForceQpError(uint32_t qpn) {
   std::lock_guard<std::mutex> lock(mu_);
   forced_error_qpns_.insert(qpn);
+}
+
+void FakeLedger::SetCounter(const std::string& device, uint32_t port, const std::string& name, uint64_t value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_[device][{port, name}] = value;
+}
+
+void FakeLedger::ClearCounters(const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.erase(device);
 }
 
 void FakeLedger::HoldCompletions() {
@@ -738,6 +749,17 @@ class FakeDevice final : public fabric::Device {
       }
     }
     for (auto& r : ready) std::move(r)();  // without the mutex: they call back into the registry
+  }
+  std::vector<fabric::HwCounterValue> ReadCounters() const override {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    ledger_->Call("read_counters");
+    std::vector<fabric::HwCounterValue> out;
+    auto it = ledger_->counters_.find(info_.name);
+    if (it == ledger_->counters_.end()) return out;
+    for (const auto& [key, value] : it->second) {
+      out.push_back({key.first, key.second, value, fabric::IsRemoteAccessErrorCounter(key.second)});
+    }
+    return out;
   }
   absl::StatusOr<std::unique_ptr<fabric::Pd>> AllocPd() override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);

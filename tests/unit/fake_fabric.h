@@ -14,6 +14,8 @@
 //     Tests assert violations() is empty.
 //   - delivers bind and invalidate completions through a per-device eventfd, and can hold them (a latch
 //     for tests of what the registry does while a bind is "inside the fabric");
+//   - reports hardware counters (Device::ReadCounters) that a test sets, per device, and counts the reads
+//     ("read_counters"), so a test can tell a fresh read from a cached one;
 //   - injects faults: the next RegMr / Mr::Release / Qp::Bind / Qp::Invalidate / Qp::Connect / AllocPd /
 //     AllocMw / CreateQp fails; Mr::Rereg returns scripted codes.
 //
@@ -117,6 +119,11 @@ class FakeLedger {
   // Moves a live QP to the error state behind the registry's back, as a peer's bad RDMA access does.
   void ForceQpError(uint32_t qpn);
 
+  // --- hardware counters: Device::ReadCounters of `device` returns what is set here at the time of the
+  // call, ordered by port and name, classified with fabric::IsRemoteAccessErrorCounter (hw_counters.h).
+  void SetCounter(const std::string& device, uint32_t port, const std::string& name, uint64_t value);
+  void ClearCounters(const std::string& device);
+
   // --- completions. A posted bind or invalidation takes effect in the fake at once, but its completion
   // is delivered like the verbs backend's: through the device's completion fd, to whoever calls
   // Device::DrainCompletions (the registry's device dispatcher). While held, completions queue up: the
@@ -175,6 +182,8 @@ class FakeLedger {
   std::function<void()> reg_mr_hook_;
   std::set<uint32_t> forced_error_qpns_;
   std::vector<std::pair<uint32_t, std::string>> sent_;  // (qpn, bytes) of successful SENDs
+  // device -> (port, name) -> value
+  std::map<std::string, std::map<std::pair<uint32_t, std::string>, uint64_t>> counters_;
 
   struct Completion {
     std::string device;
