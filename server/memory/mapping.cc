@@ -33,6 +33,8 @@ class Fd {
   int fd_;
 };
 
+}  // namespace
+
 bool UnderRoot(const std::string& real, const std::string& root) {
   if (root.empty()) return false;
   char resolved[PATH_MAX];
@@ -41,8 +43,6 @@ bool UnderRoot(const std::string& real, const std::string& root) {
   if (r == "/") return true;
   return real.size() > r.size() && real.compare(0, r.size(), r) == 0 && real[r.size()] == '/';
 }
-
-}  // namespace
 
 uint64_t DefaultHugePageSize() {
   uint64_t kib = 0;
@@ -83,8 +83,11 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Anonymous(uint64_t size, bool 
 absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, uint64_t offset,
                                                        uint64_t length,
                                                        const std::vector<std::string>& allowed_roots,
-                                                       const std::string& field) {
+                                                       const std::string& field,
+                                                       const auth::FileAccess& files, unsigned rights) {
   if (path.empty()) return InvalidArgument(field + ".path", "is required");
+  // A caller without a file-system identity learns nothing about the path, not even whether it exists.
+  RDMAD_RETURN_IF_ERROR(CheckMayUseFiles(files, field + ".path"));
   if (path[0] != '/') return InvalidArgument(field + ".path", "must be an absolute path");
   if (length == 0) return InvalidArgument(field + ".length", "must be > 0");
   if (offset > UINT64_MAX - length) return OutOfRange(field + ".length", "offset + length overflows");
@@ -113,6 +116,20 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
     return FieldError(absl::StatusCode::kPermissionDenied, field + ".path",
                       absl::StrCat(real, " is not under an allowed file root (config allowed_file_roots)"));
   }
+  if (!files.roots.empty()) {
+    bool narrowed = false;
+    for (const auto& root : files.roots) narrowed = narrowed || UnderRoot(real, root);
+    if (!narrowed) {
+      return FieldError(absl::StatusCode::kPermissionDenied, field + ".path",
+                        absl::StrCat(real, " is not under one of this caller's file roots (the tenant's file_roots)"));
+    }
+  }
+  // The caller's own rights, on the inode opened above (never on a second lookup of the path).
+  FileOwnership ownership;
+  ownership.uid = st.st_uid;
+  ownership.gid = st.st_gid;
+  ownership.mode = st.st_mode;
+  RDMAD_RETURN_IF_ERROR(CheckFileRights(files, ownership, rights, real, field + ".path"));
   Fd fd(open(self.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError("open", errno, real, field + ".path");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -135,8 +152,10 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   void* base = mmap(nullptr, base_length, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(),
                     static_cast<off_t>(base_offset));
   if (base == MAP_FAILED) return ErrnoError("mmap", errno, real, field);
-  return std::unique_ptr<Mapping>(
-      new Mapping(base, base_length, static_cast<char*>(base) + delta, length));
+  std::unique_ptr<Mapping> m(new Mapping(base, base_length, static_cast<char*>(base) + delta, length));
+  m->real_path_ = real;
+  m->ownership_ = ownership;
+  return m;
 }
 
 Mapping::~Mapping() {

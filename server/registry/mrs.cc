@@ -31,7 +31,9 @@ uint64_t Registry::MaxMrBytes(const fabric::Device& device) const {
 
 absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySource& source,
                                                              const fabric::Device& device,
-                                                             const std::string& field) const {
+                                                             const std::string& field,
+                                                             const auth::FileAccess& files,
+                                                             uint32_t access) const {
   const uint64_t max = MaxMrBytes(device);
   switch (source.kind_case()) {
     case v1::MemorySource::kAnonymous: {
@@ -48,7 +50,8 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySou
         return OutOfRange(field + ".file.length",
                           absl::StrCat(f.length(), " bytes exceeds the largest region allowed (", max, " bytes)"));
       }
-      return Mapping::File(f.path(), f.offset(), f.length(), options_.allowed_file_roots, field + ".file");
+      return Mapping::File(f.path(), f.offset(), f.length(), options_.allowed_file_roots, field + ".file", files,
+                           FileRightsFor(access));
     }
     default:
       return InvalidArgument(field, "is required: anonymous {size} or file {path, offset, length}");
@@ -72,7 +75,8 @@ v1::MemoryRegion Registry::ToProto(const MrEntry& e) const {
   return mr;
 }
 
-void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done) {
+void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done,
+                               const auth::FileAccess& files) {
   absl::StatusOr<uint32_t> access = AccessBits(request.access(), "access");
   if (access.ok()) {
     if (absl::Status s = CheckMrAccessRule(*access, "access"); !s.ok()) access = s;
@@ -93,8 +97,9 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   }
   if (!refused.ok()) return std::move(done)(refused);
   // Reserve -> work (a worker maps and pins: seconds for a large region) -> commit.
-  auto work = [this, pd, request, access = *access, done = std::move(done)]() mutable {
-    absl::StatusOr<std::unique_ptr<Mapping>> mapping = MapSource(request.source(), *pd->device, "source");
+  auto work = [this, pd, request, files, access = *access, done = std::move(done)]() mutable {
+    absl::StatusOr<std::unique_ptr<Mapping>> mapping =
+        MapSource(request.source(), *pd->device, "source", files, access);
     absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
         mapping.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : mapping.status();
     absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
@@ -133,8 +138,10 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   }
 }
 
-absl::StatusOr<v1::MemoryRegion> Registry::RegisterMr(const v1::RegisterMrRequest& request) {
-  return Await<v1::MemoryRegion>([&](Done<v1::MemoryRegion> d) { RegisterMrAsync(request, std::move(d)); });
+absl::StatusOr<v1::MemoryRegion> Registry::RegisterMr(const v1::RegisterMrRequest& request,
+                                                     const auth::FileAccess& files) {
+  return Await<v1::MemoryRegion>(
+      [&](Done<v1::MemoryRegion> d) { RegisterMrAsync(request, std::move(d), files); });
 }
 
 absl::StatusOr<v1::MemoryRegion> Registry::GetMr(const std::string& name) const {

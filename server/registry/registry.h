@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "rdmad/v1/rdmad.pb.h"
+#include "server/auth/caller.h"
 #include "server/dispatch/event_loop.h"
 #include "server/dispatch/worker_pool.h"
 #include "server/fabric/fabric.h"
@@ -83,12 +84,20 @@ class Registry {
   absl::Status CheckPd(const std::string& name, const std::string& field) const;
   absl::StatusOr<v1::DeletePdResponse> DeletePd(const v1::DeletePdRequest& request);
 
-  void RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done);
-  absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request);
+  // `files`: whose rights a file source is registered with (server/auth/caller.h, docs/security.md). The
+  // default is rdmad's own (allowed_file_roots only), for single-tenant mode and internal callers; an RPC
+  // passes its Caller's `files`. A re-registration with a new source, or new access flags over a file, is
+  // checked again (new flags against the owner and mode the file had when it was opened).
+  void RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done,
+                       const auth::FileAccess& files = {});
+  absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request,
+                                              const auth::FileAccess& files = {});
   absl::StatusOr<v1::MemoryRegion> GetMr(const std::string& name) const;
   absl::StatusOr<std::vector<v1::MemoryRegion>> ListMrs(const v1::ListMrsRequest& request) const;
-  void ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done);
-  absl::StatusOr<v1::ReregisterMrResponse> ReregisterMr(const v1::ReregisterMrRequest& request);
+  void ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done,
+                         const auth::FileAccess& files = {});
+  absl::StatusOr<v1::ReregisterMrResponse> ReregisterMr(const v1::ReregisterMrRequest& request,
+                                                        const auth::FileAccess& files = {});
   absl::Status DeregisterMr(const std::string& name);
 
   absl::StatusOr<v1::QueuePair> CreateQp(const v1::CreateQpRequest& request);
@@ -142,8 +151,10 @@ class Registry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   uint64_t MaxMrBytes(const fabric::Device& device) const;
+  // Maps a registration's memory; a file with the caller's `files` rights checked for `access` (fabric bits).
   absl::StatusOr<std::unique_ptr<Mapping>> MapSource(const v1::MemorySource& source, const fabric::Device& device,
-                                                     const std::string& field) const;
+                                                     const std::string& field, const auth::FileAccess& files,
+                                                     uint32_t access) const;
 
   // Type 1 lane of a PD (entries.h). TakeLane: true if the caller now holds it; if not, the caller queues
   // its retry on pd.lane. ReleaseLane runs the next waiter, if any (call without mu_).

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
+#include "server/memory/file_rights.h"
 #include "server/registry/internal.h"
 #include "server/registry/registry.h"
 
@@ -21,9 +22,11 @@ struct Registry::ReregPlan {
   PdEntry* new_pd = nullptr;
   uint32_t access = 0;
   v1::MemorySource new_source;
+  auth::FileAccess files;  // whose rights a file source (new, or the region's with new flags) is checked with
 };
 
-void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done) {
+void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done,
+                                 const auth::FileAccess& files) {
   auto refuse = [](absl::Status s) { return WithOutcome(std::move(s), v1::OUTCOME_OLD_MR_VALID); };
   MrEntry* e = nullptr;
   ReregPlan plan;
@@ -65,6 +68,7 @@ void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1
       if (absl::Status s = CheckMrAccessRule(plan.access, "access"); !s.ok()) return refuse(s);
     }
     plan.new_source = (plan.flags & fabric::kChangeTranslation) ? request.source() : e->source;
+    plan.files = files;
     e->busy = "ReregisterMr";
     plan.new_pd->pending++;  // neither PD can go while the region may move between them
     return absl::OkStatus();
@@ -83,9 +87,10 @@ void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1
   if (!workers_->Post(std::move(work))) RDMAD_LOG_WARN("ReregisterMr dropped: shutting down");
 }
 
-absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregisterMr(const v1::ReregisterMrRequest& request) {
+absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregisterMr(const v1::ReregisterMrRequest& request,
+                                                                const auth::FileAccess& files) {
   return Await<v1::ReregisterMrResponse>(
-      [&](Done<v1::ReregisterMrResponse> d) { ReregisterMrAsync(request, std::move(d)); });
+      [&](Done<v1::ReregisterMrResponse> d) { ReregisterMrAsync(request, std::move(d), files); });
 }
 
 // On a worker, holding e's reservation: the fabric calls without mu_, then the commit with it.
@@ -94,9 +99,31 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
   const bool translate = plan.flags & fabric::kChangeTranslation;
   std::shared_ptr<Mapping> new_mapping = e->mapping;
   if (translate) {
-    absl::StatusOr<std::unique_ptr<Mapping>> m = MapSource(plan.new_source, *e->pd->device, "source");
+    // A new source: opened and checked as for RegisterMr, with the new access flags.
+    absl::StatusOr<std::unique_ptr<Mapping>> m =
+        MapSource(plan.new_source, *e->pd->device, "source", plan.files, plan.access);
     if (!m.ok()) return WithOutcome(m.status(), v1::OUTCOME_OLD_MR_VALID);
     new_mapping = std::move(m).value();
+  } else if ((plan.flags & fabric::kChangeAccess) && new_mapping->is_file()) {
+    // New flags over the same file: the caller's rights and roots again, on the inode the region maps (its
+    // owner and mode as they were when rdmad opened it; no new lookup of the path). Refusals name
+    // "access", the request field that asks for more.
+    if (!plan.files.roots.empty()) {
+      bool narrowed = false;
+      for (const auto& root : plan.files.roots) narrowed = narrowed || UnderRoot(new_mapping->real_path(), root);
+      if (!narrowed) {
+        return WithOutcome(FieldError(absl::StatusCode::kPermissionDenied, "access",
+                                      absl::StrCat(name, " maps ", new_mapping->real_path(),
+                                                   ", which is not under one of this caller's file roots (the "
+                                                   "tenant's file_roots)")),
+                           v1::OUTCOME_OLD_MR_VALID);
+      }
+    }
+    if (absl::Status s = CheckFileRights(plan.files, new_mapping->ownership(), FileRightsFor(plan.access),
+                                         new_mapping->real_path(), "access");
+        !s.ok()) {
+      return WithOutcome(s, v1::OUTCOME_OLD_MR_VALID);
+    }
   }
   v1::ReregisterMrResponse response;
   const bool native = e->pd->device->info().native_rereg;

@@ -6,8 +6,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status.h"
+#include "server/memory/file_rights.h"
 
 namespace rdmad {
+
+unsigned FileRightsFor(uint32_t access) {
+  constexpr uint32_t kWrites = fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteAtomic;
+  return kFileRead | ((access & kWrites) ? kFileWrite : 0u);
+}
 
 std::string Name(const char* kind, uint64_t id) { return absl::StrCat(kind, "/", id); }
 

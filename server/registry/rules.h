@@ -30,6 +30,11 @@ const char* AccessName(uint32_t bit);
 // ibv_reg_mr(3): REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE.
 absl::Status CheckMrAccessRule(uint32_t bits, const std::string& field);
 
+// What a registration with `access` (fabric bits) needs of a file (file_rights.h): read always (rdmad maps
+// it, and REMOTE_READ reads it), write for LOCAL_WRITE, REMOTE_WRITE or REMOTE_ATOMIC (MW_BIND alone lets
+// a window write only through the region's LOCAL_WRITE).
+unsigned FileRightsFor(uint32_t access);
+
 // ibv_bind_mw(3), for a bind of [offset, offset + length) of an MR of `mr_length` bytes with `mr_access`.
 struct BindCheck {
   std::string mr_name;
