@@ -374,6 +374,33 @@ TEST(ResourceTablesTest, DevicesAndGids) {
   EXPECT_THAT(gids, HasSubstr("devices/rxe0   1      1       RoCEv2   0000:0000:0000:0000:0000:ffff:c0a8:0105"));
 }
 
+TEST(ResourceTablesTest, HwCountersMarkRemoteAccessErrors) {
+  google::protobuf::RepeatedPtrField<v1::Device> devices;
+  v1::Device* d = devices.Add();
+  d->set_name("devices/mlx5_0");
+  v1::HwCounter* c = d->add_hw_counters();
+  c->set_port(0);
+  c->set_name("rq_num_rae");
+  c->set_value(2);
+  c->set_remote_access_error(true);
+  c = d->add_hw_counters();
+  c->set_port(1);
+  c->set_name("resp_remote_access_errors");
+  c->set_value(18446744073709551615u);
+  c->set_remote_access_error(true);
+  c = d->add_hw_counters();
+  c->set_port(1);
+  c->set_name("rx_read_requests");
+  c->set_value(7);
+  devices.Add()->set_name("devices/rxe0");  // no counters: no rows
+  const std::string table = HwCountersTable(devices).Render();
+  EXPECT_EQ(table,
+            "DEVICE           PORT     COUNTER                     VALUE                  REMOTE-ACCESS-ERROR\n"
+            "devices/mlx5_0   device   rq_num_rae                  2                      yes\n"
+            "devices/mlx5_0   1        resp_remote_access_errors   18446744073709551615   yes\n"
+            "devices/mlx5_0   1        rx_read_requests            7                      no\n");
+}
+
 TEST(ResourceTablesTest, UnboundWindowAndUnconnectedQp) {
   google::protobuf::RepeatedPtrField<v1::MemoryWindow> mws;
   v1::MemoryWindow* mw = mws.Add();

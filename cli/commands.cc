@@ -61,12 +61,17 @@ absl::StatusOr<v1::MemorySource> BuildSource(const SourceOptions& o) {
   return source;
 }
 
-// Devices in wide format carry a second table: their GIDs.
-int PrintDevices(Context& ctx, const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
+// Devices in wide format carry a second table: their GIDs; one device (get devices NAME), or any in wide
+// format, also its hardware counters.
+int PrintDevices(Context& ctx, const google::protobuf::RepeatedPtrField<v1::Device>& devices, bool one = false) {
   int rc = PrintList(ctx, devices, DevicesTable, "");
   if (ctx.format() == Format::kWide) {
     Table gids = GidsTable(devices);
     if (gids.rows() > 0) ctx.out() << "\n" << gids.Render();
+  }
+  if (ctx.format() == Format::kWide || (one && ctx.format() == Format::kTable)) {
+    Table counters = HwCountersTable(devices);
+    if (counters.rows() > 0) ctx.out() << "\n" << counters.Render();
   }
   return rc;
 }
@@ -151,7 +156,7 @@ int Run(const GetOptions& o, Context& ctx) {
         if (ctx.format() == Format::kJson) return PrintOne(ctx, *d, DevicesTable);
         google::protobuf::RepeatedPtrField<v1::Device> one;
         *one.Add() = *d;
-        return PrintDevices(ctx, one);
+        return PrintDevices(ctx, one, /*one=*/true);
       }
       auto list = c.ListDevices();
       if (!list.ok()) return ctx.Fail(list.status());

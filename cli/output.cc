@@ -206,6 +206,17 @@ Table GidsTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
   return t;
 }
 
+Table HwCountersTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
+  Table t({"DEVICE", "PORT", "COUNTER", "VALUE", "REMOTE-ACCESS-ERROR"});
+  for (const v1::Device& d : devices) {
+    for (const v1::HwCounter& c : d.hw_counters()) {
+      t.AddRow({d.name(), c.port() == 0 ? "device" : absl::StrCat(c.port()), c.name(), absl::StrCat(c.value()),
+                YesNo(c.remote_access_error())});
+    }
+  }
+  return t;
+}
+
 Table PdsTable(const google::protobuf::RepeatedPtrField<v1::ProtectionDomain>& pds, bool wide) {
   // Nothing more to show in wide: a PD has no hidden columns.
   Table t({"NAME", "DEVICE", "MRS", "MWS", "QPS", "LABEL"});

@@ -56,6 +56,9 @@ class Table {
 Table DevicesTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices, bool wide);
 // One row per populated GID table entry of every port (shown by -o wide under the device table).
 Table GidsTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices);
+// One row per hardware counter of every device (port 0: device-level); REMOTE-ACCESS-ERROR is "yes" for
+// the counters of remote accesses the NIC refused (a peer's bad or dead key: docs/security.md#keys).
+Table HwCountersTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices);
 Table PdsTable(const google::protobuf::RepeatedPtrField<v1::ProtectionDomain>& pds, bool wide);
 Table MrsTable(const google::protobuf::RepeatedPtrField<v1::MemoryRegion>& mrs, bool wide);
 Table MwsTable(const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& mws, bool wide);

@@ -201,6 +201,43 @@ class FakePds final : public v1::ProtectionDomains::Service {
   v1::DeletePdRequest deleted;
 };
 
+// Devices: rxe0 with two of rxe's counters (none flagged), mlx5_0 with a flagged one.
+class FakeDevices final : public v1::Devices::Service {
+ public:
+  static v1::Device Device(const std::string& name) {
+    v1::Device d;
+    d.set_name("devices/" + name);
+    d.set_transport("InfiniBand");
+    auto add = [&d](uint32_t port, const std::string& counter, uint64_t value, bool flagged) {
+      v1::HwCounter* c = d.add_hw_counters();
+      c->set_port(port);
+      c->set_name(counter);
+      c->set_value(value);
+      c->set_remote_access_error(flagged);
+    };
+    if (name == "rxe0") {
+      add(1, "rcvd_pkts", 42, false);
+      add(1, "sent_pkts", 40, false);
+    } else {
+      add(1, "resp_remote_access_errors", 3, true);
+    }
+    return d;
+  }
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+                           v1::ListDevicesResponse* resp) override {
+    *resp->add_devices() = Device("mlx5_0");
+    *resp->add_devices() = Device("rxe0");
+    return grpc::Status::OK;
+  }
+  grpc::Status GetDevice(grpc::ServerContext*, const v1::GetDeviceRequest* req, v1::Device* resp) override {
+    if (req->name() != "devices/rxe0" && req->name() != "devices/mlx5_0") {
+      return RdmadError(grpc::StatusCode::NOT_FOUND, "name: no device '" + req->name() + "'", "name");
+    }
+    *resp = Device(req->name().substr(8));
+    return grpc::Status::OK;
+  }
+};
+
 struct Result {
   int rc = -1;
   std::string out, err;
@@ -213,6 +250,7 @@ class RdmactlTest : public ::testing::Test {
     builder.RegisterService(&grants_);
     builder.RegisterService(&mrs_);
     builder.RegisterService(&pds_);
+    builder.RegisterService(&devices_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     dir_ = ::testing::TempDir();
@@ -234,6 +272,7 @@ class RdmactlTest : public ::testing::Test {
   FakeGrants grants_;
   FakeMrs mrs_;
   FakePds pds_;
+  FakeDevices devices_;
   std::unique_ptr<grpc::Server> server_;
   std::string dir_;
 };
@@ -608,6 +647,45 @@ TEST_F(RdmactlTest, HelpSaysTheTokenIsASecret) {
   r = Run({"bench", "read", "--help"});
   EXPECT_EQ(r.rc, 0);
   EXPECT_THAT(r.out, HasSubstr("--depth"));
+}
+
+// ---- get devices: the NIC's counters
+
+TEST_F(RdmactlTest, GetOneDeviceShowsItsCountersMarkingRemoteAccessErrors) {
+  Result r = Run({"get", "devices", "rxe0"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("DEVICE         PORT   COUNTER     VALUE   REMOTE-ACCESS-ERROR\n"
+                               "devices/rxe0   1      rcvd_pkts   42      no\n"
+                               "devices/rxe0   1      sent_pkts   40      no\n"));
+  r = Run({"get", "device", "mlx5_0"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("devices/mlx5_0   1      resp_remote_access_errors   3       yes\n"));
+  r = Run({"get", "devices", "nosuch0"});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_THAT(r.err, HasSubstr("nosuch0"));
+}
+
+TEST_F(RdmactlTest, GetDevicesListsCountersOnlyInWide) {
+  Result r = Run({"get", "devices"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("COUNTER")));
+  r = Run({"get", "devices", "-o", "wide"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("devices/mlx5_0   1      resp_remote_access_errors   3       yes\n"));
+  EXPECT_THAT(r.out, HasSubstr("devices/rxe0     1      rcvd_pkts                   42"));
+}
+
+TEST_F(RdmactlTest, GetDeviceJsonIncludesTheCounters) {
+  Result r = Run({"get", "devices", "mlx5_0", "-o", "json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"hw_counters\": ["));
+  EXPECT_THAT(r.out, HasSubstr("\"name\": \"resp_remote_access_errors\""));
+  EXPECT_THAT(r.out, HasSubstr("\"remote_access_error\": true"));
+  EXPECT_THAT(r.out, HasSubstr("\"value\": \"3\""));  // uint64 is a JSON string (proto3 JSON mapping)
+  r = Run({"get", "devices", "rxe0", "-o", "json"});
+  EXPECT_THAT(r.out, HasSubstr("\"remote_access_error\": false"));
+  r = Run({"get", "devices", "rxe0", "-o", "name"});
+  EXPECT_EQ(r.out, "devices/rxe0\n");
 }
 
 }  // namespace
