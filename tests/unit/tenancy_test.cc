@@ -1,0 +1,531 @@
+// Tenancy through the real gRPC services (server/rpc/, server/tenancy/gate.h) over the fake fabric and the
+// fake rdma_cm: two tenants and an admin, the caller named by a test-only metadata header (the identity
+// layer, server/auth/, is tested on its own). Tenant b gets NOT_FOUND, with the message of a missing
+// resource, for every one of a's resources in Get, List, Watch and every mutation; quotas stop creations
+// exactly at the limit with nothing half created; the per-connection rate limit; unknown principals;
+// the audit hook sees each mutation.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "rdmad/v1/rdmad.grpc.pb.h"
+#include "server/auth/policy.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
+#include "server/config.h"
+#include "server/grants/manager.h"
+#include "server/registry/registry.h"
+#include "server/rpc/services.h"
+#include "server/tenancy/gate.h"
+#include "tests/unit/fake_cm.h"
+#include "tests/unit/fake_fabric.h"
+
+namespace rdmad {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kAddr[] = "10.0.2.15";
+
+Config TwoTenants() {
+  absl::StatusOr<Config> c = ParseConfig(R"({
+    "admins": ["ops"],
+    "tenants": [
+      {"name": "a", "principals": ["spiffe://t/a"],
+       "quotas": {"mrs": 2, "pinned_bytes": 12288, "mws": 1, "qps": 1, "cm_ids": 1, "grants": 1, "tokens": 2}},
+      {"name": "b", "principals": ["spiffe://t/b"], "quotas": {"rpc_per_second": 1, "rpc_burst": 3}},
+      {"name": "c", "principals": ["spiffe://t/c"]}
+    ]})");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+struct Record {
+  std::string principal, tenant, method, resource;
+  absl::StatusCode code;
+};
+
+class TenancyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = TwoTenants();
+    ledger_ = std::make_shared<fake::FakeLedger>();
+    auto fabric = std::make_unique<fake::FakeFabric>(
+        std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_);
+    fake_cm_ = std::make_unique<fake::FakeCm>(fabric->devices(), std::map<std::string, std::string>{{kAddr, "rxe0"}});
+    fabric->set_cm(fake_cm_.get());
+    registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
+    cm::CmManager::Options cm_options;
+    cm_options.listen = {{kAddr, 7471}};
+    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
+    ASSERT_TRUE(cm_->Start().ok());
+    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), &tokens_, grants::GrantManager::Options());
+    policy_ = std::make_unique<auth::Policy>(config_);
+    gate_ = std::make_unique<tenancy::Gate>(policy_.get(),
+                                            tenancy::Gate::Deps{registry_.get(), cm_.get(), grants_.get(), &tokens_});
+    env_.registry = registry_.get();
+    env_.cm = cm_.get();
+    env_.grants = grants_.get();
+    env_.gate = gate_.get();
+    env_.identify = [](const grpc::ServerContextBase& ctx) {
+      auth::PeerIdentity p;
+      p.transport = "tls";
+      p.authenticated = true;
+      auto it = ctx.client_metadata().find("x-test-principal");
+      if (it != ctx.client_metadata().end()) p.principal = std::string(it->second.data(), it->second.size());
+      auto conn = ctx.client_metadata().find("x-test-connection");
+      p.address = conn == ctx.client_metadata().end() ? "inproc" : std::string(conn->second.data(), conn->second.size());
+      return p;
+    };
+    env_.audit = [this](const auth::Caller& c, const std::string& method, const std::string& resource,
+                        const absl::Status& s) {
+      absl::MutexLock lock(&audit_mu_);
+      audit_.push_back({c.principal, c.tenant, method, resource, s.code()});
+    };
+    services_ = MakeServices(&env_);
+    for (auto& s : MakeCmServices(&env_)) services_.push_back(std::move(s));
+    for (auto& s : MakeGrantServices(&env_)) services_.push_back(std::move(s));
+    grpc::ServerBuilder builder;
+    for (auto& s : services_) builder.RegisterService(s.get());
+    server_ = builder.BuildAndStart();
+    channel_ = server_->InProcessChannel(grpc::ChannelArguments());
+  }
+  void TearDown() override {
+    grants_->Shutdown();
+    cm_->Quiesce();
+    server_->Shutdown();
+    server_.reset();
+    services_.clear();
+    grants_.reset();
+    cm_.reset();
+    registry_.reset();
+    EXPECT_THAT(ledger_->violations(), IsEmpty());
+    fake::FakeLedger::Counts c = ledger_->live();
+    EXPECT_EQ(c.mrs + c.mws + c.qps, 0);
+  }
+
+  // A context as `principal` (a fresh connection name each time unless given).
+  std::unique_ptr<grpc::ClientContext> As(const std::string& principal, const std::string& connection = "") {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("x-test-principal", principal);
+    ctx->AddMetadata("x-test-connection", connection.empty() ? "conn-" + std::to_string(++conns_) : connection);
+    return ctx;
+  }
+
+  std::string CreatePd(const std::string& who) {
+    v1::CreatePdRequest req;
+    req.set_device("rxe0");
+    v1::ProtectionDomain pd;
+    grpc::Status s = v1::ProtectionDomains::NewStub(channel_)->CreatePd(As(who).get(), req, &pd);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return pd.name();
+  }
+  grpc::Status RegisterMr(const std::string& who, const std::string& pd, uint64_t size, v1::MemoryRegion* mr) {
+    v1::RegisterMrRequest req;
+    req.set_pd(pd);
+    req.mutable_source()->mutable_anonymous()->set_size(size);
+    for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::MW_BIND}) req.add_access(a);
+    return v1::MemoryRegions::NewStub(channel_)->RegisterMr(As(who).get(), req, mr);
+  }
+
+  Config config_;
+  std::shared_ptr<fake::FakeLedger> ledger_;
+  std::unique_ptr<fake::FakeCm> fake_cm_;
+  std::unique_ptr<Registry> registry_;
+  cm::TokenStore tokens_;
+  std::unique_ptr<cm::CmManager> cm_;
+  std::unique_ptr<grants::GrantManager> grants_;
+  std::unique_ptr<auth::Policy> policy_;
+  std::unique_ptr<tenancy::Gate> gate_;
+  Env env_;
+  std::vector<std::unique_ptr<grpc::Service>> services_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  int conns_ = 0;
+  absl::Mutex audit_mu_;
+  std::vector<Record> audit_;
+};
+
+constexpr char kA[] = "spiffe://t/a";
+constexpr char kB[] = "spiffe://t/c";  // c: no quotas, so b's rate limit does not get in the way
+
+// What a caller gets for a resource that does not exist at all: b must get exactly this shape.
+void ExpectHidden(const grpc::Status& s, const std::string& field, const std::string& name) {
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << field << " " << name << ": " << s.error_message();
+  EXPECT_EQ(s.error_message(), field + ": " + name + " does not exist") << s.error_message();
+}
+
+TEST_F(TenancyTest, AnotherTenantsResourcesAreNotFoundEverywhere) {
+  const std::string pd = CreatePd(kA);
+  v1::MemoryRegion mr;
+  ASSERT_TRUE(RegisterMr(kA, pd, 8192, &mr).ok());
+  auto mws = v1::MemoryWindows::NewStub(channel_);
+  auto mrs = v1::MemoryRegions::NewStub(channel_);
+  auto pds = v1::ProtectionDomains::NewStub(channel_);
+  auto qps = v1::QueuePairs::NewStub(channel_);
+  v1::AllocMwRequest alloc;
+  alloc.set_pd(pd);
+  alloc.set_type(v1::TYPE_2);
+  v1::MemoryWindow mw;
+  ASSERT_TRUE(mws->AllocMw(As(kA).get(), alloc, &mw).ok());
+  v1::CreateQpRequest cq;
+  cq.set_pd(pd);
+  v1::QueuePair qp;
+  ASSERT_TRUE(qps->CreateQp(As(kA).get(), cq, &qp).ok());
+
+  // A resource that never existed, for comparison: the same shape.
+  v1::GetPdRequest missing;
+  missing.set_name("pds/999");
+  v1::ProtectionDomain unused_pd;
+  ExpectHidden(pds->GetPd(As(kB).get(), missing, &unused_pd), "name", "pds/999");
+
+  v1::GetPdRequest gp;
+  gp.set_name(pd);
+  ExpectHidden(pds->GetPd(As(kB).get(), gp, &unused_pd), "name", pd);
+  v1::GetMrRequest gm;
+  gm.set_name(mr.name());
+  v1::MemoryRegion unused_mr;
+  ExpectHidden(mrs->GetMr(As(kB).get(), gm, &unused_mr), "name", mr.name());
+  v1::GetMwRequest gw;
+  gw.set_name(mw.name());
+  v1::MemoryWindow unused_mw;
+  ExpectHidden(mws->GetMw(As(kB).get(), gw, &unused_mw), "name", mw.name());
+  v1::GetQpRequest gq;
+  gq.set_name(qp.name());
+  v1::QueuePair unused_qp;
+  ExpectHidden(qps->GetQp(As(kB).get(), gq, &unused_qp), "name", qp.name());
+
+  // Lists: nothing of a's.
+  v1::ListPdsResponse lp;
+  ASSERT_TRUE(pds->ListPds(As(kB).get(), v1::ListPdsRequest(), &lp).ok());
+  EXPECT_EQ(lp.pds_size(), 0);
+  v1::ListMrsResponse lm;
+  ASSERT_TRUE(mrs->ListMrs(As(kB).get(), v1::ListMrsRequest(), &lm).ok());
+  EXPECT_EQ(lm.mrs_size(), 0);
+  v1::ListMrsRequest lm_pd;
+  lm_pd.set_pd(pd);
+  ExpectHidden(mrs->ListMrs(As(kB).get(), lm_pd, &lm), "pd", pd);
+  v1::ListMwsResponse lw;
+  ASSERT_TRUE(mws->ListMws(As(kB).get(), v1::ListMwsRequest(), &lw).ok());
+  EXPECT_EQ(lw.mws_size(), 0);
+  v1::ListQpsResponse lq;
+  ASSERT_TRUE(qps->ListQps(As(kB).get(), v1::ListQpsRequest(), &lq).ok());
+  EXPECT_EQ(lq.qps_size(), 0);
+
+  // Mutations: create in a's PD, bind on a's window or with a's MR or QP, remove anything of a's.
+  v1::MemoryRegion into;
+  ExpectHidden(RegisterMr(kB, pd, 4096, &into), "pd", pd);
+  ExpectHidden(mws->AllocMw(As(kB).get(), alloc, &unused_mw), "pd", pd);
+  ExpectHidden(qps->CreateQp(As(kB).get(), cq, &unused_qp), "pd", pd);
+  v1::BindMwRequest bind;
+  bind.set_name(mw.name());
+  bind.set_mr(mr.name());
+  bind.set_qp(qp.name());
+  bind.set_length(4096);
+  bind.add_access(v1::REMOTE_READ);
+  ExpectHidden(mws->BindMw(As(kB).get(), bind, &unused_mw), "name", mw.name());
+  // b's own window, a's MR: still hidden.
+  const std::string pd_b = CreatePd(kB);
+  v1::AllocMwRequest alloc_b = alloc;
+  alloc_b.set_pd(pd_b);
+  v1::MemoryWindow mw_b;
+  ASSERT_TRUE(mws->AllocMw(As(kB).get(), alloc_b, &mw_b).ok());
+  bind.set_name(mw_b.name());
+  ExpectHidden(mws->BindMw(As(kB).get(), bind, &unused_mw), "mr", mr.name());
+  v1::InvalidateMwRequest inv;
+  inv.set_name(mw.name());
+  ExpectHidden(mws->InvalidateMw(As(kB).get(), inv, &unused_mw), "name", mw.name());
+  v1::DeallocMwRequest dealloc;
+  dealloc.set_name(mw.name());
+  v1::DeallocMwResponse unused_dealloc;
+  ExpectHidden(mws->DeallocMw(As(kB).get(), dealloc, &unused_dealloc), "name", mw.name());
+  v1::DeregisterMrRequest dereg;
+  dereg.set_name(mr.name());
+  v1::DeregisterMrResponse unused_dereg;
+  ExpectHidden(mrs->DeregisterMr(As(kB).get(), dereg, &unused_dereg), "name", mr.name());
+  v1::ReregisterMrRequest rereg;
+  rereg.set_name(mr.name());
+  rereg.add_flags(v1::CHANGE_ACCESS);
+  rereg.add_access(v1::LOCAL_WRITE);
+  v1::ReregisterMrResponse unused_rereg;
+  ExpectHidden(mrs->ReregisterMr(As(kB).get(), rereg, &unused_rereg), "name", mr.name());
+  v1::DeleteQpRequest dq;
+  dq.set_name(qp.name());
+  v1::DeleteQpResponse unused_dq;
+  ExpectHidden(qps->DeleteQp(As(kB).get(), dq, &unused_dq), "name", qp.name());
+  v1::DeletePdRequest dp;
+  dp.set_name(pd);
+  dp.set_cascade(true);
+  v1::DeletePdResponse unused_dp;
+  ExpectHidden(pds->DeletePd(As(kB).get(), dp, &unused_dp), "name", pd);
+
+  // All of a's still there; the admin sees both tenants' PDs.
+  v1::ListPdsResponse all;
+  ASSERT_TRUE(pds->ListPds(As("ops").get(), v1::ListPdsRequest(), &all).ok());
+  EXPECT_EQ(all.pds_size(), 2);
+  ASSERT_TRUE(mrs->GetMr(As(kA).get(), gm, &unused_mr).ok());
+
+  // Cleanup by the admin.
+  for (const std::string& p : {pd, pd_b}) {
+    v1::DeletePdRequest d;
+    d.set_name(p);
+    d.set_cascade(true);
+    grpc::Status s = pds->DeletePd(As("ops").get(), d, &unused_dp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+}
+
+TEST_F(TenancyTest, GrantsChannelsAndIdsOfAnotherTenantAreNotFound) {
+  const std::string pd = CreatePd(kA);
+  v1::MemoryRegion mr;
+  ASSERT_TRUE(RegisterMr(kA, pd, 8192, &mr).ok());
+  auto grants = v1::Grants::NewStub(channel_);
+  v1::IssueGrantRequest issue;
+  issue.set_mr(mr.name());
+  issue.set_length(4096);
+  issue.set_principal("reader");
+  v1::IssuedGrant issued;
+  ASSERT_TRUE(grants->IssueGrant(As(kA).get(), issue, &issued).ok());
+  const std::string g = issued.grant().name();
+
+  v1::IssuedGrant unused;
+  ExpectHidden(grants->IssueGrant(As(kB).get(), issue, &unused), "mr", mr.name());
+  v1::IssueGrantsRequest batch;
+  *batch.add_grants() = issue;
+  v1::IssueGrantsResponse unused_batch;
+  ExpectHidden(grants->IssueGrants(As(kB).get(), batch, &unused_batch), "grants[0].mr", mr.name());
+  v1::GetGrantRequest get;
+  get.set_name(g);
+  v1::Grant grant;
+  grpc::Status s = grants->GetGrant(As(kB).get(), get, &grant);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "name: " + g + " does not exist (or ended long ago)");
+  v1::RenewGrantRequest renew;
+  renew.set_name(g);
+  EXPECT_EQ(grants->RenewGrant(As(kB).get(), renew, &grant).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::RevokeGrantRequest revoke;
+  revoke.set_name(g);
+  EXPECT_EQ(grants->RevokeGrant(As(kB).get(), revoke, &grant).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::ListGrantsResponse list;
+  ASSERT_TRUE(grants->ListGrants(As(kB).get(), v1::ListGrantsRequest(), &list).ok());
+  EXPECT_EQ(list.grants_size(), 0);
+  v1::WatchGrantsRequest watch;
+  watch.set_mr(mr.name());
+  auto ctx = As(kB);
+  auto reader = grants->WatchGrants(ctx.get(), watch);
+  v1::GrantEvent ev;
+  EXPECT_FALSE(reader->Read(&ev));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // rdma_cm: a's channel and id.
+  auto channels = v1::EventChannels::NewStub(channel_);
+  v1::EventChannel ch;
+  ASSERT_TRUE(channels->CreateChannel(As(kA).get(), v1::CreateChannelRequest(), &ch).ok());
+  v1::GetChannelRequest gc;
+  gc.set_name(ch.name());
+  v1::EventChannel unused_ch;
+  ExpectHidden(channels->GetChannel(As(kB).get(), gc, &unused_ch), "name", ch.name());
+  auto ids = v1::CmIds::NewStub(channel_);
+  v1::CreateCmIdRequest create;
+  create.set_pd(pd);
+  create.set_channel(ch.name());
+  v1::CmId id;
+  ASSERT_TRUE(ids->CreateCmId(As(kA).get(), create, &id).ok());
+  const std::string pd_b = CreatePd(kB);
+  create.set_pd(pd_b);
+  v1::CmId unused_id;
+  ExpectHidden(ids->CreateCmId(As(kB).get(), create, &unused_id), "channel", ch.name());
+  v1::GetCmIdRequest gi;
+  gi.set_name(id.name());
+  ExpectHidden(ids->GetCmId(As(kB).get(), gi, &unused_id), "name", id.name());
+  v1::ListenRequest listen;
+  listen.set_name(id.name());
+  ExpectHidden(ids->Listen(As(kB).get(), listen, &unused_id), "name", id.name());
+  v1::DeleteCmIdRequest del;
+  del.set_name(id.name());
+  v1::DeleteCmIdResponse unused_del;
+  ExpectHidden(ids->DeleteCmId(As(kB).get(), del, &unused_del), "name", id.name());
+  v1::ListCmIdsResponse li;
+  ASSERT_TRUE(ids->ListCmIds(As(kB).get(), v1::ListCmIdsRequest(), &li).ok());
+  EXPECT_EQ(li.cm_ids_size(), 0);
+  v1::WatchEventsRequest we;
+  we.set_cm_id(id.name());
+  auto wctx = As(kB);
+  auto events = ids->WatchEvents(wctx.get(), we);
+  v1::CmEvent cev;
+  EXPECT_FALSE(events->Read(&cev));
+  EXPECT_EQ(events->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::IssueConnectTokenRequest token;
+  token.set_pd(pd);
+  v1::ConnectToken unused_token;
+  ExpectHidden(v1::ConnectTokens::NewStub(channel_)->IssueConnectToken(As(kB).get(), token, &unused_token), "pd", pd);
+
+  // a still owns everything: it deletes the id, then the admin the PDs.
+  ASSERT_TRUE(ids->DeleteCmId(As(kA).get(), del, &unused_del).ok());
+  auto pds = v1::ProtectionDomains::NewStub(channel_);
+  for (const std::string& p : {pd, pd_b}) {
+    v1::DeletePdRequest d;
+    d.set_name(p);
+    d.set_cascade(true);
+    d.set_revoke_grants(true);
+    v1::DeletePdResponse r;
+    grpc::Status ds = pds->DeletePd(As("ops").get(), d, &r);
+    EXPECT_TRUE(ds.ok()) << ds.error_message();
+  }
+}
+
+TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
+  const std::string pd = CreatePd(kA);
+  v1::MemoryRegion mr1, mr2, mr3;
+  ASSERT_TRUE(RegisterMr(kA, pd, 4096, &mr1).ok());
+  // pinned_bytes 12288: 8192 more fits exactly; then mrs (2) is full.
+  ASSERT_TRUE(RegisterMr(kA, pd, 8192, &mr2).ok());
+  grpc::Status s = RegisterMr(kA, pd, 4096, &mr3);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota mrs of tenant a: limit 2, in use 2"));
+  auto mrs = v1::MemoryRegions::NewStub(channel_);
+  v1::DeregisterMrRequest dereg;
+  dereg.set_name(mr1.name());
+  v1::DeregisterMrResponse unused;
+  ASSERT_TRUE(mrs->DeregisterMr(As(kA).get(), dereg, &unused).ok());
+  s = RegisterMr(kA, pd, 8192, &mr3);  // 8192 + 8192 > 12288
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota pinned_bytes of tenant a: limit 12288, in use 8192"));
+  ASSERT_TRUE(RegisterMr(kA, pd, 4096, &mr3).ok());  // exactly at the limit
+  v1::ListMrsResponse list;
+  ASSERT_TRUE(mrs->ListMrs(As(kA).get(), v1::ListMrsRequest(), &list).ok());
+  EXPECT_EQ(list.mrs_size(), 2);
+
+  auto mws = v1::MemoryWindows::NewStub(channel_);
+  v1::AllocMwRequest alloc;
+  alloc.set_pd(pd);
+  alloc.set_type(v1::TYPE_2);
+  v1::MemoryWindow mw;
+  ASSERT_TRUE(mws->AllocMw(As(kA).get(), alloc, &mw).ok());
+  s = mws->AllocMw(As(kA).get(), alloc, &mw);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota mws of tenant a: limit 1, in use 1"));
+
+  auto qps = v1::QueuePairs::NewStub(channel_);
+  v1::CreateQpRequest cq;
+  cq.set_pd(pd);
+  v1::QueuePair qp;
+  ASSERT_TRUE(qps->CreateQp(As(kA).get(), cq, &qp).ok());
+  EXPECT_EQ(qps->CreateQp(As(kA).get(), cq, &qp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  auto grants = v1::Grants::NewStub(channel_);
+  v1::IssueGrantRequest issue;
+  issue.set_mr(mr2.name());
+  issue.set_length(4096);
+  issue.set_principal("reader");
+  v1::IssuedGrant issued;
+  ASSERT_TRUE(grants->IssueGrant(As(kA).get(), issue, &issued).ok());
+  s = grants->IssueGrant(As(kA).get(), issue, &issued);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota grants of tenant a: limit 1, in use 1"));
+  // tokens: 2, the grant's token is one of them.
+  v1::IssueConnectTokenRequest token;
+  token.set_pd(pd);
+  v1::ConnectToken t;
+  ASSERT_TRUE(v1::ConnectTokens::NewStub(channel_)->IssueConnectToken(As(kA).get(), token, &t).ok());
+  s = v1::ConnectTokens::NewStub(channel_)->IssueConnectToken(As(kA).get(), token, &t);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota tokens of tenant a: limit 2, in use 2"));
+
+  // The usage as the tenant sees it.
+  v1::GetTenantRequest gt;
+  gt.set_name("a");
+  v1::Tenant tenant;
+  ASSERT_TRUE(v1::Tenants::NewStub(channel_)->GetTenant(As(kA).get(), gt, &tenant).ok());
+  std::map<std::string, std::pair<uint64_t, uint64_t>> use;
+  for (const auto& q : tenant.quotas()) use[q.quota()] = {q.used(), q.limit()};
+  EXPECT_EQ(use["mrs"], std::make_pair(uint64_t{2}, uint64_t{2}));
+  EXPECT_EQ(use["pinned_bytes"], std::make_pair(uint64_t{12288}, uint64_t{12288}));
+  EXPECT_EQ(use["mws"], std::make_pair(uint64_t{1}, uint64_t{1}));
+  EXPECT_EQ(use["qps"], std::make_pair(uint64_t{1}, uint64_t{1}));
+  EXPECT_EQ(use["grants"], std::make_pair(uint64_t{1}, uint64_t{1}));
+  EXPECT_EQ(use["tokens"], std::make_pair(uint64_t{2}, uint64_t{2}));
+  EXPECT_EQ(tenant.pds_size(), 1);
+  // Another tenant does not see a at all.
+  EXPECT_EQ(v1::Tenants::NewStub(channel_)->GetTenant(As(kB).get(), gt, &tenant).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  v1::ListTenantsResponse lt;
+  ASSERT_TRUE(v1::Tenants::NewStub(channel_)->ListTenants(As(kB).get(), v1::ListTenantsRequest(), &lt).ok());
+  ASSERT_EQ(lt.tenants_size(), 1);
+  EXPECT_EQ(lt.tenants(0).name(), "tenants/c");
+  ASSERT_TRUE(v1::Tenants::NewStub(channel_)->ListTenants(As("ops").get(), v1::ListTenantsRequest(), &lt).ok());
+  EXPECT_EQ(lt.tenants_size(), 3);
+
+  v1::DeletePdRequest d;
+  d.set_name(pd);
+  d.set_cascade(true);
+  d.set_revoke_grants(true);
+  v1::DeletePdResponse r;
+  s = v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kA).get(), d, &r);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(TenancyTest, CallersOutsideEveryTenantAreRefusedAndRatesAreLimitedPerConnection) {
+  v1::Caller who;
+  auto tenants = v1::Tenants::NewStub(channel_);
+  grpc::Status s = tenants->WhoAmI(As("spiffe://t/stranger").get(), v1::WhoAmIRequest(), &who);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(), HasSubstr("spiffe://t/stranger"));
+  ASSERT_TRUE(tenants->WhoAmI(As(kA).get(), v1::WhoAmIRequest(), &who).ok());
+  EXPECT_EQ(who.tenant(), "a");
+  EXPECT_EQ(who.role(), v1::ROLE_TENANT);
+  ASSERT_TRUE(tenants->WhoAmI(As("ops").get(), v1::WhoAmIRequest(), &who).ok());
+  EXPECT_EQ(who.role(), v1::ROLE_ADMIN);
+
+  // b: 1 call per second per connection, burst 3. The fourth call in a row on one connection is refused;
+  // another connection has its own bucket.
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 4; ++i) {
+    s = tenants->WhoAmI(As("spiffe://t/b", "conn-b").get(), v1::WhoAmIRequest(), &who);
+    if (s.ok()) ++ok;
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++limited;
+      EXPECT_THAT(s.error_message(), HasSubstr("quota rpc_per_second of tenant b: limit 1"));
+    }
+  }
+  EXPECT_EQ(ok, 3);
+  EXPECT_EQ(limited, 1);
+  EXPECT_TRUE(tenants->WhoAmI(As("spiffe://t/b", "conn-b2").get(), v1::WhoAmIRequest(), &who).ok());
+}
+
+TEST_F(TenancyTest, EachMutationIsAudited) {
+  const std::string pd = CreatePd(kA);
+  v1::MemoryRegion mr;
+  ASSERT_TRUE(RegisterMr(kA, pd, 4096, &mr).ok());
+  v1::GetPdRequest gp;
+  gp.set_name(pd);
+  v1::ProtectionDomain unused;
+  ASSERT_FALSE(v1::ProtectionDomains::NewStub(channel_)->GetPd(As(kB).get(), gp, &unused).ok());
+  v1::DeletePdRequest d;
+  d.set_name(pd);
+  v1::DeletePdResponse r;
+  EXPECT_EQ(v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kB).get(), d, &r).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  d.set_cascade(true);
+  ASSERT_TRUE(v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kA).get(), d, &r).ok());
+  absl::MutexLock lock(&audit_mu_);
+  ASSERT_EQ(audit_.size(), 4u);  // GetPd is not a mutation
+  EXPECT_EQ(audit_[0].method, "CreatePd");
+  EXPECT_EQ(audit_[0].resource, pd);
+  EXPECT_EQ(audit_[0].tenant, "a");
+  EXPECT_EQ(audit_[1].method, "RegisterMr");
+  EXPECT_EQ(audit_[1].resource, mr.name());
+  EXPECT_EQ(audit_[2].method, "DeletePd");
+  EXPECT_EQ(audit_[2].principal, kB);
+  EXPECT_EQ(audit_[2].code, absl::StatusCode::kNotFound);
+  EXPECT_EQ(audit_[3].method, "DeletePd");
+  EXPECT_EQ(audit_[3].code, absl::StatusCode::kOk);
+}
+
+}  // namespace
+}  // namespace rdmad
