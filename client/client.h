@@ -130,6 +130,13 @@ class Client {
   absl::Status WatchGrants(const v1::WatchGrantsRequest& request,
                            const std::function<bool(const v1::GrantEvent&)>& on_event, WatchOptions options = {});
 
+  // ---- audit (client_audit.cc)
+
+  // As WatchEvents, for rdmad's audit records (admins only: PERMISSION_DENIED otherwise; FAILED_PRECONDITION
+  // if rdmad's audit log is off). from_oldest / after_sequence replay the records rdmad still retains.
+  absl::Status WatchAudit(const v1::WatchAuditRequest& request,
+                          const std::function<bool(const v1::AuditRecord&)>& on_record, WatchOptions options = {});
+
   // grpc.health.v1: OK when the server reports SERVING.
   absl::Status Health();
 

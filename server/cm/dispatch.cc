@@ -26,6 +26,12 @@ std::string DescribeReject(const std::string& data) {
   return absl::StrCat("private data 0x", absl::BytesToHexString(data.substr(0, std::min<size_t>(used + 1, 32))));
 }
 
+// "10.0.2.2:40000", "[fe80::1]:40000": the data-plane client, for the audit trail.
+std::string PeerOf(const fabric::SockAddr& a) {
+  if (a.host.find(':') != std::string::npos) return absl::StrCat("[", a.host, "]:", a.port);
+  return absl::StrCat(a.host, ":", a.port);
+}
+
 }  // namespace
 
 void CmManager::OnChannelReadable(Channel* ch) {
@@ -244,9 +250,23 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
 // token's PD and accepts.
 void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   Redemption r = tokens_->Redeem(private_data);
+  // The audit record (written with no lock held): the id, the client's address, the token and what it named.
+  audit::Event record;
+  record.resource = Name("cmids", id->id);
+  {
+    absl::MutexLock lock(&mu_);
+    record.peer = PeerOf(id->remote);
+  }
   if (!r.accepted()) {
     RDMAD_LOG_INFO("cmids/%llu: data-plane connect from %s rejected: %s (%s)", static_cast<unsigned long long>(id->id),
                    id->remote.host.c_str(), std::string(RejectReasonName(r.reason)).c_str(), r.detail.c_str());
+    if (audit_ != nullptr) {
+      record.method = "data-plane reject";
+      record.code = "PERMISSION_DENIED";
+      record.detail = absl::StrCat(RejectReasonName(r.reason), ": ", r.detail,
+                                   r.token_id ? absl::StrCat(" (", TokenName(r.token_id), ")") : std::string());
+      audit_->Record(record);
+    }
     if (absl::Status s = id->cm->Reject(EncodeReject(r.reject())); !s.ok()) {
       RDMAD_LOG_WARN("rdma_reject failed: %s", std::string(s.message()).c_str());
     }
@@ -284,7 +304,11 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     id->pd = r.claims->pd;
     id->grant = r.claims->grant;
   }
-  RunOnIdLoop(id->id, owner, [this](absl::StatusOr<Id*> found) {
+  record.principal = r.claims->principal;
+  record.detail = r.claims->grant.empty()
+                      ? absl::StrCat(TokenName(r.token_id), " for ", r.claims->pd)
+                      : absl::StrCat(r.claims->grant, " (", TokenName(r.token_id), ", ", r.claims->pd, ")");
+  RunOnIdLoop(id->id, owner, [this, record = std::move(record)](absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return;
     Id* id = *found;
     absl::Status s = CreateIdQp(id);
@@ -293,11 +317,25 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       RDMAD_LOG_WARN("cmids/%llu: data-plane accept failed: %s", static_cast<unsigned long long>(id->id),
                      std::string(s.message()).c_str());
       (void)id->cm->Reject(EncodeReject(cm::Reject{RejectReason::kInternal, 0}));
+      if (audit_ != nullptr) {
+        record.method = "data-plane reject";
+        record.code = absl::StatusCodeToString(s.code());
+        record.errno_value = ErrnoOf(s);
+        record.detail = absl::StrCat(RejectReasonName(RejectReason::kInternal), ": ", s.message(), " (",
+                                     record.detail, ")");
+        audit_->Record(record);
+      }
       EndDataPlane(id, "not accepted");
       return;
     }
-    absl::MutexLock lock(&mu_);
-    id->state = v1::CM_CONNECTING;
+    {
+      absl::MutexLock lock(&mu_);
+      id->state = v1::CM_CONNECTING;
+    }
+    if (audit_ != nullptr) {
+      record.method = "data-plane accept";
+      audit_->Record(record);
+    }
   });
 }
 

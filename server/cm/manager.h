@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rdmad/v1/rdmad.pb.h"
+#include "server/audit/sink.h"
 #include "server/cm/events.h"
 #include "server/cm/token.h"
 #include "server/dispatch/event_loop.h"
@@ -98,6 +99,9 @@ class CmManager {
 
   // The grant layer; set before Start, not owned.
   void set_grant_connections(GrantConnections* grants) { grants_ = grants; }
+  // The audit trail: one record per data-plane accept and reject, made on the listener's (or the worker's)
+  // dispatcher with no lock of the CmManager held. Set before Start; not owned.
+  void set_audit(audit::AuditSink* sink) { audit_ = sink; }
   // The data-plane listener's addresses; FAILED_PRECONDITION if there is none (no "rdma_listen").
   absl::StatusOr<std::vector<v1::SocketAddress>> DataPlaneEndpoints() const;
   // A signaled inline SEND of `bytes` on the id's QP, posted on the id's dispatcher; `done` gets the
@@ -166,6 +170,7 @@ class CmManager {
 
   fabric::CmFabric* const cm_;
   GrantConnections* grants_ = nullptr;
+  audit::AuditSink* audit_ = nullptr;
   Registry* const registry_;
   TokenStore* const tokens_;
   const Options options_;

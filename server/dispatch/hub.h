@@ -130,18 +130,26 @@ class Hub {
   struct Options {
     size_t watcher_capacity = 1024;  // events buffered per watcher before it is cut off
     size_t retained = 4096;          // most recent events kept for resuming
+    // The publisher numbers its events itself (sequence 1, 2, ... in publishing order, and the time): the
+    // audit log, whose file has them. Publish then keeps both instead of setting them.
+    bool publisher_numbers = false;
   };
   explicit Hub(Options options) : options_(options) {}
   Hub(const Hub&) = delete;
   Hub& operator=(const Hub&) = delete;
 
-  // Numbers the event (sequence, time) and hands it to every matching watcher.
+  // Numbers the event (sequence, time; unless Options::publisher_numbers) and hands it to every matching
+  // watcher.
   void Publish(Event event) ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<std::shared_ptr<Watcher>> to_wake;
     {
       absl::MutexLock lock(&mu_);
-      event.set_sequence(next_sequence_++);
-      event.set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
+      if (options_.publisher_numbers) {
+        next_sequence_ = event.sequence() + 1;
+      } else {
+        event.set_sequence(next_sequence_++);
+        event.set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
+      }
       retained_.push_back(event);
       if (retained_.size() > options_.retained) retained_.pop_front();
       for (const auto& w : watchers_) {

@@ -203,6 +203,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
   }
   if (kill) return KillKey(id);
   if (failed) {
+    FlushAudit();
     RDMAD_LOG_WARN("%s: activation failed: %s", info.name().c_str(), info.end_detail().c_str());
     for (auto& w : waiters) std::move(w)(info);
     return Farewell(cm_id, std::move(message), std::move(release));
@@ -267,6 +268,7 @@ void GrantManager::End(uint64_t id, v1::GrantEndReason reason, std::string detai
     }
   }
   if (kill) return KillKey(id);
+  FlushAudit();
   if (ended_before && done) std::move(done)(info);
   for (auto& w : waiters) std::move(w)(info);
   if (release) std::move(release)();
@@ -370,6 +372,7 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
       }
     }
   }
+  FlushAudit();
   for (auto& w : waiters) {
     if (status.ok()) std::move(w)(info);
     else std::move(w)(WithContext(status, absl::StrCat("revoking ", info.name())));
@@ -402,9 +405,28 @@ void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const st
   *release = std::move(e.release);
   e.release = nullptr;
   Publish(reason == v1::END_EXPIRED ? v1::GRANT_EXPIRED : v1::GRANT_REVOKED, e);
+  if (audit_ != nullptr) {
+    audit::Event a;
+    a.principal = e.info.principal();
+    a.method = "grant ended";
+    a.resource = e.info.name();
+    a.detail = absl::StrCat(v1::GrantEndReason_Name(reason), ": ", detail, " (", e.info.mr(),
+                            e.info.cm_id().empty() ? "" : ", ", e.info.cm_id(), ")");
+    audit_pending_.push_back(std::move(a));
+  }
   RDMAD_LOG_INFO("%s ended: %s (%s)", e.info.name().c_str(), v1::GrantEndReason_Name(reason).c_str(), detail.c_str());
   ended_.push_back(e.id);
   ForgetEndedLocked();  // drops the oldest ended grants, never this one
+}
+
+void GrantManager::FlushAudit() {
+  if (audit_ == nullptr) return;
+  std::vector<audit::Event> records;
+  {
+    absl::MutexLock lock(&mu_);
+    records.swap(audit_pending_);
+  }
+  for (const audit::Event& a : records) audit_->Record(a);
 }
 
 void GrantManager::Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release) {

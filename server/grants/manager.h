@@ -45,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rdmad/v1/rdmad.pb.h"
+#include "server/audit/sink.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "proto/wire/grant_message.h"
@@ -82,6 +83,10 @@ class GrantManager final : public cm::GrantConnections {
   // `done` runs once the key is dead at the NIC, or with why it could not be killed.
   void Revoke(const std::string& name, Done<v1::Grant> done);
   GrantHub& events() { return hub_; }
+  // The audit trail: one "grant ended" record per end (resource grants/N, principal the grant's, detail the
+  // reason). Set before the first grant is issued; not owned. Records are made under mu_ and written after
+  // it is released (FlushAudit), never with mu_ held.
+  void set_audit(audit::AuditSink* sink) { audit_ = sink; }
 
   // Before DeregisterMr / ReregisterMr (`mr` set) or DeletePd (`pd` set): with live grants on it, refuses
   // (FAILED_PRECONDITION, EBUSY, naming them) unless `revoke`, in which case it ends them with `reason`
@@ -144,6 +149,9 @@ class GrantManager final : public cm::GrantConnections {
   // Marks it ENDED and forgets its links; returns the waiters to run and the release to call.
   void FinishEndLocked(Entry& e, v1::GrantEndReason reason, const std::string& detail, Waiters* waiters,
                        absl::AnyInvocable<void() &&>* release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the audit records FinishEndLocked queued. Called after mu_ is released by every path that ends a
+  // grant.
+  void FlushAudit() ABSL_LOCKS_EXCLUDED(mu_);
   // After an end: the ENDED (or FAILED) message, then rdma_disconnect; or the release, if the client left.
   void Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release);
   std::string Message(const Entry& e, wire::GrantMessageType type) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -162,6 +170,7 @@ class GrantManager final : public cm::GrantConnections {
   cm::TokenStore* const tokens_;
   const Options options_;
   GrantHub hub_;
+  audit::AuditSink* audit_ = nullptr;
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
@@ -175,6 +184,7 @@ class GrantManager final : public cm::GrantConnections {
   std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued
+  std::vector<audit::Event> audit_pending_ ABSL_GUARDED_BY(mu_);  // grant ends not yet written (FlushAudit)
 
   int timer_fd_ = -1;
   std::unique_ptr<dispatch::EventLoop> loop_;  // last: stopped first

@@ -1,0 +1,50 @@
+// WatchAudit: admins only; a WatchWriter over the audit log's hub. See audit_service.h.
+#include "server/rpc/audit_service.h"
+
+#include <utility>
+
+#include "rdmad/v1/rdmad.grpc.pb.h"
+#include "server/common/status.h"
+#include "server/rpc/status.h"
+#include "server/rpc/watch_writer.h"
+
+namespace rdmad {
+namespace {
+
+class AuditService final : public v1::Audit::CallbackService {
+ public:
+  AuditService(audit::AuditLog* log, std::function<absl::Status(const grpc::ServerContextBase&)> require_admin)
+      : log_(log), require_admin_(std::move(require_admin)) {}
+
+  grpc::ServerWriteReactor<v1::AuditRecord>* WatchAudit(grpc::CallbackServerContext* ctx,
+                                                        const v1::WatchAuditRequest* req) override {
+    absl::Status refused = require_admin_ ? require_admin_(*ctx)
+                                          : absl::PermissionDeniedError("WatchAudit: no admin check configured");
+    if (refused.ok() && log_ == nullptr) {
+      refused = FailedPrecondition("audit", "the audit log is off in this rdmad (config \"audit\": \"\")");
+    }
+    if (!refused.ok()) {
+      auto* failed = new rpc_internal::FailedWatch<v1::AuditRecord>();
+      failed->Fail(ToGrpc(refused));
+      return failed;
+    }
+    audit::AuditHub& hub = log_->hub();
+    return rpc_internal::WatchWriter<v1::AuditRecord, audit::AuditFilter>::Start(
+        &hub, hub.Subscribe(audit::AuditFilter{}, req->after_sequence(), req->from_oldest()));
+  }
+
+ private:
+  audit::AuditLog* const log_;
+  const std::function<absl::Status(const grpc::ServerContextBase&)> require_admin_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<grpc::Service>> MakeAuditServices(
+    audit::AuditLog* log, std::function<absl::Status(const grpc::ServerContextBase&)> require_admin) {
+  std::vector<std::unique_ptr<grpc::Service>> out;
+  out.push_back(std::make_unique<AuditService>(log, std::move(require_admin)));
+  return out;
+}
+
+}  // namespace rdmad

@@ -1,0 +1,283 @@
+// The data plane's audit records (issue 7), over the fake fabric and the fake rdma_cm: the CmManager's
+// listener records each accept and reject, the GrantManager each grant's end, through the AuditSink they
+// are given, into a real AuditLog file. The sink used here calls back into both managers from Record: it
+// would deadlock if either recorded with its own lock held.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/audit/audit_log.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
+#include "server/common/status.h"
+#include "server/grants/manager.h"
+#include "server/registry/internal.h"
+#include "tests/unit/fake_cm.h"
+#include "tests/unit/fake_fabric.h"
+#include "tests/unit/test_util.h"
+
+namespace rdmad {
+namespace {
+
+using ::rdmad::registry_internal::Await;
+using ::rdmad::test::TempDir;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+constexpr char kAddr[] = "10.0.2.15";
+constexpr uint16_t kPort = 7471;
+
+template <typename Pred>
+bool Eventually(Pred pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return pred();
+}
+
+// A client of the fake rdma_cm with its own PD and QP (as RemoteRegion).
+struct Client {
+  std::unique_ptr<fabric::CmChannel> channel;
+  std::unique_ptr<fabric::CmId> id;
+  std::unique_ptr<fabric::Pd> pd;
+  fabric::CmEvent Dial(fake::FakeCm& cm, fabric::Device* device, const std::string& token) {
+    channel = cm.CreateChannel().value();
+    id = channel->CreateId(1).value();
+    pd = device->AllocPd().value();
+    EXPECT_TRUE(id->ResolveAddr({kAddr, kPort}, 1000).ok());
+    Wait();
+    EXPECT_TRUE(id->ResolveRoute(1000).ok());
+    Wait();
+    EXPECT_TRUE(id->CreateQp(*pd).ok());
+    EXPECT_TRUE(id->Connect(token).ok());
+    std::vector<fabric::CmEvent> e = Wait();
+    return e.empty() ? fabric::CmEvent{} : std::move(e.front());
+  }
+  std::vector<fabric::CmEvent> Wait() {
+    for (int i = 0; i < 10000; ++i) {
+      std::vector<fabric::CmEvent> e = channel->Drain();
+      if (!e.empty()) return e;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return {};
+  }
+  void Leave() {
+    id.reset();
+    pd.reset();
+    channel.reset();
+  }
+};
+
+// Forwards to the AuditLog, after looking into both managers (which take their locks).
+class ProbingSink final : public audit::AuditSink {
+ public:
+  void Record(const audit::Event& e) override {
+    if (cm != nullptr) (void)cm->ListCmIds(v1::ListCmIdsRequest());
+    if (grants != nullptr) (void)grants->List(v1::ListGrantsRequest());
+    {
+      absl::MutexLock lock(&mu);
+      count++;
+    }
+    log->Record(e);
+  }
+  int Count() {
+    absl::MutexLock lock(&mu);
+    return count;
+  }
+  audit::AuditLog* log = nullptr;
+  cm::CmManager* cm = nullptr;
+  grants::GrantManager* grants = nullptr;
+  absl::Mutex mu;
+  int count = 0;
+};
+
+class AuditDataPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = audit::AuditLog::Open(dir_.Sub("audit.log"), {}).value();
+    sink_.log = log_.get();
+    ledger_ = std::make_shared<fake::FakeLedger>();
+    auto fabric = std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")},
+                                                     ledger_);
+    fake_cm_ = std::make_unique<fake::FakeCm>(fabric->devices(), std::map<std::string, std::string>{{kAddr, "rxe0"}});
+    fabric->set_cm(fake_cm_.get());
+    device_ = fabric->devices()[0];
+    registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
+    cm::CmManager::Options cm_options;
+    cm_options.listen = {{kAddr, kPort}};
+    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
+    cm_->set_audit(&sink_);
+    ASSERT_TRUE(cm_->Start().ok());
+    grants::GrantManager::Options options;
+    options.pool_size = 2;
+    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), &tokens_, options);
+    grants_->set_audit(&sink_);
+    sink_.cm = cm_.get();
+    sink_.grants = grants_.get();
+    v1::CreatePdRequest pd;
+    pd.set_device("rxe0");
+    pd_ = registry_->CreatePd(pd).value().name();
+    v1::RegisterMrRequest r;
+    r.set_pd(pd_);
+    r.mutable_source()->mutable_anonymous()->set_size(1 << 20);
+    for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::MW_BIND}) r.add_access(a);
+    mr_ = registry_->RegisterMr(r).value().name();
+  }
+  void TearDown() override {
+    for (Client& c : clients_) c.Leave();
+    grants_->Shutdown();
+    cm_->Quiesce();
+    sink_.cm = nullptr;
+    sink_.grants = nullptr;
+    grants_.reset();
+    cm_.reset();
+    registry_.reset();
+    EXPECT_THAT(fake_cm_->violations(), IsEmpty());
+    EXPECT_THAT(ledger_->violations(), IsEmpty());
+  }
+
+  v1::IssuedGrant Issue(const std::string& principal) {
+    v1::IssueGrantRequest r;
+    r.set_mr(mr_);
+    r.set_length(4096);
+    r.set_principal(principal);
+    return grants_->Issue(r).value();
+  }
+  // The grant, once its client connected and it became ACTIVE.
+  v1::Grant Connect(const v1::IssuedGrant& issued) {
+    clients_.emplace_back();
+    fabric::CmEvent e = clients_.back().Dial(*fake_cm_, device_, issued.token());
+    EXPECT_EQ(e.type, fabric::CmEventType::kEstablished);
+    const std::string name = issued.grant().name();
+    EXPECT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVE; }));
+    return grants_->Get(name).value();
+  }
+  // The audit file's records, parsed.
+  std::vector<nlohmann::json> Records() {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(log_->path());
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      EXPECT_FALSE(j.is_discarded()) << line;
+      out.push_back(j);
+    }
+    return out;
+  }
+  std::vector<nlohmann::json> RecordsOf(const std::string& method) {
+    std::vector<nlohmann::json> out;
+    for (nlohmann::json& j : Records()) {
+      if (j["method"] == method) out.push_back(std::move(j));
+    }
+    return out;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<audit::AuditLog> log_;
+  ProbingSink sink_;
+  cm::TokenStore tokens_;
+  std::shared_ptr<fake::FakeLedger> ledger_;
+  std::unique_ptr<fake::FakeCm> fake_cm_;
+  fabric::Device* device_ = nullptr;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<cm::CmManager> cm_;
+  std::unique_ptr<grants::GrantManager> grants_;
+  std::deque<Client> clients_;
+  std::string pd_, mr_;
+};
+
+TEST_F(AuditDataPlaneTest, AGrantsAcceptAndRevocationAndAReplayedTokensReject) {
+  const v1::IssuedGrant issued = Issue("app-7");
+  const v1::Grant g = Connect(issued);
+  ASSERT_TRUE(Eventually([&] { return RecordsOf("data-plane accept").size() == 1; }));
+  nlohmann::json accept = RecordsOf("data-plane accept")[0];
+  EXPECT_EQ(accept["resource"], g.cm_id());
+  EXPECT_EQ(accept["principal"], "app-7");
+  EXPECT_EQ(accept["code"], "OK");
+  EXPECT_THAT(accept["detail"].get<std::string>(), HasSubstr(g.name()));
+  EXPECT_THAT(accept["detail"].get<std::string>(), HasSubstr(g.token()));
+  EXPECT_THAT(accept["peer"].get<std::string>(), HasSubstr(":"));
+
+  absl::StatusOr<v1::Grant> revoked =
+      Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(g.name(), std::move(d)); });
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  std::vector<nlohmann::json> ended = RecordsOf("grant ended");
+  ASSERT_EQ(ended.size(), 1u);  // written before Revoke's answer
+  EXPECT_EQ(ended[0]["resource"], g.name());
+  EXPECT_EQ(ended[0]["principal"], "app-7");
+  EXPECT_THAT(ended[0]["detail"].get<std::string>(), StartsWith("END_REVOKED: "));
+  EXPECT_THAT(ended[0]["detail"].get<std::string>(), HasSubstr(g.cm_id()));
+
+  // The same token again: rejected, and recorded with the reason and the token's name (never its secret).
+  Client replay;
+  fabric::CmEvent e = replay.Dial(*fake_cm_, device_, issued.token());
+  EXPECT_EQ(e.type, fabric::CmEventType::kRejected);
+  ASSERT_TRUE(Eventually([&] { return RecordsOf("data-plane reject").size() == 1; }));
+  nlohmann::json reject = RecordsOf("data-plane reject")[0];
+  EXPECT_EQ(reject["code"], "PERMISSION_DENIED");
+  EXPECT_THAT(reject["detail"].get<std::string>(), HasSubstr("REPLAYED"));
+  EXPECT_THAT(reject["detail"].get<std::string>(), HasSubstr(g.token()));
+  EXPECT_THAT(reject["resource"].get<std::string>(), StartsWith("cmids/"));
+  replay.Leave();
+
+  // Garbage: rejected, with no token to name.
+  Client garbage;
+  EXPECT_EQ(garbage.Dial(*fake_cm_, device_, std::string(32, 'x')).type, fabric::CmEventType::kRejected);
+  ASSERT_TRUE(Eventually([&] { return RecordsOf("data-plane reject").size() == 2; }));
+  EXPECT_THAT(RecordsOf("data-plane reject")[1]["detail"].get<std::string>(), HasSubstr("MALFORMED"));
+  garbage.Leave();
+
+  // Sequence numbers are the file's order.
+  std::vector<nlohmann::json> all = Records();
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i]["sequence"], i + 1);
+}
+
+TEST_F(AuditDataPlaneTest, EveryWayAGrantEndsIsRecordedOnce) {
+  // Disconnected by its client.
+  const v1::Grant left = Connect(Issue("app-1"));
+  clients_.back().Leave();
+  // Revoked before its client ever connected (no key existed).
+  const v1::IssuedGrant unused = Issue("app-2");
+  ASSERT_TRUE(Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(unused.grant().name(), std::move(d)); }).ok());
+  ASSERT_TRUE(Eventually([&] { return RecordsOf("grant ended").size() == 2; }));
+  std::vector<nlohmann::json> ended = RecordsOf("grant ended");
+  std::map<std::string, std::string> detail;
+  for (const nlohmann::json& j : ended) detail[j["resource"]] = j["detail"];
+  EXPECT_THAT(detail[left.name()], StartsWith("END_DISCONNECTED: "));
+  EXPECT_THAT(detail[unused.grant().name()], StartsWith("END_REVOKED: "));
+  // Revoking an ended grant again records nothing more.
+  ASSERT_TRUE(Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(unused.grant().name(), std::move(d)); }).ok());
+  EXPECT_EQ(RecordsOf("grant ended").size(), 2u);
+}
+
+TEST_F(AuditDataPlaneTest, APlainConnectTokensAccept) {
+  v1::IssueConnectTokenRequest issue;
+  issue.set_pd(pd_);
+  absl::StatusOr<v1::ConnectToken> token = cm_->IssueConnectToken(issue);
+  ASSERT_TRUE(token.ok()) << token.status();
+  clients_.emplace_back();
+  (void)clients_.back().Dial(*fake_cm_, device_, token->token());
+  ASSERT_TRUE(Eventually([&] { return RecordsOf("data-plane accept").size() == 1; }));
+  nlohmann::json accept = RecordsOf("data-plane accept")[0];
+  EXPECT_THAT(accept["detail"].get<std::string>(), HasSubstr(token->name()));
+  EXPECT_THAT(accept["detail"].get<std::string>(), HasSubstr(pd_));
+  EXPECT_THAT(accept["resource"].get<std::string>(), StartsWith("cmids/"));
+}
+
+}  // namespace
+}  // namespace rdmad
