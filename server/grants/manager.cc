@@ -309,6 +309,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
   const std::string& what = mr.empty() ? pd : mr;
   std::vector<uint64_t> live;
   std::vector<std::string> pool_windows;
+  absl::Status busy;
   {
     absl::MutexLock lock(&mu_);
     retiring_.insert(what);
@@ -318,11 +319,12 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
       std::vector<std::string> names;
       for (size_t i = 0; i < live.size() && i < 5; ++i) names.push_back(Name("grants", live[i]));
       if (live.size() > 5) names.push_back("...");
-      return std::move(done)(Busy(field, absl::StrCat(what, " has ", live.size(), " live grant(s) (",
-                                                      absl::StrJoin(names, ", "),
-                                                      "): revoke them first, or ask for revoke_grants")));
+      busy = Busy(field, absl::StrCat(what, " has ", live.size(), " live grant(s) (", absl::StrJoin(names, ", "),
+                                      "): revoke them first, or ask for revoke_grants"));
     }
   }
+  // Not under mu_: done may call back into the manager (the RPC layer's Unretire takes mu_).
+  if (!busy.ok()) return std::move(done)(busy);
   // Ends them all, then (for a PD) gives back the pool's windows.
   struct Join {
     absl::Mutex mu;

@@ -157,13 +157,15 @@ class GrantManagerTest : public ::testing::Test {
   absl::Status Retire(const std::string& mr, const std::string& pd, bool revoke) {
     absl::Notification n;
     absl::Status out;
+    // Unretire from the callback, as the RPC layer does (services.cc AfterGrants): a refusal must not call
+    // back with the manager's lock held (a self-deadlock the API fuzzer found).
     grants_->Retire(mr, pd, revoke, mr.empty() ? v1::END_PD_DELETED : v1::END_MR_DEREGISTERED, "name",
                     [&](absl::Status s) {
                       out = s;
+                      grants_->Unretire(mr, pd);
                       n.Notify();
                     });
     n.WaitForNotification();
-    grants_->Unretire(mr, pd);
     return out;
   }
 
