@@ -128,7 +128,7 @@ class MrsService final
       c.RefuseAsync(reactor);
       return reactor;
     }
-    e_->registry->RegisterMrAsync(*req, c.Replier<v1::MemoryRegion>(reactor, resp));
+    e_->registry->RegisterMrAsync(*req, c.Replier<v1::MemoryRegion>(reactor, resp), c.caller().files);
     return reactor;
   }
   Status GetMr(ServerContext* ctx, const v1::GetMrRequest* req, v1::MemoryRegion* resp) override {
@@ -164,7 +164,9 @@ class MrsService final
     Registry* r = e_->registry;
     AfterGrants<v1::ReregisterMrResponse>(
         e_->grants, req->name(), "", req->revoke_grants(), v1::END_MR_REREGISTERED,
-        [r, req = *req](Done<v1::ReregisterMrResponse> d) mutable { r->ReregisterMrAsync(req, std::move(d)); },
+        [r, req = *req, files = c.caller().files](Done<v1::ReregisterMrResponse> d) mutable {
+          r->ReregisterMrAsync(req, std::move(d), files);
+        },
         c.Replier<v1::ReregisterMrResponse>(reactor, resp));
     return reactor;
   }

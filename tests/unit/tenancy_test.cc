@@ -4,6 +4,9 @@
 // resource, for every one of a's resources in Get, List, Watch and every mutation; quotas stop creations
 // exactly at the limit with nothing half created; the per-connection rate limit; unknown principals;
 // the audit hook sees each mutation.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -525,6 +528,33 @@ TEST_F(TenancyTest, EachMutationIsAudited) {
   EXPECT_EQ(audit_[2].code, absl::StatusCode::kNotFound);
   EXPECT_EQ(audit_[3].method, "DeletePd");
   EXPECT_EQ(audit_[3].code, absl::StatusCode::kOk);
+}
+
+TEST_F(TenancyTest, FilesAreRegisteredWithTheCallersOwnRights) {
+  // Tenant a's TLS callers have no file-system identity (no uid in its config): no file at all, refused
+  // before the path is opened. The admin (rdmad's own rights over TLS) may.
+  const std::string pd = CreatePd(kA);
+  char path[] = "/tmp/rdmad-tenancy-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 8192), 0);
+  close(fd);
+  v1::RegisterMrRequest req;
+  req.set_pd(pd);
+  req.mutable_source()->mutable_file()->set_path(path);
+  req.mutable_source()->mutable_file()->set_length(4096);
+  req.add_access(v1::REMOTE_READ);
+  v1::MemoryRegion mr;
+  auto mrs = v1::MemoryRegions::NewStub(channel_);
+  grpc::Status s = mrs->RegisterMr(As(kA).get(), req, &mr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("source.file.path"));
+  v1::DeletePdRequest d;
+  d.set_name(pd);
+  d.set_cascade(true);
+  v1::DeletePdResponse r;
+  EXPECT_TRUE(v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kA).get(), d, &r).ok());
+  unlink(path);
 }
 
 }  // namespace
