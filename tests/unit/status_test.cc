@@ -241,6 +241,22 @@ TEST(ToGrpcTest, CarriesAnRpcStatusWithOneErrorDetail) {
   EXPECT_EQ(d.errno_name(), "EBUSY");
 }
 
+TEST(ToGrpcTest, CutsAHugeMessageOnACharacterBoundary) {
+  // A request field quoted whole would make the trailers too big for a client (found by the API fuzzer).
+  // "name: " and 1017 'a' are 1023 bytes; the 1024-byte cut falls inside the "\xc3\xa9" that follows.
+  const std::string huge = std::string(1017, 'a') + "\xc3\xa9\xc3\xa9" + std::string(70000, 'b');
+  grpc::Status g = ToGrpc(InvalidArgument("name", huge));
+  EXPECT_EQ(g.error_message(), "name: " + std::string(1017, 'a') + "... (" + std::to_string(huge.size() + 6) + " bytes)");
+  v1::RpcStatus rpc;
+  ASSERT_TRUE(rpc.ParseFromString(g.error_details()));
+  EXPECT_EQ(rpc.message(), g.error_message());
+  v1::ErrorDetail d;
+  ASSERT_TRUE(rpc.details(0).UnpackTo(&d));
+  EXPECT_EQ(d.field(), "name");
+  // A message of ordinary length is untouched.
+  EXPECT_EQ(ToGrpc(InvalidArgument("size", "must be > 0")).error_message(), "size: must be > 0");
+}
+
 TEST(RoundTripTest, ServerStatusToClientKeepsEverything) {
   absl::Status s = WithContext(WithOutcome(ErrnoError("ibv_rereg_mr", EIO, "rereg mrs/9", "source.file.length"),
                                            v1::OUTCOME_MR_UNUSABLE),
