@@ -1,17 +1,17 @@
 // rdmad: owns this host's RDMA resources and manages them for others through the rdmad.v1 gRPC API.
 //
 // Threads: main() parses flags and config, opens the devices, builds the registry and the gRPC server,
-// then waits in sigwait() for SIGTERM/SIGINT (blocked in every thread, so only main sees them). gRPC's
+// then waits in sigwait() for SIGHUP (reload the TLS certificates, keep waiting) and SIGTERM/SIGINT
+// (shut down); all three are blocked in every thread, so only main sees them. gRPC's
 // threads serve RPCs against the registry, the CM manager and the grant manager; the dispatchers (one per device, one per
-// event channel) and the pin workers are theirs (docs/architecture.md). On a signal main quiesces rdma_cm
+// event channel) and the pin workers are theirs (docs/architecture.md); `unix-accept` accepts unix-socket
+// connections and hands them to gRPC (server/auth/listeners.h). On SIGTERM/SIGINT main stops accepting unix
+// connections and removes the sockets, quiesces rdma_cm
 // (watch streams end, waiting connects fail), shuts the server down (in-flight RPCs finish, new ones are
 // refused), destroys the CM manager (CM ids, their QPs first, then channels), then the registry (windows,
-// regions, QPs, PDs, devices, in that order) and removes its unix socket: nothing is left behind.
+// regions, QPs, PDs, devices, in that order) and removes its TLS copies: nothing is left behind.
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +28,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/log.h"
 #include "server/cm/manager.h"
@@ -36,53 +37,28 @@
 #include "server/fabric/cm.h"
 #include "server/grants/manager.h"
 #include "server/registry/registry.h"
+#include "server/audit/audit_log.h"
+#include "server/auth/listeners.h"
+#include "server/auth/peer.h"
 #include "server/auth/policy.h"
 #include "server/tenancy/gate.h"
+#include "server/rpc/audit_service.h"
 #include "server/rpc/services.h"
 #include "server/verbs/device.h"
 
 namespace rdmad {
 namespace {
 
-std::string UnixPath(const std::string& address) {
-  if (absl::StartsWith(address, "unix://")) return address.substr(7);
-  if (absl::StartsWith(address, "unix:")) return address.substr(5);
-  return "";
-}
-
-// Prepares a unix socket path: creates its directory (0755) and removes a stale socket left by a crashed
-// rdmad. A live socket (something accepts connections on it) is an error: two daemons must not share it.
-bool PrepareUnixSocket(const std::string& path) {
-  std::string dir = path.substr(0, path.find_last_of('/'));
-  if (!dir.empty() && mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    RDMAD_LOG_ERROR("cannot create %s: %s", dir.c_str(), std::strerror(errno));
-    return false;
-  }
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return true;
-  if (!S_ISSOCK(st.st_mode)) {
-    RDMAD_LOG_ERROR("%s exists and is not a socket; refusing to remove it", path.c_str());
-    return false;
-  }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
-  bool live = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  if (fd >= 0) close(fd);
-  if (live) {
-    RDMAD_LOG_ERROR("%s is in use by a running rdmad", path.c_str());
-    return false;
-  }
-  unlink(path.c_str());
-  return true;
-}
-
-// The transport's identity from the peer string alone: unix peers of unknown uid, TCP unauthenticated.
-auth::PeerIdentity IdentifyByPeerString(const grpc::ServerContextBase& ctx) {
+// What the policy needs (policy.h) from what the listeners proved about a call's peer (peer.h).
+auth::PeerIdentity ForPolicy(const auth::Peer& peer) {
   auth::PeerIdentity p;
-  p.address = ctx.peer();
-  p.transport = absl::StartsWith(p.address, "unix:") ? "unix" : "insecure_tcp";
+  p.transport = peer.transport;
+  p.principal = peer.principal;
+  p.authenticated = peer.authenticated;
+  p.uid = peer.uid;
+  p.gid = peer.gid;
+  p.groups = peer.groups;
+  p.address = peer.address;
   return p;
 }
 
@@ -139,13 +115,30 @@ int Run(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(level);
+  // A TCP listener needs mutual TLS, or insecure_tcp to serve unauthenticated callers.
+  if (absl::Status s = CheckListeners(config); !s.ok()) {
+    std::fprintf(stderr, "rdmad: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
 
-  // Only main receives SIGTERM/SIGINT: block them before any thread is created.
+  // Only main receives SIGTERM/SIGINT/SIGHUP: block them before any thread is created.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The listeners first, so that a bad TLS file or socket fails before any device is opened: TLS checked and
+  // copied, unix sockets bound with their mode and group (listening; accepted once the server runs).
+  auth::PeerDirectory peers;  // who is calling: the TLS principal, or the unix peer's SO_PEERCRED
+  auto created = auth::Listeners::Create(config, &peers, {});
+  if (!created.ok()) {
+    RDMAD_LOG_ERROR("%s", std::string(created.status().message()).c_str());
+    const absl::StatusCode code = created.status().code();  // a bad file or group: the config; else 1
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ? 2 : 1;
+  }
+  std::unique_ptr<auth::Listeners> listeners = std::move(created).value();
 
   RaiseMemlockLimit();
   auto fabric = verbs::VerbsFabric::Open();
@@ -183,21 +176,25 @@ int Run(int argc, char** argv) {
   grant_options.watch_buffer = static_cast<size_t>(config.watch_buffer);
   auto grants = std::make_unique<grants::GrantManager>(registry.get(), cm.get(), &tokens, grant_options);
 
+  // The audit trail (docs/security.md#audit-trail): mutating RPCs, data-plane accepts, rejects and grant ends.
+  std::unique_ptr<audit::AuditLog> audit;
+  if (!config.audit.empty()) {
+    audit::AuditLog::Options audit_options;
+    audit_options.watcher_capacity = static_cast<size_t>(config.watch_buffer);
+    auto opened = audit::AuditLog::Open(config.audit, audit_options);
+    if (!opened.ok()) {
+      RDMAD_LOG_ERROR("audit: %s", std::string(opened.status().message()).c_str());
+      return 1;
+    }
+    audit = std::move(opened).value();
+    cm->set_audit(audit.get());
+    grants->set_audit(audit.get());
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  std::vector<std::string> sockets;
-  for (const auto& address : config.listen) {
-    std::string path = UnixPath(address);
-    if (!path.empty()) {
-      if (!PrepareUnixSocket(path)) return 1;
-      sockets.push_back(path);
-    } else {
-      RDMAD_LOG_WARN("listening on TCP %s without authentication: anyone who reaches it controls this host's "
-                     "RDMA resources", address.c_str());
-    }
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
-  }
+  listeners->AddTcpPorts(&builder);  // mutual TLS, or plaintext under insecure_tcp; unix sockets are ours
   // Who may see and use what (docs/security.md): the policy maps each caller to a tenant and a role.
   auth::Policy policy(config);
   tenancy::Gate gate(&policy, {registry.get(), cm.get(), grants.get(), &tokens});
@@ -206,22 +203,57 @@ int Run(int argc, char** argv) {
   env.cm = cm.get();
   env.grants = grants.get();
   env.gate = &gate;
-  env.identify = IdentifyByPeerString;
+  env.identify = [&peers](const grpc::ServerContextBase& ctx) { return ForPolicy(peers.Identify(ctx)); };
+  if (audit) {
+    env.audit = [log = audit.get()](const auth::Caller& caller, const std::string& method,
+                                    const std::string& resource, const absl::Status& status) {
+      log->RecordCall(caller, method, resource, status);
+    };
+  }
   auto services = MakeServices(&env);
   for (auto& s : MakeCmServices(&env)) services.push_back(std::move(s));
   for (auto& s : MakeGrantServices(&env)) services.push_back(std::move(s));
+  auto require_admin = [&gate, &env](const grpc::ServerContextBase& ctx) -> absl::Status {
+    absl::StatusOr<auth::Caller> caller = gate.Admit(env.identify(ctx));
+    if (!caller.ok()) return caller.status();
+    if (!caller->admin) {
+      return absl::PermissionDeniedError(absl::StrCat("the audit trail is for admins; ", caller->principal,
+                                                      " is in tenant ", caller->tenant));
+    }
+    return absl::OkStatus();
+  };
+  for (auto& s : MakeAuditServices(audit.get(), require_admin)) services.push_back(std::move(s));
   for (auto& s : services) builder.RegisterService(s.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
     RDMAD_LOG_ERROR("cannot listen on %s", absl::StrJoin(config.listen, ", ").c_str());
     return 1;
   }
-  for (const auto& path : sockets) chmod(path.c_str(), 0660);  // owner and group only
-  RDMAD_LOG_INFO("serving rdmad.v1 on %s", absl::StrJoin(config.listen, ", ").c_str());
+  if (absl::Status s = listeners->Start(server.get()); !s.ok()) {
+    RDMAD_LOG_ERROR("%s", std::string(s.message()).c_str());
+    return 1;
+  }
+  std::string ports;
+  for (int port : listeners->tcp_ports()) ports += (ports.empty() ? " (TCP port " : ", ") + std::to_string(port);
+  RDMAD_LOG_INFO("serving rdmad.v1 on %s%s", absl::StrJoin(config.listen, ", ").c_str(),
+                 ports.empty() ? "" : (ports + ")").c_str());
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    // SIGHUP: re-read the TLS files; if they fail their checks the certificates in use stay.
+    absl::StatusOr<std::string> reloaded = listeners->Reload();
+    if (reloaded.ok()) {
+      RDMAD_LOG_INFO("SIGHUP: TLS: %s", reloaded->c_str());
+    } else {
+      RDMAD_LOG_ERROR("SIGHUP: TLS not reloaded, the certificates in use stay: %s",
+                      std::string(reloaded.status().message()).c_str());
+    }
+  }
   RDMAD_LOG_INFO("%s: shutting down", strsignal(sig));
+  listeners->StopAccepting();  // no new unix connections; the sockets are removed
+  if (audit) audit->Shutdown();  // WatchAudit streams end
   grants->Shutdown();  // grants end (SHUTDOWN), their watchers too; keys die with the resources below
   cm->Quiesce();  // event streams end, connects still waiting fail: no RPC is left waiting on rdmad
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -231,7 +263,7 @@ int Run(int argc, char** argv) {
   grants.reset();    // its thread stops; the windows it holds are the registry's
   cm.reset();        // dispatchers stop; CM ids (their QPs first), then event channels
   registry.reset();  // windows, regions, QPs, PDs, devices
-  for (const auto& path : sockets) unlink(path.c_str());
+  listeners.reset();  // the TLS copies
   RDMAD_LOG_INFO("stopped; every resource released");
   return 0;
 }
