@@ -307,6 +307,28 @@ struct WatchGrantsOptions {
 absl::StatusOr<v1::WatchGrantsRequest> Validate(const WatchGrantsOptions& options);
 int Run(const v1::WatchGrantsRequest& request, Context& ctx);
 
+// ---- audit (commands_audit.cc)
+//
+// `rdmactl audit [-f|--follow] [--from-oldest] [--after SEQ]` and `rdmactl watch audit` (= audit --follow):
+// rdmad's audit records (WatchAudit, admins only). Without --follow: every record rdmad retains, until none
+// came for kEventsIdle. With --follow: new records (after --after, or every retained one first with
+// --from-oldest) until rdmad ends the stream. -o json prints each record's line exactly as rdmad wrote it to
+// its audit log.
+struct AuditOptions {
+  bool follow = false;
+  bool from_oldest = false;
+  std::string after;  // empty: none
+};
+struct AuditPlan {
+  v1::WatchAuditRequest request;
+  bool follow = false;
+};
+absl::StatusOr<AuditPlan> Validate(const AuditOptions& options);
+int Run(const AuditPlan& plan, Context& ctx);
+// Table lines: SEQ TIME PRINCIPAL METHOD RESOURCE RESULT DETAIL; `wide` adds TENANT and PEER before DETAIL.
+std::string AuditHeader(bool wide);
+std::string AuditLine(const v1::AuditRecord& record, bool wide);
+
 // ---- the data plane: read, bench read (commands_read.cc)
 //
 // Both read through a grant, with client::RemoteRegion. A token is single use and only IssueGrant returns

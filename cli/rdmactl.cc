@@ -416,6 +416,28 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
     });
   }
 
+  // ---- audit: the audit trail (WatchAudit, admins only); `watch audit` is `audit --follow`
+  auto add_audit = [&action](CLI::App* sub, bool follow_flag) {
+    auto o = std::make_shared<AuditOptions>();
+    o->follow = !follow_flag;
+    if (follow_flag) {
+      sub->add_flag("-f,--follow", o->follow, "keep streaming new records until rdmad ends the stream (Ctrl-C to stop)");
+    }
+    sub->add_flag("--from-oldest", o->from_oldest, "every record rdmad retains first (the default without --follow)");
+    sub->add_option("--after", o->after, "the retained records after this sequence first, then the new ones");
+    sub->callback([o, &action] {
+      action.run = [o](Context& ctx) {
+        auto plan = Validate(*o);
+        if (!plan.ok()) return UsageError(ctx, plan.status(), "audit");
+        return Run(*plan, ctx);
+      };
+    });
+  };
+  add_audit(app.add_subcommand("audit",
+                               "Print rdmad's audit records (admins only): the retained ones (stops after 1s without "
+                               "records), or --follow new ones"),
+            true);
+
   // ---- grants: grant (a verb without a noun), renew, revoke, watch
   {
     auto o = std::make_shared<GrantOptions>();
@@ -470,6 +492,10 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
     sub->add_option("--for", o->principal, "only grants for this principal");
     Bind(sub, o, &action);
   }
+  add_audit(watch->add_subcommand("audit",
+                                  "Print rdmad's audit records (admins only) as they are made, until rdmad ends the "
+                                  "stream (Ctrl-C to stop)"),
+            false);
 
   // ---- the data plane: read, bench read
   // Both take an MR and issue (then revoke) their own grant: a token is single use and only IssueGrant
