@@ -305,6 +305,16 @@ rc=$?; out="$(cat "$dir/out")"; err="$(cat "$dir/err")"
 expect_rc 1 "health without rdmad"
 [[ "$err" == *"hint:"* ]] || fail "health without rdmad: stderr '$err' has no hint"
 
+echo "--- rdmad stops on SIGTERM with status 0 (under --config=asan: no sanitizer report, no leak)"
+kill -TERM "$rdmad_pid"
+wait "$rdmad_pid"
+rdmad_rc=$?
+rdmad_pid=""
+if [[ "$rdmad_rc" != 0 ]]; then
+  fail "rdmad exited with status $rdmad_rc after SIGTERM; its log:"
+  cat "$dir/rdmad.log" >&2
+fi
+
 if ((failures > 0)); then
   echo "$failures check(s) failed" >&2
   exit 1
