@@ -137,6 +137,15 @@ class Client {
   absl::Status WatchAudit(const v1::WatchAuditRequest& request,
                           const std::function<bool(const v1::AuditRecord&)>& on_record, WatchOptions options = {});
 
+  // ---- tenants (client_tenants.cc)
+
+  // Who rdmad takes this caller to be: principal, tenant, role, how it was authenticated.
+  absl::StatusOr<v1::Caller> WhoAmI();
+  // An admin gets every tenant, a tenant caller only its own; each with its quotas' use and its PDs.
+  absl::StatusOr<v1::ListTenantsResponse> ListTenants();
+  // "tenants/app" (or "app"); another tenant's is NOT_FOUND, as a missing one.
+  absl::StatusOr<v1::Tenant> GetTenant(const std::string& name);
+
   // grpc.health.v1: OK when the server reports SERVING.
   absl::Status Health();
 
