@@ -211,6 +211,7 @@ int Run(const GetOptions& o, Context& ctx) {
       return list.ok() ? PrintList(ctx, list->cm_ids(), CmIdsTable, scope) : ctx.Fail(list.status());
     }
     case Kind::kGrant: return RunGetGrants(o, ctx);
+    case Kind::kTenant: return RunGetTenants(o, ctx);
     case Kind::kToken: break;
   }
   ctx.err() << "error: " << Info(o.kind).plural << " cannot be listed\n";
@@ -457,7 +458,8 @@ int RunDelete(const NamedOptions& o, Context& ctx) {
     }
     case Kind::kDevice:
     case Kind::kToken:
-    case Kind::kGrant: break;
+    case Kind::kGrant:
+    case Kind::kTenant: break;
   }
   ctx.err() << "error: " << Info(o.kind).plural << " cannot be deleted\n";
   return kExitUsage;

@@ -387,6 +387,16 @@ absl::StatusOr<BenchReadPlan> Validate(const BenchReadOptions& options);
 // Table (or -o json): reads, IOPS, MiB/s, p50/p99/p999 latency in microseconds.
 int Run(const BenchReadPlan& plan, Context& ctx);
 
+// ---- tenants (commands_tenants.cc)
+
+// `get tenants [NAME]` (Run(GetOptions) comes here for Kind::kTenant): the table of tenants and their quotas'
+// use; an admin sees every tenant, a tenant caller its own.
+int RunGetTenants(const GetOptions& options, Context& ctx);
+// `describe tenant NAME`: every quota (used, limit), principals, file roots, devices, PDs.
+int RunDescribeTenant(const NamedOptions& options, Context& ctx);
+// `whoami`: who rdmad takes this caller to be.
+int RunWhoAmI(Context& ctx);
+
 // ---- health, version
 
 int RunHealth(Context& ctx);

@@ -128,6 +128,29 @@ std::string GrantEventLine(const v1::GrantEvent& event);
 // instead. One item per line, ending in a newline.
 std::string IssuedGrantText(const v1::IssuedGrant& issued, absl::Time now, const std::string& token_file);
 
+// ---- tenants (output_tenants.cc)
+
+std::string RoleString(int role);  // "ADMIN", "TENANT"
+// The quota called `quota` ("mrs", "pinned_bytes") in `tenant`, or nullptr if rdmad sent none by that name.
+const v1::QuotaUsage* FindQuota(const v1::Tenant& tenant, absl::string_view quota);
+// A quota's limit: "8", "1GiB" (pinned_bytes as a size), "unlimited" for 0.
+std::string QuotaLimitString(const v1::QuotaUsage& quota);
+// A quota's use: "2", "12KiB" (pinned_bytes); "-" for rpc_per_second (a rate per connection: no use counted).
+std::string QuotaUsedString(const v1::QuotaUsage& quota);
+// "used/limit": "2/8", "12KiB/1GiB", "0/unlimited"; rpc_per_second its limit alone ("100", "unlimited").
+std::string QuotaCell(const v1::QuotaUsage& quota);
+
+// `get tenants`: NAME PRINCIPALS (the one, or the first and "(+N)") PDS (a count) MRS PINNED GRANTS TOKENS CONNS
+// (used/limit). `wide` adds the other quotas (MWS, QPS, CM-IDS, RPC/S) and FILE-ROOTS ("<allowed_file_roots>":
+// rdmad's own) and DEVICES ("<all>").
+Table TenantsTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tenants, bool wide);
+// `describe tenant`: name, principals, file roots, devices and PDs (one per line), then every quota rdmad sent
+// (QUOTA USED LIMIT). Ends in a newline.
+std::string TenantText(const v1::Tenant& tenant);
+// `whoami`: principal, tenant, role, authenticated, transport, and uid/gid when rdmad gave them (>= 0). Ends in
+// a newline.
+std::string CallerText(const v1::Caller& caller);
+
 // ---- JSON
 
 // The message as pretty JSON (proto field names, default-valued fields included), ending in a newline.

@@ -166,6 +166,7 @@ const std::vector<KindInfo>& AllKinds() {
       {Kind::kCmId, "cmid", "cmids", "CM id", true},
       {Kind::kToken, "token", "tokens", "connection token", true},
       {Kind::kGrant, "grant", "grants", "grant", true},
+      {Kind::kTenant, "tenant", "tenants", "tenant", false},
   };
   return kinds;
 }
@@ -206,6 +207,12 @@ absl::StatusOr<std::string> NormalizeName(Kind kind, absl::string_view text) {
     if (id.empty() || id.find('/') != absl::string_view::npos ||
         id.find_first_of(" \t\r\n") != absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ", A(info.title), " name"));
+    }
+    if (kind == Kind::kTenant && !std::all_of(id.begin(), id.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+        })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "' is not a tenant name (letters, digits, '.', '_' and '-': app, tenants/app)"));
     }
     return absl::StrCat(info.plural, "/", id);
   }

@@ -39,14 +39,14 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(absl::string_view text);
 
 // ---- Resource names
 
-enum class Kind { kDevice, kPd, kMr, kMw, kQp, kChannel, kCmId, kToken, kGrant };
+enum class Kind { kDevice, kPd, kMr, kMw, kQp, kChannel, kCmId, kToken, kGrant, kTenant };
 
 struct KindInfo {
   Kind kind;
   const char* singular;  // "mr": the noun on the command line and in messages ("mr/17 registered")
   const char* plural;    // "mrs": the prefix of the API name ("mrs/17")
   const char* title;     // "memory region"
-  bool numeric;          // names are PLURAL/N with N > 0 (all but devices)
+  bool numeric;          // names are PLURAL/N with N > 0 (all but devices and tenants)
 };
 
 const KindInfo& Info(Kind kind);
@@ -57,7 +57,9 @@ std::optional<Kind> KindFromNoun(absl::string_view noun);
 
 // The API name of a resource of `kind` from what an operator typed. With kind kMr: "17", "mr/17",
 // "mrs/17" -> "mrs/17" (leading zeros dropped). With kDevice: "rxe0", "device/rxe0", "devices/rxe0" ->
-// "devices/rxe0". A name of another kind ("pds/1" for an mr) or a malformed one is an error.
+// "devices/rxe0". With kTenant: "app", "tenant/app", "tenants/app" -> "tenants/app" (letters, digits, '.', '_'
+// and '-' only, as rdmad's config allows). A name of another kind ("pds/1" for an mr) or a malformed one is an
+// error.
 absl::StatusOr<std::string> NormalizeName(Kind kind, absl::string_view text);
 
 // "mrs/17" -> "mr/17", "devices/rxe0" -> "device/rxe0"; anything else unchanged. For kubectl-style

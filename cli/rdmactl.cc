@@ -71,6 +71,7 @@ CLI::App* Noun(CLI::App* verb, Kind kind, bool plural, const std::string& descri
 
 std::string NameHelp(Kind kind) {
   const KindInfo& k = Info(kind);
+  if (kind == Kind::kTenant) return "tenant name: app, tenants/app";
   if (!k.numeric) return std::string(k.singular) + " name: rxe0, " + k.plural + "/rxe0";
   return std::string(k.title) + ": " + k.plural + "/N, " + k.singular + "/N or N";
 }
@@ -193,6 +194,7 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
       {Kind::kChannel, "rdma_cm event channels (each a dispatcher thread in rdmad)"},
       {Kind::kCmId, "rdma_cm communication ids"},
       {Kind::kGrant, "grants: a remote key to a range of a memory region, for one client, for a lease"},
+      {Kind::kTenant, "tenants: their principals, PDs and quotas (used/limit); a tenant caller sees only its own"},
   };
   for (const auto& g : kGettable) {
     auto o = std::make_shared<GetOptions>();
@@ -597,6 +599,21 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
     BindInPlace<NamedOptions>(sub, o, &action, RunDelete);
   }
 
+  // ---- tenants: describe tenant (kubectl's describe: everything about one), whoami
+  CLI::App* describe = app.add_subcommand("describe", "Show everything about one resource, for people");
+  describe->require_subcommand(1);
+  {
+    auto o = std::make_shared<NamedOptions>();
+    o->kind = Kind::kTenant;
+    CLI::App* sub = Noun(describe, Kind::kTenant, false,
+                         "A tenant: every quota (used, limit), its principals, file roots, devices and PDs");
+    sub->add_option("NAME", o->name, NameHelp(Kind::kTenant))->required();
+    BindInPlace<NamedOptions>(sub, o, &action, RunDescribeTenant);
+  }
+  app.add_subcommand("whoami", "Who rdmad takes you to be: principal, tenant, role, transport")->callback([&action] {
+    action.run = RunWhoAmI;
+  });
+
   // ---- health, version
   app.add_subcommand("health", "Check that rdmad is serving (gRPC health)")->callback([&action] {
     action.run = RunHealth;
@@ -615,6 +632,7 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
       "  rdmactl events --follow --type connect-request,established\n"
       "  rdmactl grant mrs/1 --length 1MiB --for app-7 --ttl 60s --token-file app-7.token\n"
       "  rdmactl get grants --mr mrs/1 && rdmactl revoke grants/1\n"
+      "  rdmactl whoami && rdmactl get tenants && rdmactl describe tenant app\n"
       "  rdmactl read mrs/1 --length 4KiB -o head.bin && rdmactl bench read mrs/1 --size 4KiB --depth 16\n"
       "See docs/cli.md.");
 

@@ -238,6 +238,56 @@ class FakeDevices final : public v1::Devices::Service {
   }
 };
 
+// Tenants: the caller is a tenant's (app); tenants/app exists, anything else is NOT_FOUND; ListTenants returns
+// app and batch. Records the names asked for.
+class FakeTenants final : public v1::Tenants::Service {
+ public:
+  static v1::Tenant Tenant(const std::string& name) {
+    v1::Tenant t;
+    t.set_name(name);
+    t.add_principals("unix:uid:1000");
+    t.add_pds("pds/1");
+    auto quota = [&t](const std::string& q, uint64_t used, uint64_t limit) {
+      v1::QuotaUsage* u = t.add_quotas();
+      u->set_quota(q);
+      u->set_used(used);
+      u->set_limit(limit);
+    };
+    quota("pinned_bytes", 12 << 10, uint64_t{1} << 30);
+    quota("mrs", 2, 8);
+    quota("grants", 1, 0);
+    quota("rpc_per_second", 0, 100);
+    return t;
+  }
+  grpc::Status WhoAmI(grpc::ServerContext*, const v1::WhoAmIRequest*, v1::Caller* resp) override {
+    resp->set_principal("unix:uid:1000");
+    resp->set_tenant("app");
+    resp->set_role(v1::ROLE_TENANT);
+    resp->set_authenticated(true);
+    resp->set_transport("unix");
+    resp->set_uid(1000);
+    resp->set_gid(1000);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListTenants(grpc::ServerContext*, const v1::ListTenantsRequest*,
+                           v1::ListTenantsResponse* resp) override {
+    *resp->add_tenants() = Tenant("tenants/app");
+    *resp->add_tenants() = Tenant("tenants/batch");
+    return grpc::Status::OK;
+  }
+  grpc::Status GetTenant(grpc::ServerContext*, const v1::GetTenantRequest* req, v1::Tenant* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    got.push_back(req->name());
+    if (req->name() != "tenants/app") {
+      return RdmadError(grpc::StatusCode::NOT_FOUND, "name: " + req->name() + " does not exist", "name");
+    }
+    *resp = Tenant(req->name());
+    return grpc::Status::OK;
+  }
+  std::mutex mu;
+  std::vector<std::string> got;
+};
+
 struct Result {
   int rc = -1;
   std::string out, err;
@@ -251,6 +301,7 @@ class RdmactlTest : public ::testing::Test {
     builder.RegisterService(&mrs_);
     builder.RegisterService(&pds_);
     builder.RegisterService(&devices_);
+    builder.RegisterService(&tenants_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     dir_ = ::testing::TempDir();
@@ -273,6 +324,7 @@ class RdmactlTest : public ::testing::Test {
   FakeMrs mrs_;
   FakePds pds_;
   FakeDevices devices_;
+  FakeTenants tenants_;
   std::unique_ptr<grpc::Server> server_;
   std::string dir_;
 };
@@ -686,6 +738,90 @@ TEST_F(RdmactlTest, GetDeviceJsonIncludesTheCounters) {
   EXPECT_THAT(r.out, HasSubstr("\"remote_access_error\": false"));
   r = Run({"get", "devices", "rxe0", "-o", "name"});
   EXPECT_EQ(r.out, "devices/rxe0\n");
+}
+
+// ---- tenants: get tenants, describe tenant, whoami
+
+TEST_F(RdmactlTest, GetTenantsListsUsedOverLimit) {
+  Result r = Run({"get", "tenants"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "NAME            PRINCIPALS      PDS   MRS   PINNED       GRANTS        TOKENS   CONNS\n"
+            "tenants/app     unix:uid:1000   1     2/8   12KiB/1GiB   1/unlimited   <none>   <none>\n"
+            "tenants/batch   unix:uid:1000   1     2/8   12KiB/1GiB   1/unlimited   <none>   <none>\n");
+  r = Run({"get", "tenants", "-o", "name"});
+  EXPECT_EQ(r.out, "tenants/app\ntenants/batch\n");
+  r = Run({"get", "tenants", "-o", "json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("{\n \"items\": [\n"));
+  EXPECT_THAT(r.out, HasSubstr("\"quota\": \"pinned_bytes\""));
+}
+
+TEST_F(RdmactlTest, GetOneTenantByAnySpelling) {
+  for (const char* name : {"app", "tenant/app", "tenants/app"}) {
+    Result r = Run({"get", "tenants", name});
+    ASSERT_EQ(r.rc, 0) << name << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("\ntenants/app   unix:uid:1000"));
+  }
+  Result r = Run({"get", "tenants/app", "-o", "json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("{\n \"name\": \"tenants/app\""));
+  EXPECT_THAT(tenants_.got, ElementsAre("tenants/app", "tenants/app", "tenants/app", "tenants/app"));
+  r = Run({"get", "tenant", "nobody"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: name: tenants/nobody does not exist"));
+  r = Run({"get", "tenant", "bad name!"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("is not a tenant name"));
+  EXPECT_EQ(tenants_.got.size(), 5u);  // the usage error sent nothing
+}
+
+TEST_F(RdmactlTest, DescribeTenant) {
+  Result r = Run({"describe", "tenant", "app"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Name:           tenants/app\n"
+            "Principals:     unix:uid:1000\n"
+            "File roots:     <allowed_file_roots> (rdmad's own)\n"
+            "Devices:        <all>\n"
+            "PDs:            pds/1\n"
+            "Quotas:\n"
+            "  QUOTA            USED    LIMIT\n"
+            "  pinned_bytes     12KiB   1GiB\n"
+            "  mrs              2       8\n"
+            "  grants           1       unlimited\n"
+            "  rpc_per_second   -       100\n"
+            "  (rpc_per_second is a limit per connection: no use is counted)\n");
+  r = Run({"describe", "tenants/app", "-o", "json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("{\n \"name\": \"tenants/app\""));
+  r = Run({"describe", "tenant", "batch"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.err, HasSubstr("tenants/batch does not exist"));
+  r = Run({"describe", "tenant"});
+  EXPECT_EQ(r.rc, 2);
+  r = Run({"describe", "mrs", "3"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("'describe' does not apply to 'mrs' (tenant)"));
+}
+
+TEST_F(RdmactlTest, WhoAmI) {
+  Result r = Run({"whoami"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Principal:      unix:uid:1000\n"
+            "Tenant:         app\n"
+            "Role:           TENANT\n"
+            "Authenticated:  yes\n"
+            "Transport:      unix\n"
+            "UID:            1000\n"
+            "GID:            1000\n");
+  r = Run({"whoami", "-o", "json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"role\": \"ROLE_TENANT\""));
+  EXPECT_THAT(r.out, HasSubstr("\"uid\": \"1000\""));  // int64: a JSON string
+  r = Run({"whoami", "-o", "name"});
+  EXPECT_EQ(r.out, "unix:uid:1000\n");
 }
 
 }  // namespace
