@@ -2,7 +2,8 @@
 // command sends (grant, renew, revoke, get grants, watch grants), what it prints and how it fails; the
 // --revoke-grants flags of delete mr, delete pd and rereg mr; and read / bench read up to the data plane
 // (their usage errors, the grant they issue, and its revocation when the data plane fails: there is no
-// RDMA device here).
+// RDMA device here); get devices' counters; get tenants, describe tenant and whoami against a fake Tenants
+// service.
 #include <sys/stat.h>
 #include <unistd.h>
 
