@@ -9,6 +9,8 @@ PKGS=(
   libgrpc++-dev libgrpc-dev grpc-proto libabsl-dev
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # mutual TLS: libcrypto checks rdmad's certificate files; the tests make certificates with the openssl CLI
+  libssl-dev openssl
   # tests and the Soft-RoCE guest
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils iproute2 util-linux procps
   ibverbs-utils rdmacm-utils perftest
