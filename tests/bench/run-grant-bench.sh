@@ -67,8 +67,8 @@ if [ "$role" = a ]; then
   if ((own_rdmad)); then
     work=$(mktemp -d /tmp/rdmad-grant-bench.XXXXXX)
     cat >"$work/rdmad.json" <<JSON
-{ "listen": ["unix:$work/rdmad.sock", "$RDMAD_GUEST_ADDR:50051"], "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"],
-  "cm_workers": 2, "log_level": "warning" }
+{ "listen": ["unix:$work/rdmad.sock", "$RDMAD_GUEST_ADDR:50051"], "insecure_tcp": true,
+  "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2, "log_level": "warning" }
 JSON
     "$bin/server/rdmad" --config "$work/rdmad.json" >"$logs/rdmad-a.log" 2>&1 &
     rdmad_pid=$!

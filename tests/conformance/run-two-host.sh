@@ -28,8 +28,11 @@ sock=$work/rdmad.sock
 grant_file=/dev/shm/rdmad-grant-e2e.bin
 listen="\"unix:$sock\""
 [ "$role" = a ] && listen="$listen, \"$RDMAD_GUEST_ADDR:50051\""
+# B's tests call A's rdmad over plain gRPC/TCP on the guests' private wire: insecure_tcp (callers there are
+# "anonymous"; single-tenant mode admits them). TLS itself is tested on the host (tests/unit/listeners_test).
 cat >"$work/rdmad.json" <<JSON
-{ "listen": [$listen], "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2, "log_level": "info" }
+{ "listen": [$listen], "insecure_tcp": true, "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2,
+  "log_level": "info" }
 JSON
 if [ "$role" = a ]; then
   # The application: writes the bytes B will read through grants, before rdmad (and B) start.
