@@ -1,7 +1,7 @@
 // rdmad: owns this host's RDMA resources and manages them for others through the rdmad.v1 gRPC API.
 //
 // Threads: main() parses flags and config, opens the devices, builds the registry and the gRPC server,
-// then waits in sigwait() for SIGHUP (reload the TLS certificates, keep waiting) and SIGTERM/SIGINT
+// then waits in sigwait() for SIGHUP (reload the TLS certificates, reopen the audit log, keep waiting) and SIGTERM/SIGINT
 // (shut down); all three are blocked in every thread, so only main sees them. gRPC's
 // threads serve RPCs against the registry, the CM manager and the grant manager; the dispatchers (one per device, one per
 // event channel) and the pin workers are theirs (docs/architecture.md); `unix-accept` accepts unix-socket
@@ -198,6 +198,7 @@ int Run(int argc, char** argv) {
   // Who may see and use what (docs/security.md): the policy maps each caller to a tenant and a role.
   auth::Policy policy(config);
   tenancy::Gate gate(&policy, {registry.get(), cm.get(), grants.get(), &tokens});
+  cm->set_admit_connection([&gate](const cm::Claims& claims) { return gate.AdmitConnection(claims.pd); });
   Env env;
   env.registry = registry.get();
   env.cm = cm.get();
@@ -249,6 +250,11 @@ int Run(int argc, char** argv) {
     } else {
       RDMAD_LOG_ERROR("SIGHUP: TLS not reloaded, the certificates in use stay: %s",
                       std::string(reloaded.status().message()).c_str());
+    }
+    // And the audit log is opened again (logrotate moved it away).
+    if (audit) {
+      absl::Status s = audit->Reopen();
+      if (!s.ok()) RDMAD_LOG_ERROR("SIGHUP: audit log not reopened: %s", std::string(s.message()).c_str());
     }
   }
   RDMAD_LOG_INFO("%s: shutting down", strsignal(sig));

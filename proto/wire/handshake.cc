@@ -65,6 +65,8 @@ std::string RejectReasonName(RejectReason reason) {
       return "TOKEN_REPLAYED";
     case RejectReason::kRevoked:
       return "TOKEN_REVOKED";
+    case RejectReason::kOverQuota:
+      return "OVER_QUOTA";
     case RejectReason::kInternal:
       return "INTERNAL";
   }

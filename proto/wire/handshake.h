@@ -66,6 +66,8 @@ enum class RejectReason : uint16_t {
   kReplayed = 6,      // already redeemed: a token is single use
   kRevoked = 7,       // cancelled by Revoke before use
   kInternal = 8,      // rdmad failed on its side (sent by the listener, never by TokenStore)
+  kOverQuota = 9,     // a good token, but its tenant is at its connections quota: retry later (the token
+                      // is not used up)
 };
 // "TOKEN_EXPIRED", ...; "REASON_<n>" for a number this build does not know.
 std::string RejectReasonName(RejectReason reason);

@@ -249,7 +249,18 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
 // a good one moves the connection to the least loaded worker channel, whose loop creates the QP on the
 // token's PD and accepts.
 void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
-  Redemption r = tokens_->Redeem(private_data);
+  // Look before redeeming: a tenant at its connections quota is refused with the token left unused.
+  Redemption r = tokens_->Peek(private_data);
+  if (r.accepted() && admit_) {
+    if (absl::Status s = admit_(*r.claims); !s.ok()) {
+      const uint64_t token = r.token_id;
+      r = Redemption();
+      r.reason = RejectReason::kOverQuota;
+      r.token_id = token;
+      r.detail = std::string(s.message());
+    }
+  }
+  if (r.accepted()) r = tokens_->Redeem(private_data);
   // The audit record (written with no lock held): the id, the client's address, the token and what it named.
   audit::Event record;
   record.resource = Name("cmids", id->id);
@@ -262,7 +273,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
                    id->remote.host.c_str(), std::string(RejectReasonName(r.reason)).c_str(), r.detail.c_str());
     if (audit_ != nullptr) {
       record.method = "data-plane reject";
-      record.code = "PERMISSION_DENIED";
+      record.code = r.reason == RejectReason::kOverQuota ? "RESOURCE_EXHAUSTED" : "PERMISSION_DENIED";
       record.detail = absl::StrCat(RejectReasonName(r.reason), ": ", r.detail,
                                    r.token_id ? absl::StrCat(" (", TokenName(r.token_id), ")") : std::string());
       audit_->Record(record);

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -102,6 +103,11 @@ class CmManager {
   // The audit trail: one record per data-plane accept and reject, made on the listener's (or the worker's)
   // dispatcher with no lock of the CmManager held. Set before Start; not owned.
   void set_audit(audit::AuditSink* sink) { audit_ = sink; }
+  // Asked, on the listener's dispatcher with no lock of the CmManager held, before a good token is redeemed:
+  // a refusal (the tenant's connections quota) rejects the request with OVER_QUOTA and leaves the token
+  // unused. Set before any token is issued (before the gRPC server starts); it may call this manager's const
+  // methods (ListCmIds).
+  void set_admit_connection(std::function<absl::Status(const Claims&)> admit) { admit_ = std::move(admit); }
   // The data-plane listener's addresses; FAILED_PRECONDITION if there is none (no "rdma_listen").
   absl::StatusOr<std::vector<v1::SocketAddress>> DataPlaneEndpoints() const;
   // A signaled inline SEND of `bytes` on the id's QP, posted on the id's dispatcher; `done` gets the
@@ -171,6 +177,7 @@ class CmManager {
   fabric::CmFabric* const cm_;
   GrantConnections* grants_ = nullptr;
   audit::AuditSink* audit_ = nullptr;
+  std::function<absl::Status(const Claims&)> admit_;
   Registry* const registry_;
   TokenStore* const tokens_;
   const Options options_;

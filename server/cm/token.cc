@@ -73,7 +73,11 @@ absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
   return issued;
 }
 
-Redemption TokenStore::Redeem(absl::string_view private_data) {
+Redemption TokenStore::Redeem(absl::string_view private_data) { return Check(private_data, /*consume=*/true); }
+
+Redemption TokenStore::Peek(absl::string_view private_data) { return Check(private_data, /*consume=*/false); }
+
+Redemption TokenStore::Check(absl::string_view private_data, bool consume) {
   DecodedToken decoded = DecodeToken(private_data);
   absl::MutexLock lock(&mu_);
   if (!decoded.ok()) return RejectLocked(decoded.reason, 0, std::move(decoded.detail));
@@ -104,8 +108,12 @@ Redemption TokenStore::Redeem(absl::string_view private_data) {
       return RejectLocked(RejectReason::kExpired, token.id, "expired");
   }
   Redemption r;
-  r.claims = std::move(entry.claims);
   r.token_id = token.id;
+  if (!consume) {
+    r.claims = entry.claims;
+    return r;
+  }
+  r.claims = std::move(entry.claims);
   FinishLocked(token.id, entry, State::kRedeemed);
   ++counters_.redeemed;
   return r;

@@ -123,6 +123,9 @@ class TokenStore {
 
   // Checks a connect request's private data and, if it holds a live token, uses the token up.
   Redemption Redeem(absl::string_view private_data);
+  // What Redeem would answer, without redeeming (a rejection is counted as Redeem's would be). The
+  // listener peeks, asks the tenant's connections quota, then redeems (which checks everything again).
+  Redemption Peek(absl::string_view private_data);
 
   // Cancels an outstanding token ("tokens/17"). INVALID_ARGUMENT on "name" if malformed, NOT_FOUND if
   // not remembered, FAILED_PRECONDITION if already redeemed, revoked or expired.
@@ -149,6 +152,7 @@ class TokenStore {
   // Moves an outstanding entry to `state` and into finished_, keeping finished_ within max_finished.
   void FinishLocked(uint64_t id, Entry& entry, State state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropFirstFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Redemption Check(absl::string_view private_data, bool consume);
   Redemption RejectLocked(RejectReason reason, uint64_t id, std::string detail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -297,6 +297,22 @@ absl::StatusOr<Gate::Reservation> Gate::Reserve(const auth::Caller& caller,
   return r;
 }
 
+absl::Status Gate::AdmitConnection(const std::string& pd) {
+  const std::string tenant = TenantOfPd(pd);
+  const TenantConfig* t = tenant.empty() ? nullptr : policy_->FindTenant(tenant);
+  if (t == nullptr || t->quotas.connections == 0) return absl::OkStatus();
+  absl::MutexLock lock(&quota_mu_);
+  const Counts use = CountUse(tenant);
+  const int i = static_cast<int>(Quota::kConnections);
+  const uint64_t in_use = use[i] + reserved_[tenant][i];
+  if (in_use + 1 > t->quotas.connections) {
+    return FieldError(absl::StatusCode::kResourceExhausted, "",
+                      absl::StrCat("quota connections of tenant ", tenant, ": limit ", t->quotas.connections,
+                                   ", in use ", in_use, "; this connection needs 1"));
+  }
+  return absl::OkStatus();
+}
+
 void Gate::Release(const std::string& tenant, const Counts& amounts) {
   absl::MutexLock lock(&quota_mu_);
   Counts& reserved = reserved_[tenant];

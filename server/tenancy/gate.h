@@ -104,6 +104,11 @@ class Gate {
   };
   absl::StatusOr<Reservation> Reserve(const auth::Caller& caller, std::vector<std::pair<Quota, uint64_t>> wants);
 
+  // The data-plane listener, before redeeming a good token on `pd` (CmManager::set_admit_connection):
+  // RESOURCE_EXHAUSTED if the PD's tenant is at its connections quota. The request's own id is not counted
+  // yet (its PD is set once the token is redeemed, on the same listener thread, so the next request counts it).
+  absl::Status AdmitConnection(const std::string& pd);
+
   // A tenant's quotas with their use now.
   std::vector<v1::QuotaUsage> Usage(const TenantConfig& tenant);
   v1::Tenant TenantProto(const TenantConfig& tenant);

@@ -42,7 +42,8 @@ Config TwoTenants() {
       {"name": "a", "principals": ["spiffe://t/a"],
        "quotas": {"mrs": 2, "pinned_bytes": 12288, "mws": 1, "qps": 1, "cm_ids": 1, "grants": 1, "tokens": 2}},
       {"name": "b", "principals": ["spiffe://t/b"], "quotas": {"rpc_per_second": 1, "rpc_burst": 3}},
-      {"name": "c", "principals": ["spiffe://t/c"]}
+      {"name": "c", "principals": ["spiffe://t/c"]},
+      {"name": "d", "principals": ["spiffe://t/d"], "quotas": {"connections": 1}}
     ]})");
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
@@ -62,6 +63,7 @@ class TenancyTest : public ::testing::Test {
         std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_);
     fake_cm_ = std::make_unique<fake::FakeCm>(fabric->devices(), std::map<std::string, std::string>{{kAddr, "rxe0"}});
     fabric->set_cm(fake_cm_.get());
+    device_ = fabric->devices()[0];
     registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
     cm::CmManager::Options cm_options;
     cm_options.listen = {{kAddr, 7471}};
@@ -71,6 +73,7 @@ class TenancyTest : public ::testing::Test {
     policy_ = std::make_unique<auth::Policy>(config_);
     gate_ = std::make_unique<tenancy::Gate>(policy_.get(),
                                             tenancy::Gate::Deps{registry_.get(), cm_.get(), grants_.get(), &tokens_});
+    cm_->set_admit_connection([this](const cm::Claims& c) { return gate_->AdmitConnection(c.pd); });
     env_.registry = registry_.get();
     env_.cm = cm_.get();
     env_.grants = grants_.get();
@@ -139,6 +142,7 @@ class TenancyTest : public ::testing::Test {
   Config config_;
   std::shared_ptr<fake::FakeLedger> ledger_;
   std::unique_ptr<fake::FakeCm> fake_cm_;
+  fabric::Device* device_ = nullptr;
   std::unique_ptr<Registry> registry_;
   cm::TokenStore tokens_;
   std::unique_ptr<cm::CmManager> cm_;
@@ -462,7 +466,7 @@ TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
   ASSERT_EQ(lt.tenants_size(), 1);
   EXPECT_EQ(lt.tenants(0).name(), "tenants/c");
   ASSERT_TRUE(v1::Tenants::NewStub(channel_)->ListTenants(As("ops").get(), v1::ListTenantsRequest(), &lt).ok());
-  EXPECT_EQ(lt.tenants_size(), 3);
+  EXPECT_EQ(lt.tenants_size(), 4);
 
   v1::DeletePdRequest d;
   d.set_name(pd);
@@ -555,6 +559,81 @@ TEST_F(TenancyTest, FilesAreRegisteredWithTheCallersOwnRights) {
   v1::DeletePdResponse r;
   EXPECT_TRUE(v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kA).get(), d, &r).ok());
   unlink(path);
+}
+
+// A client of the fake rdma_cm with its own PD, dialing rdmad's data-plane listener with a token.
+struct Dialer {
+  std::unique_ptr<fabric::CmChannel> channel;
+  std::unique_ptr<fabric::CmId> id;
+  std::unique_ptr<fabric::Pd> pd;
+  fabric::CmEvent Dial(fake::FakeCm& cm, fabric::Device* device, const std::string& token) {
+    channel = cm.CreateChannel().value();
+    id = channel->CreateId(1).value();
+    pd = device->AllocPd().value();
+    EXPECT_TRUE(id->ResolveAddr({kAddr, 7471}, 1000).ok());
+    Wait();
+    EXPECT_TRUE(id->ResolveRoute(1000).ok());
+    Wait();
+    EXPECT_TRUE(id->CreateQp(*pd).ok());
+    EXPECT_TRUE(id->Connect(token).ok());
+    std::vector<fabric::CmEvent> e = Wait();
+    return e.empty() ? fabric::CmEvent{} : std::move(e.front());
+  }
+  std::vector<fabric::CmEvent> Wait() {
+    for (int i = 0; i < 10000; ++i) {
+      std::vector<fabric::CmEvent> e = channel->Drain();
+      if (!e.empty()) return e;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return {};
+  }
+  void Leave() {
+    id.reset();
+    pd.reset();
+    channel.reset();
+  }
+};
+
+TEST_F(TenancyTest, DataPlaneConnectionsOverTheQuotaAreRejectedWithTheTokenLeftUnused) {
+  const std::string pd = CreatePd("spiffe://t/d");
+  auto tokens = v1::ConnectTokens::NewStub(channel_);
+  v1::IssueConnectTokenRequest req;
+  req.set_pd(pd);
+  v1::ConnectToken first, second;
+  ASSERT_TRUE(tokens->IssueConnectToken(As("spiffe://t/d").get(), req, &first).ok());
+  ASSERT_TRUE(tokens->IssueConnectToken(As("spiffe://t/d").get(), req, &second).ok());
+  fabric::Device* device = device_;
+  Dialer one, two;
+  EXPECT_EQ(one.Dial(*fake_cm_, device, first.token()).type, fabric::CmEventType::kEstablished);
+  fabric::CmEvent refused = two.Dial(*fake_cm_, device, second.token());
+  EXPECT_EQ(refused.type, fabric::CmEventType::kRejected);
+  absl::StatusOr<cm::Reject> why = cm::DecodeReject(refused.private_data);
+  EXPECT_TRUE(why.ok() && why->reason == cm::RejectReason::kOverQuota) << refused.private_data.size();
+  two.Leave();
+  // Once the first connection is gone, the second token (not used up) connects.
+  one.Leave();
+  auto ids = v1::CmIds::NewStub(channel_);
+  for (int i = 0; i < 5000; ++i) {
+    v1::ListCmIdsResponse list;
+    ASSERT_TRUE(ids->ListCmIds(As("spiffe://t/d").get(), v1::ListCmIdsRequest(), &list).ok());
+    if (list.cm_ids_size() == 0) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  Dialer again;
+  EXPECT_EQ(again.Dial(*fake_cm_, device, second.token()).type, fabric::CmEventType::kEstablished);
+  again.Leave();
+  for (int i = 0; i < 5000; ++i) {
+    v1::ListCmIdsResponse list;
+    ASSERT_TRUE(ids->ListCmIds(As("spiffe://t/d").get(), v1::ListCmIdsRequest(), &list).ok());
+    if (list.cm_ids_size() == 0) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  v1::DeletePdRequest d;
+  d.set_name(pd);
+  d.set_cascade(true);
+  v1::DeletePdResponse r;
+  grpc::Status s = v1::ProtectionDomains::NewStub(channel_)->DeletePd(As("spiffe://t/d").get(), d, &r);
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 }  // namespace
