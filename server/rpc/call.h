@@ -124,7 +124,7 @@ class Call {
             on_ok = std::move(on_ok)](absl::StatusOr<T> result) mutable {
       if (result.ok() && on_ok) on_ok(*result);
       if (result.ok()) *response = std::move(result).value();
-      tenancy::Gate::Reservation done = std::move(reservation);  // released once committed
+      reservation = tenancy::Gate::Reservation();  // committed (or failed): released before the client hears
       ending(result.status(), result.ok() ? NameOf(*response) : "");
       reactor->Finish(ToGrpc(result.status()));
     };
