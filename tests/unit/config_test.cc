@@ -214,3 +214,84 @@ TEST(ParseConfigTest, RdmaCmKeys) {
 }
 
 }  // namespace rdmad
+
+namespace rdmad {
+namespace {
+
+TEST(SecurityConfigTest, TenantsAdminsPrincipalsAndQuotasAreParsed) {
+  absl::StatusOr<Config> c = ParseConfig(R"({
+    "unix_principals": [{"uid": 0, "principal": "root"}, {"gid": 27, "principal": "ops"}],
+    "admins": ["root"],
+    "tenants": [{"name": "app", "principals": ["spiffe://c/app", "unix:uid:1000"], "file_roots": ["/dev/shm/app"],
+                 "devices": ["rxe0"], "uid": 1000, "gid": 1000,
+                 "quotas": {"pinned_bytes": 4096, "mrs": 1, "mws": 2, "qps": 3, "cm_ids": 4, "grants": 5,
+                            "tokens": 6, "connections": 7, "rpc_per_second": 8, "rpc_burst": 9}}],
+    "audit": "-"
+  })");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->tenants.size(), 1u);
+  const TenantConfig& t = c->tenants[0];
+  EXPECT_EQ(t.name, "app");
+  EXPECT_THAT(t.principals, ElementsAre("spiffe://c/app", "unix:uid:1000"));
+  EXPECT_EQ(t.uid, 1000);
+  EXPECT_EQ(t.quotas.pinned_bytes, 4096u);
+  EXPECT_EQ(t.quotas.connections, 7u);
+  EXPECT_EQ(t.quotas.rpc_burst, 9u);
+  ASSERT_EQ(c->unix_principals.size(), 2u);
+  EXPECT_EQ(c->unix_principals[1].gid, 27);
+  EXPECT_EQ(c->audit, "-");
+}
+
+TEST(SecurityConfigTest, MistakesNameTheirField) {
+  const struct {
+    const char* json;
+    const char* field;
+  } cases[] = {
+      {R"({"tenants": [{"name": "a b"}]})", "tenants[0].name"},
+      {R"({"tenants": [{"name": "a"}, {"name": "a"}]})", "tenants[1].name"},
+      {R"({"tenants": [{"name": "a", "quotas": {"mrs": -1}}]})", "tenants[0].quotas.mrs"},
+      {R"({"tenants": [{"name": "a", "quotas": {"bogus": 1}}]})", "tenants[0].quotas.bogus"},
+      {R"({"tenants": [{"name": "a", "uid": 5}]})", "tenants[0]"},
+      {R"({"tenants": [{"name": "a", "file_roots": ["rel"]}]})", "tenants[0].file_roots"},
+      {R"({"admins": ["x"], "tenants": [{"name": "a", "principals": ["x"]}]})", "tenants[0].principals"},
+      {R"({"unix_principals": [{"uid": 1, "gid": 2, "principal": "p"}]})", "unix_principals[0]"},
+      {R"({"unix_socket": {"mode": "999"}})", "unix_socket.mode"},
+      {R"({"audit": "relative.log"})", "audit"},
+      {R"({"tls": {"cert": "/c"}})", "tls"},
+      {R"({"insecure_tcp": "yes"})", "insecure_tcp"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<Config> parsed = ParseConfig(c.json);
+    EXPECT_FALSE(parsed.ok()) << c.json;
+    EXPECT_EQ(FieldOf(parsed.status()), c.field) << c.json << ": " << parsed.status();
+  }
+}
+
+TEST(SecurityConfigTest, TcpNeedsTlsOrInsecureTcp) {
+  Config c;
+  c.listen = {"unix:/tmp/x.sock", "127.0.0.1:7470"};
+  absl::Status s = CheckListeners(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(FieldOf(s), "listen");
+  c.insecure_tcp = true;
+  EXPECT_TRUE(CheckListeners(c).ok());
+  c.insecure_tcp = false;
+  c.tls = {"/c", "/k", "/ca"};
+  EXPECT_TRUE(CheckListeners(c).ok());
+  c.listen = {"unix:/tmp/x.sock"};
+  c.tls = {};
+  EXPECT_TRUE(CheckListeners(c).ok());
+}
+
+TEST(SecurityConfigTest, TheExamplesAreValid) {
+  absl::StatusOr<Config> c = LoadConfig("deploy/rdmad.tenants.example.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tenants.size(), 1u);
+  EXPECT_TRUE(CheckListeners(*c).ok());
+  absl::StatusOr<Config> plain = LoadConfig("deploy/rdmad.example.json");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(CheckListeners(*plain).ok());
+}
+
+}  // namespace
+}  // namespace rdmad
