@@ -111,6 +111,15 @@ std::vector<v1::QueuePair> Registry::ListQps() const {
   return QueryAndConvert(pinned);
 }
 
+std::map<std::string, size_t> Registry::CountUserQpsByPd() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, size_t> out;
+  for (const auto& [id, e] : qps_) {
+    if (e->cm_id.empty()) out[Name("pds", e->pd->id)]++;
+  }
+  return out;
+}
+
 absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& request) {
   if (request.remote().qpn() == 0 || request.remote().qpn() > 0xffffff) {
     return InvalidArgument("remote.qpn", "must be a 24-bit QP number other than 0");

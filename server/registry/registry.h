@@ -103,6 +103,8 @@ class Registry {
   absl::StatusOr<v1::QueuePair> CreateQp(const v1::CreateQpRequest& request);
   absl::StatusOr<v1::QueuePair> GetQp(const std::string& name) const;
   std::vector<v1::QueuePair> ListQps() const;
+  // QPs made by CreateQp (not CM ids'), by PD name, from the bookkeeping alone (no device query): quotas.
+  std::map<std::string, size_t> CountUserQpsByPd() const;
   absl::StatusOr<v1::QueuePair> ConnectQp(const v1::ConnectQpRequest& request);
   absl::Status DeleteQp(const std::string& name);
 

@@ -238,8 +238,8 @@ Gate::Counts Gate::CountUse(const std::string& tenant) {
     }
   }
   if (pds.empty()) return use;
-  for (const auto& qp : deps_.registry->ListQps()) {
-    if (pds.count(qp.pd()) && qp.cm_id().empty()) add(Quota::kQps, 1);
+  for (const auto& [pd, n] : deps_.registry->CountUserQpsByPd()) {
+    if (pds.count(pd)) add(Quota::kQps, n);
   }
   if (deps_.cm != nullptr) {
     if (auto ids = deps_.cm->ListCmIds(v1::ListCmIdsRequest()); ids.ok()) {
