@@ -114,7 +114,13 @@ absl::StatusOr<std::unique_ptr<Context>> MakeContext(const GlobalOptions& option
   if (!format.ok()) return FlagError("-o", format.status());
   absl::StatusOr<std::chrono::milliseconds> timeout = ParseTimeout(options.timeout);
   if (!timeout.ok()) return FlagError("--timeout", timeout.status());
-  return std::make_unique<Context>(options.server, *format, *timeout, out, err);
+  auto ctx = std::make_unique<Context>(options.server, *format, *timeout, out, err);
+  if (options.tls.enabled()) {  // mutual TLS to a TCP rdmad (on a unix socket rdmad knows the uid instead)
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::Dial(options.server, options.tls);
+    if (!channel.ok()) return UsageError("--tls-ca/--tls-cert/--tls-key: " + std::string(channel.status().message()));
+    ctx->UseChannel(*std::move(channel));
+  }
+  return ctx;
 }
 
 // ---- get

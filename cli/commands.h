@@ -17,6 +17,7 @@
 #include "cli/data_plane.h"
 #include "cli/output.h"
 #include "cli/parse.h"
+#include "client/channel.h"
 #include "client/client.h"
 
 namespace rdmad::cli {
@@ -34,6 +35,7 @@ struct GlobalOptions {
   std::string server = client::kDefaultTarget;  // --server, env RDMAD_SERVER
   std::string output = "table";                 // -o
   std::string timeout = "30s";                  // --timeout
+  client::TlsOptions tls;  // --tls-ca, --tls-cert, --tls-key, --tls-server-name (env RDMAD_TLS_*): TCP only
 };
 
 // What every Run gets: the checked global flags, the output streams and the client (made on first use).

@@ -164,7 +164,8 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
       "rdmactl"};
   // Inherited by every subcommand created after this (their help does not list the root's options).
   app.footer(
-      "Global flags: --server ADDR (env RDMAD_SERVER), -o table|wide|json|name, --timeout DURATION.\n"
+      "Global flags: --server ADDR (env RDMAD_SERVER), -o table|wide|json|name, --timeout DURATION,\n"
+      "  --tls-ca FILE --tls-cert FILE --tls-key FILE [--tls-server-name NAME] (env RDMAD_TLS_CA, ...).\n"
       "See 'rdmactl --help' and docs/cli.md.");
   app.failure_message(FailureMessage);
   app.fallthrough();  // global flags may follow the verb and noun; inherited by every subcommand
@@ -176,6 +177,16 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
       ->capture_default_str();
   app.add_option("-o,--output", global.output, "output format: table, wide, json or name")->capture_default_str();
   app.add_option("--timeout", global.timeout, "per-request timeout: 30s, 500ms, 2m or seconds")->capture_default_str();
+  // Mutual TLS to rdmad on TCP (docs/security.md); not used for unix:/path.
+  app.add_option("--tls-ca", global.tls.ca_file, "TCP with mutual TLS: the CA (PEM) that signs rdmad's certificate")
+      ->envname("RDMAD_TLS_CA");
+  app.add_option("--tls-cert", global.tls.cert_file, "TCP with mutual TLS: this client's certificate (PEM)")
+      ->envname("RDMAD_TLS_CERT");
+  app.add_option("--tls-key", global.tls.key_file, "TCP with mutual TLS: the certificate's private key (PEM)")
+      ->envname("RDMAD_TLS_KEY");
+  app.add_option("--tls-server-name", global.tls.server_name,
+                 "check rdmad's certificate for this name instead of the --server host")
+      ->envname("RDMAD_TLS_SERVER_NAME");
 
   Action action;
 
@@ -641,7 +652,8 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
     out << app.help();
     return kExitOk;
   }
-  const std::set<std::string> valued = {"--server", "-o", "--output", "--timeout"};
+  const std::set<std::string> valued = {"--server", "-o",         "--output",  "--timeout",
+                                        "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name"};
   std::vector<std::string> args = arguments;
   if (args.front() == "help") {  // kubectl's "help [VERB [NOUN]]" is "[VERB [NOUN]] --help"
     args.erase(args.begin());
