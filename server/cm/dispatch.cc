@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/cm/manager.h"
 #include "server/common/log.h"
@@ -400,7 +401,21 @@ absl::Status CmManager::CreateIdQp(Id* id) {
         RDMAD_RETURN_IF_ERROR(cm->CreateQp(p));
         return cm->qp();
       });
-  if (!qp.ok()) return WithContext(qp.status(), absl::StrCat(name, ": creating its QP on ", pd));
+  if (!qp.ok()) {
+    // The PD is the id's, not a field of the request that got here (Connect, Accept): the error names the id
+    // (docs/api.md: the message starts with the request field at fault; found by the API fuzzer). A PD
+    // deleted since the id was created leaves the id unable to get a QP: a precondition, not a missing id.
+    if (qp.status().code() == absl::StatusCode::kNotFound) {
+      return FailedPrecondition("name", absl::StrCat(name, ": its PD ", pd, " was deleted: it cannot get a QP"));
+    }
+    const std::string old = FieldOf(qp.status());
+    absl::string_view message = qp.status().message();
+    if (!old.empty() && absl::StartsWith(message, old + ": ")) message.remove_prefix(old.size() + 2);
+    absl::Status out(qp.status().code(), absl::StrCat("name: ", name, ": creating its QP on ", pd, ": ", message));
+    qp.status().ForEachPayload([&out](absl::string_view key, const absl::Cord& value) { out.SetPayload(key, value); });
+    out.SetPayload(kFieldPayload, absl::Cord("name"));
+    return out;
+  }
   absl::MutexLock lock(&mu_);
   id->qp = qp->name();
   return absl::OkStatus();
@@ -417,7 +432,8 @@ void CmManager::FinishConnect(Id* id, absl::Status status) {
   }
   if (!done) return;
   if (status.ok()) return std::move(done)(Snapshot(id));
-  std::move(done)(WithContext(status, Name("cmids", id->id)));
+  // A failure that names a request field starts with it; the others say which id they are about.
+  std::move(done)(FieldOf(status).empty() ? WithContext(status, Name("cmids", id->id)) : status);
 }
 
 absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {

@@ -1,5 +1,6 @@
 #include "server/rpc/services.h"
 
+#include <string>
 #include <utility>
 
 #include "server/rpc/call.h"
@@ -114,6 +115,19 @@ uint64_t SourceBytes(const v1::MemorySource& s) {
   return s.has_anonymous() ? s.anonymous().size() : s.has_file() ? s.file().length() : 0;
 }
 
+// A failed ReregisterMr without a rereg_outcome (refused before the fabric was called) gets
+// OUTCOME_OLD_MR_VALID: the region, if there is one, is as it was.
+Done<v1::ReregisterMrResponse> OldMrValidIfRefused(Done<v1::ReregisterMrResponse> done) {
+  return [done = std::move(done)](absl::StatusOr<v1::ReregisterMrResponse> result) mutable {
+    if (!result.ok() && !result.status().GetPayload(kReregOutcomePayload)) {
+      absl::Status s = result.status();
+      s.SetPayload(kReregOutcomePayload, absl::Cord(std::to_string(static_cast<int>(v1::OUTCOME_OLD_MR_VALID))));
+      result = std::move(s);
+    }
+    std::move(done)(std::move(result));
+  };
+}
+
 // RegisterMr and ReregisterMr pin memory on a worker: callback API. The rest answer at once.
 class MrsService final
     : public v1::MemoryRegions::WithCallbackMethod_RegisterMr<v1::MemoryRegions::WithCallbackMethod_ReregisterMr<
@@ -157,8 +171,11 @@ class MrsService final
       const uint64_t before = now.ok() ? now->length() : 0, after = SourceBytes(req->source());
       if (after > before) c.Reserve({{Quota::kPinnedBytes, after - before}});
     }
+    // Every refusal says what survived (docs/api.md): the gate's and the grants guard's, made before the
+    // registry is asked, leave the region as it was, like the registry's own (found by the API fuzzer).
+    Done<v1::ReregisterMrResponse> reply = OldMrValidIfRefused(c.Replier<v1::ReregisterMrResponse>(reactor, resp));
     if (!c.ok()) {
-      c.RefuseAsync(reactor);
+      std::move(reply)(c.status());
       return reactor;
     }
     Registry* r = e_->registry;
@@ -167,7 +184,7 @@ class MrsService final
         [r, req = *req, files = c.caller().files](Done<v1::ReregisterMrResponse> d) mutable {
           r->ReregisterMrAsync(req, std::move(d), files);
         },
-        c.Replier<v1::ReregisterMrResponse>(reactor, resp));
+        std::move(reply));
     return reactor;
   }
   ServerUnaryReactor* DeregisterMr(CallbackServerContext* ctx, const v1::DeregisterMrRequest* req,
