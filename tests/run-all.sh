@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole rdmad test suite: host unit tests (bazel test), then the conformance suite on real verbs in
 # the Soft-RoCE guest, the two-machine tests (rdma_cm, grants end to end) and the benchmarks' short forms.
+# Then the host tests and the conformance suite again, built with ASan+LSan+UBSan (--config=asan, in an
+# output base of its own: tests/sanitizers/bazel-asan.sh); RDMAD_TEST_SANITIZERS=0 leaves those two out.
 # Prints one summary line "N passed, N failed" and exits non-zero on any failure.
 # Results (gtest XML, logs) are kept under ${RDMAD_TEST_OUT:-out/test}.
 set -uo pipefail
@@ -8,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${RDMAD_TEST_OUT:-out/test}
 rm -rf "$out"
-mkdir -p "$out/guest" "$out/guest-cm" "$out/guest-two"
+mkdir -p "$out/guest" "$out/guest-cm" "$out/guest-two" "$out/guest-asan"
 rc=0
 step() { printf '\n=== %s ===\n' "$*"; }
 
@@ -74,6 +76,52 @@ tests/lib/junit-case.sh "$out/demo.xml" Demo RunsInTheGuest "$demo_problem"
 [ -z "$demo_problem" ] || { echo "$demo_problem" >&2; rc=1; }
 tail -n 25 "$out/demo.log"
 
+# The sanitizer steps. Their results count like the others'; a sanitizer's report also fails the case
+# Sanitizers.NoReport* (a leak found at exit fails the process after gtest wrote a passing XML).
+sanitizers=${RDMAD_TEST_SANITIZERS:-1}
+sanitizer_report='ERROR: (Address|Leak)Sanitizer|runtime error:'
+if [ "$sanitizers" != 0 ]; then
+  step "host tests under ASan+UBSan (tests/sanitizers/bazel-asan.sh test //...)"
+  asan=tests/sanitizers/bazel-asan.sh
+  # `test //...` also builds what the guest step runs (rdmad, conformance_test, cm_conformance_test).
+  $asan test --keep_going //... || rc=1
+  asan_bin=$($asan info bazel-bin 2>/dev/null) || asan_bin=""
+  asan_testlogs=$($asan info bazel-testlogs 2>/dev/null) || asan_testlogs=""
+  problem=""
+  if [ -z "$asan_testlogs" ]; then
+    problem="bazel-asan.sh info failed"
+  else
+    reports=""
+    for t in "${targets[@]}"; do
+      log="$asan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.log"
+      ! grep -qE "$sanitizer_report" "$log" 2>/dev/null || reports+="$t ($log) "
+    done
+    [ -z "$reports" ] || problem="sanitizer reports in the logs of $reports"
+  fi
+  tests/lib/junit-case.sh "$out/asan-host.xml" Sanitizers NoReportInHostTests "$problem"
+  [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+
+  step "conformance suite on rxe0 under ASan+UBSan"
+  guest_asan_rc=0
+  if [ -x "$asan_bin/server/rdmad" ]; then
+    # The options are .bazelrc's test:asan ones; the guest gets them, and RDMAD_BIN_DIR, from the harness.
+    RDMAD_BIN_DIR=$asan_bin tests/guest/run-in-guest.sh --timeout 1200 --out "$out/guest-asan" \
+      --env ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1 \
+      --env UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 -- \
+      tests/conformance/run-conformance.sh "$(cd "$out/guest-asan" && pwd)" 2>&1 | tee "$out/guest-asan.log"
+    guest_asan_rc=${PIPESTATUS[0]}
+  else
+    echo "no instrumented rdmad in '$asan_bin': the ASan+UBSan build failed" >&2
+    guest_asan_rc=1
+  fi
+  ((guest_asan_rc == 0)) || rc=1
+  problem=""
+  reports=$(cat "$out/guest-asan.log" "$out/guest-asan/rdmad.log" 2>/dev/null | grep -m3 -E "$sanitizer_report" | tr '\n' ' ')
+  [ -z "$reports" ] || problem="sanitizer reports in the guest (see $out/guest-asan.log, $out/guest-asan/rdmad.log): $reports"
+  tests/lib/junit-case.sh "$out/asan-guest.xml" Sanitizers NoReportInGuest "$problem"
+  [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+fi
+
 # Summary: every gtest/Bazel XML testcase counts once; a test target without XML, or a guest run that
 # never produced its results, counts as one failure.
 count() {  # prints "total failed skipped" for the XML files given
@@ -99,6 +147,16 @@ for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_h
   if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi
 done
 xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml")
+if [ "$sanitizers" != 0 ]; then
+  for t in "${targets[@]}"; do
+    x="$asan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
+    if [ -n "$asan_testlogs" ] && [ -f "$x" ]; then xmls+=("$x"); else echo "no result for $t under ASan+UBSan" >&2; missing=$((missing + 1)); fi
+  done
+  for x in conformance.xml cm_conformance.xml shutdown.xml; do
+    if [ -f "$out/guest-asan/$x" ]; then xmls+=("$out/guest-asan/$x"); else echo "no $x from the ASan+UBSan guest (exit $guest_asan_rc)" >&2; missing=$((missing + 1)); fi
+  done
+  xmls+=("$out/asan-host.xml" "$out/asan-guest.xml")
+fi
 read -r total failed skipped < <(count "${xmls[@]}")
 failed=$((failed + missing))
 passed=$((total - failed + missing - skipped))

@@ -8,13 +8,15 @@
 #   OUT_DIR receives conformance.xml and cm_conformance.xml (gtest), rdmad.log,
 #   resources-{before,after}.txt, shutdown.xml.
 # Binaries: bazel-bin/ of the checkout this script lives in (build //server:rdmad and
-# //tests/conformance:conformance_test first).
+# //tests/conformance:conformance_test first), or $RDMAD_BIN_DIR if set, e.g. the ASan+UBSan build's
+# (`tests/sanitizers/bazel-asan.sh info bazel-bin`; a sanitizer's report then lands in rdmad.log or the
+# tests' output, and fails the run: docs/build.md#sanitizers).
 set -euo pipefail
 
 out=${1:?usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]}
 shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$root/bazel-bin
+bin=${RDMAD_BIN_DIR:-$root/bazel-bin}
 work=$(mktemp -d /tmp/rdmad-conformance.XXXXXX)
 sock=$work/rdmad.sock
 mkdir -p "$out"
@@ -59,6 +61,8 @@ problems=()
 [ "$shutdown_rc" -eq 0 ] || problems+=("rdmad exited with status $shutdown_rc after SIGTERM")
 [ ! -e "$sock" ] || problems+=("rdmad left its socket $sock behind")
 grep -q "every resource released" "$out/rdmad.log" || problems+=("rdmad did not report a complete release")
+report=$(grep -m1 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$out/rdmad.log" || true)
+[ -z "$report" ] || problems+=("rdmad.log has a sanitizer report: $report")
 diff -q "$out/resources-before.txt" "$out/resources-after.txt" >/dev/null ||
   problems+=("device resources differ before start and after shutdown: $(diff "$out/resources-before.txt" "$out/resources-after.txt" | tr '\n' ' ')")
 "$root/tests/lib/junit-case.sh" "$out/shutdown.xml" RdmadShutdown SigtermReleasesEverything "${problems[*]:-}"
