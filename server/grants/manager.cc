@@ -251,8 +251,22 @@ absl::StatusOr<v1::Grant> GrantManager::Get(const std::string& name) const {
   return e->info;
 }
 
+absl::Status GrantManager::CheckMrFilter(const std::string& mr) const {
+  if (mr.empty()) return absl::OkStatus();
+  RDMAD_RETURN_IF_ERROR(ParseName(mr, "mrs", "mr").status());
+  return RenameField(registry_->GetMr(mr).status(), "mr");  // (not under mu_: the registry is called)
+}
+
 absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRequest& request) const {
+  // A filter naming no region is refused like any name (docs/api.md), unless grants rdmad still remembers
+  // name it (the ended grants of a deregistered region).
+  absl::Status region = CheckMrFilter(request.mr());
+  if (!region.ok() && region.code() != absl::StatusCode::kNotFound) return region;
   absl::MutexLock lock(&mu_);
+  if (!region.ok() &&
+      std::none_of(grants_.begin(), grants_.end(), [&](const auto& g) { return g.second->info.mr() == request.mr(); })) {
+    return region;
+  }
   std::vector<v1::Grant> out;
   auto take = [&](const Entry& e) {
     if (!request.mr().empty() && e.info.mr() != request.mr()) return;

@@ -78,6 +78,8 @@ class GrantManager final : public cm::GrantConnections {
   absl::StatusOr<v1::IssuedGrant> Issue(const v1::IssueGrantRequest& request);
   absl::StatusOr<v1::IssueGrantsResponse> IssueBatch(const v1::IssueGrantsRequest& request);
   absl::StatusOr<v1::Grant> Get(const std::string& name) const;
+  // INVALID_ARGUMENT or NOT_FOUND on "mr" unless `mr` (a List or WatchGrants filter) is empty or a region.
+  absl::Status CheckMrFilter(const std::string& mr) const;
   absl::StatusOr<std::vector<v1::Grant>> List(const v1::ListGrantsRequest& request) const;
   absl::StatusOr<v1::Grant> Renew(const v1::RenewGrantRequest& request);
   // `done` runs once the key is dead at the NIC, or with why it could not be killed.

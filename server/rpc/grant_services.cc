@@ -75,7 +75,8 @@ class GrantsService final
   grpc::ServerWriteReactor<v1::GrantEvent>* WatchGrants(CallbackServerContext* ctx,
                                                         const v1::WatchGrantsRequest* req) override {
     Call c(*e_, *ctx, "WatchGrants");
-    if (!c.See(req->mr(), "mr").ok()) {
+    // A region filter names a region (a name of nothing is NOT_FOUND, like another tenant's).
+    if (!c.See(req->mr(), "mr").Fail(g_->CheckMrFilter(req->mr())).ok()) {
       v1::GrantEvent unused;
       grpc::Status s = c.Refuse(&unused);
       auto* failed = new rpc_internal::FailedWatch<v1::GrantEvent>();

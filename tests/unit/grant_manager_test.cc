@@ -265,6 +265,17 @@ TEST_F(GrantManagerTest, MrAndPdRemovalRefusedWhileGrantsLiveUnlessAskedToRevoke
   EXPECT_EQ(cm::DecodeReject(e.private_data).value().reason, cm::RejectReason::kRevoked);
   late.Leave();
   EXPECT_TRUE(Eventually([&] { return registry_->DeregisterMr(mr_).ok(); }));
+  // The deregistered region's ended grants are still listed by its name; a filter naming nothing is refused
+  // like any name; a watch needs a region.
+  v1::ListGrantsRequest list;
+  list.set_mr(mr_);
+  list.set_include_ended(true);
+  EXPECT_EQ(grants_->List(list).value().size(), 2u);
+  list.set_mr("mrs/999");
+  EXPECT_TRUE(IsError(grants_->List(list).status(), absl::StatusCode::kNotFound, "mr"));
+  list.set_mr("mrs/01");
+  EXPECT_TRUE(IsError(grants_->List(list).status(), absl::StatusCode::kInvalidArgument, "mr"));
+  EXPECT_TRUE(IsError(grants_->CheckMrFilter(mr_), absl::StatusCode::kNotFound, "mr"));
   // The PD's pool windows go with a Retire of the PD; then DeletePd without cascade succeeds.
   EXPECT_TRUE(Retire("", pd_, false).ok());
   v1::DeletePdRequest del;
