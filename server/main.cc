@@ -49,19 +49,6 @@
 namespace rdmad {
 namespace {
 
-// What the policy needs (policy.h) from what the listeners proved about a call's peer (peer.h).
-auth::PeerIdentity ForPolicy(const auth::Peer& peer) {
-  auth::PeerIdentity p;
-  p.transport = peer.transport;
-  p.principal = peer.principal;
-  p.authenticated = peer.authenticated;
-  p.uid = peer.uid;
-  p.gid = peer.gid;
-  p.groups = peer.groups;
-  p.address = peer.address;
-  return p;
-}
-
 void RaiseMemlockLimit() {
   rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
   if (setrlimit(RLIMIT_MEMLOCK, &unlimited) != 0) {
@@ -204,7 +191,7 @@ int Run(int argc, char** argv) {
   env.cm = cm.get();
   env.grants = grants.get();
   env.gate = &gate;
-  env.identify = [&peers](const grpc::ServerContextBase& ctx) { return ForPolicy(peers.Identify(ctx)); };
+  env.identify = [&peers](const grpc::ServerContextBase& ctx) { return peers.Identify(ctx); };
   if (audit) {
     env.audit = [log = audit.get()](const auth::Caller& caller, const std::string& method,
                                     const std::string& resource, const absl::Status& status) {

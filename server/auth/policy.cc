@@ -36,7 +36,7 @@ const TenantConfig* Policy::FindTenant(absl::string_view name) const {
   return nullptr;
 }
 
-absl::StatusOr<Caller> Policy::Resolve(const PeerIdentity& peer) const {
+absl::StatusOr<Caller> Policy::Resolve(const Peer& peer) const {
   Caller c;
   c.transport = peer.transport;
   c.peer = peer.address;
@@ -49,7 +49,7 @@ absl::StatusOr<Caller> Policy::Resolve(const PeerIdentity& peer) const {
   } else if (!peer.principal.empty()) {
     c.principal = peer.principal;
   } else {
-    c.principal = kAnonymous;
+    c.principal = kPrincipalAnonymous;
   }
   // A unix peer's files are checked with its own uid and groups, whatever its role: rdmad (root) never
   // registers a file for someone who could not open it.

@@ -17,21 +17,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/auth/caller.h"
+#include "server/auth/peer.h"
 #include "server/config.h"
 
 namespace rdmad::auth {
-
-// What the transport proved (server/auth/peer.h builds it for each call).
-struct PeerIdentity {
-  std::string transport;        // "unix", "tls", "insecure_tcp"
-  std::string principal;        // TLS: from the client certificate; otherwise empty
-  bool authenticated = false;
-  int64_t uid = -1, gid = -1;   // unix peers
-  std::vector<uint32_t> groups; // unix peers' supplementary groups, where known
-  std::string address;          // the gRPC peer string
-};
-
-inline constexpr char kAnonymous[] = "anonymous";
 
 class Policy {
  public:
@@ -39,7 +28,7 @@ class Policy {
 
   bool single_tenant() const { return single_tenant_; }
   // The caller, or PERMISSION_DENIED naming the principal when it is neither an admin nor in a tenant.
-  absl::StatusOr<Caller> Resolve(const PeerIdentity& peer) const;
+  absl::StatusOr<Caller> Resolve(const Peer& peer) const;
   // The unix peer's principal: unix_principals by uid, then by gid, else "unix:uid:N".
   std::string UnixPrincipal(int64_t uid, int64_t gid) const;
   // A tenant by name ("app" or "tenants/app"); nullptr if none.

@@ -37,7 +37,7 @@ struct Env {
                                            // ask it about grants), required by MakeGrantServices
   tenancy::Gate* gate = nullptr;         // required: who may see and use what
   // What the transport proved about the caller of this call (server/auth/peer.h). Required.
-  std::function<auth::PeerIdentity(const grpc::ServerContextBase&)> identify;
+  std::function<auth::Peer(const grpc::ServerContextBase&)> identify;
   // The audit trail of mutating calls; optional.
   std::function<void(const auth::Caller&, const std::string& method, const std::string& resource,
                      const absl::Status& status)>

@@ -28,7 +28,7 @@ Gate::Gate(const auth::Policy* policy, Deps deps) : policy_(policy), deps_(deps)
 // ---------------------------------------------------------------------------------------------------------
 // Callers
 
-absl::StatusOr<auth::Caller> Gate::Admit(const auth::PeerIdentity& peer) {
+absl::StatusOr<auth::Caller> Gate::Admit(const auth::Peer& peer) {
   RDMAD_ASSIGN_OR_RETURN(auth::Caller caller, policy_->Resolve(peer));
   const TenantConfig* t = caller.tenant.empty() ? nullptr : policy_->FindTenant(caller.tenant);
   if (t == nullptr || t->quotas.rpc_per_second == 0) return caller;

@@ -63,7 +63,7 @@ class Gate {
 
   // The caller of this call, or why it may not call at all (PERMISSION_DENIED), or RESOURCE_EXHAUSTED
   // when its connection exceeds the tenant's rpc_per_second.
-  absl::StatusOr<auth::Caller> Admit(const auth::PeerIdentity& peer);
+  absl::StatusOr<auth::Caller> Admit(const auth::Peer& peer);
 
   // OK if `caller` may see the resource `name` (any kind: "pds/3", "mrs/4", "channels/2", "devices/rxe0",
   // ...; empty: OK). Otherwise NOT_FOUND on `field` with the message a missing resource gets. A name

@@ -79,7 +79,7 @@ class TenancyTest : public ::testing::Test {
     env_.grants = grants_.get();
     env_.gate = gate_.get();
     env_.identify = [](const grpc::ServerContextBase& ctx) {
-      auth::PeerIdentity p;
+      auth::Peer p;
       p.transport = "tls";
       p.authenticated = true;
       auto it = ctx.client_metadata().find("x-test-principal");
