@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -772,6 +773,90 @@ TEST_F(Conformance, BindBadInputsLeaveNothingBehind) {
   EXPECT_REFUSED(Rdmad().AllocMw(bad_type), kInvalid, "type");
   EXPECT_REFUSED(Rdmad().InvalidateMw("mws/999999"), kNotFound, "name");
   EXPECT_REFUSED(Rdmad().DeallocMw("mws/0"), kInvalid, "name");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Key hygiene, measured (docs/security.md#keys): the NIC's counters as GetDevice reports them
+
+// The device's hardware counters, from rdmad: "port/name" -> value, and the sum of those flagged
+// remote_access_error. It first waits out the kernel's refresh period (`lifespan`, 10 ms by default:
+// drivers/infiniband/core/sysfs.c serves a cached value younger than that).
+struct Counters {
+  std::map<std::string, uint64_t> values;
+  uint64_t flagged = 0;
+  size_t flagged_names = 0;
+};
+
+Counters DeviceCounters() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  Counters c;
+  absl::StatusOr<v1::Device> d = Rdmad().GetDevice("devices/" + DeviceName());
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  if (!d.ok()) return c;
+  for (const v1::HwCounter& h : d->hw_counters()) {
+    c.values[std::to_string(h.port()) + "/" + h.name()] = h.value();
+    if (h.remote_access_error()) {
+      c.flagged += h.value();
+      c.flagged_names++;
+    }
+  }
+  return c;
+}
+
+// "1/rcvd_pkts+2 1/sent_pkts+2": the counters that moved from `a` to `b`.
+std::string Moved(const Counters& a, const Counters& b) {
+  std::string out;
+  for (const auto& [name, value] : b.values) {
+    auto it = a.values.find(name);
+    const uint64_t before = it == a.values.end() ? 0 : it->second;
+    if (value != before) out += (out.empty() ? "" : " ") + name + "+" + std::to_string(value - before);
+  }
+  return out;
+}
+
+// A read with a dead key (a window's key after its invalidation) and one with a forged key (an index no
+// object has), from the suite's own test QP, are refused at the NIC. Where the driver counts the remote
+// accesses it refuses (server/fabric/hw_counters.cc: mlx5's resp_remote_access_errors, ...), GetDevice's
+// flagged counters grow by one per refused read, and not on a good read. rxe counts no such thing
+// (rxe_hw_counters.c): a refused read moves the same counters as a good one, so the refusals are invisible
+// in rxe0's counters; that is what is checked on rxe. In the guest both ends are rxe0 (loopback): each
+// read is one request and one answer (the data, or the NAK), sent and received by the same device.
+TEST_F(Conformance, RefusedReadsInTheNicCounters) {
+  std::string pd = NewPd();
+  ASSIGN_OR_FAIL(mr, RegisterAnon(pd, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_1));
+  ASSIGN_OR_FAIL(w, Bind(mw.name(), mr.name(), 0, 4096));
+  const uint64_t addr = w.binding().remote_addr();
+  const Counters c0 = DeviceCounters();
+  ASSERT_FALSE(c0.values.empty()) << "GetDevice reports no hw_counters for " << DeviceName();
+  EXPECT_EQ(ReadOnFreshLink(pd, addr, w.rkey(), 64), IBV_WC_SUCCESS) << "the live key";
+  const Counters c1 = DeviceCounters();
+  ASSERT_OK(Rdmad().InvalidateMw(mw.name()).status());
+  EXPECT_EQ(ReadOnFreshLink(pd, addr, w.rkey(), 64), IBV_WC_REM_ACCESS_ERR) << "the dead key";
+  const Counters c2 = DeviceCounters();
+  const uint32_t forged = w.rkey() ^ 0x00400000u;  // another index, far from any object of this suite
+  EXPECT_EQ(ReadOnFreshLink(pd, addr, forged, 64), IBV_WC_REM_ACCESS_ERR) << "a forged key";
+  const Counters c3 = DeviceCounters();
+  const std::string good = Moved(c0, c1), dead = Moved(c1, c2), forged_moved = Moved(c2, c3);
+  std::cout << "counters moved by a good read: " << good << "\n"
+            << "counters moved by a read with the dead key: " << dead << "\n"
+            << "counters moved by a read with a forged key: " << forged_moved << "\n";
+  RecordProperty("good_read", good);
+  RecordProperty("dead_key_read", dead);
+  RecordProperty("forged_key_read", forged_moved);
+  if (c0.flagged_names > 0) {
+    EXPECT_EQ(c1.flagged, c0.flagged) << "a good read is not a refused access";
+    EXPECT_GE(c2.flagged, c1.flagged + 1) << "the dead key's refusal is counted: " << dead;
+    EXPECT_GE(c3.flagged, c2.flagged + 1) << "the forged key's refusal is counted: " << forged_moved;
+    return;
+  }
+  // rxe: no counter of refused remote accesses at all; requests and answers are counted alike.
+  EXPECT_EQ(DeviceName().rfind("rxe", 0), 0u) << "a device other than rxe without remote-access-error counters";
+  EXPECT_EQ(c0.values.count("1/rcvd_pkts"), 1u);
+  EXPECT_EQ(c0.values.count("1/sent_pkts"), 1u);
+  EXPECT_EQ(good, "1/rcvd_pkts+2 1/sent_pkts+2");
+  EXPECT_EQ(dead, good) << "on rxe a refused read looks like a good one in the counters";
+  EXPECT_EQ(forged_moved, good);
 }
 
 TEST_F(Conformance, QpBadInputs) {
