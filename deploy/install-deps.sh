@@ -16,6 +16,9 @@ PKGS=(
   ibverbs-utils rdmacm-utils perftest
   # docs/examples/read_grant.py: a grant client on rdma-core's Python bindings alone
   python3-pyverbs
+  # the ASan+UBSan build (--config=asan, docs/build.md#sanitizers): gcc 12's runtimes (g++ already pulls
+  # them in through libgcc-12-dev; named here because the suite needs them)
+  libasan8 libubsan1
 )
 
 missing=()
