@@ -555,7 +555,8 @@ TEST_F(Tenancy, AnotherTenantsResourcesAreNotFoundEverywhere) {
     return Do(B(), "MigrateCmId", id_b.name(), B()->MigrateCmId(r));
   };
   EXPECT_HIDDEN("channel", ch.name(), no_ch, migrate(ch.name()), migrate(no_ch));
-  EXPECT_HIDDEN("pd", pd.name(), no_pd, Do(B(), "IssueConnectToken", pd.name(), B()->IssueConnectToken(TokenReq(pd.name()))),
+  EXPECT_HIDDEN("pd", pd.name(), no_pd,
+                Do(B(), "IssueConnectToken", pd.name(), B()->IssueConnectToken(TokenReq(pd.name()))),
                 Do(B(), "IssueConnectToken", no_pd, B()->IssueConnectToken(TokenReq(no_pd))));
   EXPECT_HIDDEN("mr", mr.name(), no_mr, Do(B(), "IssueGrant", mr.name(), B()->IssueGrant(GrantReq(mr.name(), 0, 4096))),
                 Do(B(), "IssueGrant", no_mr, B()->IssueGrant(GrantReq(no_mr, 0, 4096))));
@@ -593,11 +594,13 @@ TEST_F(Tenancy, AnotherTenantsResourcesAreNotFoundEverywhere) {
   v1::WatchGrantsRequest all_grants;
   all_grants.set_after_sequence(1);  // replay what rdmad retains (a's grant was issued after event 1)
   std::set<std::string> events_b;
-  ASSERT_OK(B()->WatchGrants(all_grants, [&](const v1::GrantEvent& e) { return events_b.insert(e.grant().name()), true; }, brief));
+  ASSERT_OK(B()->WatchGrants(
+      all_grants, [&](const v1::GrantEvent& e) { return events_b.insert(e.grant().name()), true; }, brief));
   for (const auto& n : events_b) seen_by_b.insert(n);
   v1::WatchEventsRequest all_events;
   all_events.set_from_oldest(true);
-  ASSERT_OK(B()->WatchEvents(all_events, [&](const v1::CmEvent& e) { return seen_by_b.insert(e.cm_id()), true; }, brief));
+  ASSERT_OK(B()->WatchEvents(
+      all_events, [&](const v1::CmEvent& e) { return seen_by_b.insert(e.cm_id()), true; }, brief));
   for (const auto& name : of_a) EXPECT_EQ(seen_by_b.count(name), 0u) << "b sees " << name;
   EXPECT_EQ(seen_by_b.count(pd_b.name()), 1u);
   EXPECT_EQ(seen_by_b.count(id_b.name()), 1u);
@@ -686,7 +689,8 @@ TEST_F(Tenancy, QuotasStopExactlyAtTheLimitWithNothingHalfCreated) {
   // grants 1 (each grant also holds a token until its client connects), tokens 2.
   ASSIGN_OR_FAIL(g1, Do(A(), "IssueGrant", mr2.name(), A()->IssueGrant(GrantReq(mr2.name(), 0, 4096))));
   EXPECT_REFUSED(Do(A(), "IssueGrant", mr2.name(), A()->IssueGrant(GrantReq(mr2.name(), 0, 4096))),
-                 absl::StatusCode::kResourceExhausted, "quota grants of tenant a: limit 1, in use 1; this call needs 1");
+                 absl::StatusCode::kResourceExhausted,
+                 "quota grants of tenant a: limit 1, in use 1; this call needs 1");
   v1::IssueGrantsRequest batch;
   *batch.add_grants() = GrantReq(mr2.name(), 0, 4096);
   *batch.add_grants() = GrantReq(mr3.name(), 0, 4096);
@@ -694,7 +698,8 @@ TEST_F(Tenancy, QuotasStopExactlyAtTheLimitWithNothingHalfCreated) {
                  "quota grants of tenant a: limit 1, in use 1; this call needs 2");
   ASSIGN_OR_FAIL(t1, Do(A(), "IssueConnectToken", p, A()->IssueConnectToken(TokenReq(p))));
   EXPECT_REFUSED(Do(A(), "IssueConnectToken", p, A()->IssueConnectToken(TokenReq(p))),
-                 absl::StatusCode::kResourceExhausted, "quota tokens of tenant a: limit 2, in use 2; this call needs 1");
+                 absl::StatusCode::kResourceExhausted,
+                 "quota tokens of tenant a: limit 2, in use 2; this call needs 1");
   for (const char* q : {"mrs", "mws", "qps", "grants", "tokens"}) {
     EXPECT_EQ(usage(q).first, usage(q).second) << q << " should be at its limit";
   }
@@ -846,16 +851,12 @@ TEST(Audit, OneLinePerMutationAndNothingElse) {
   EXPECT_EQ(lines, want);
   EXPECT_EQ(calls, Calls());
   for (size_t i = 0; i < std::max(calls.size(), Calls().size()); ++i) {
-    if (i >= calls.size() || i >= Calls().size() || !(calls[i] == Calls()[i])) {
-      ADD_FAILURE() << "first difference at call line " << i << ": got "
-                    << (i < calls.size() ? absl::StrCat(calls[i].method, " ", calls[i].resource) : "nothing")
-                    << ", want " << (i < Calls().size() ? absl::StrCat(Calls()[i].method, " ", Calls()[i].resource) : "nothing");
-      std::ostringstream got, wanted;
-      if (i < calls.size()) got << calls[i];
-      if (i < Calls().size()) wanted << Calls()[i];
-      ADD_FAILURE() << "got:  " << got.str() << "\nwant: " << wanted.str();
-      break;
-    }
+    if (i < calls.size() && i < Calls().size() && calls[i] == Calls()[i]) continue;
+    std::ostringstream got, wanted;
+    if (i < calls.size()) got << calls[i]; else got << "nothing";
+    if (i < Calls().size()) wanted << Calls()[i]; else wanted << "nothing";
+    ADD_FAILURE() << "first difference at call line " << i << "\n got:  " << got.str() << "\n want: " << wanted.str();
+    break;
   }
   std::multiset<Line> got_dp(data_plane.begin(), data_plane.end()), want_dp(DataPlane().begin(), DataPlane().end());
   EXPECT_TRUE(got_dp == want_dp) << ::testing::PrintToString(data_plane) << "\nwant "
