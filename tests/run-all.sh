@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole rdmad test suite: host unit tests (bazel test), then the conformance suite on real verbs in
-# the Soft-RoCE guest, the two-machine tests (rdma_cm, grants end to end) and the benchmarks' short forms.
+# the Soft-RoCE guest, tenants with mutual TLS there, the two-machine tests (rdma_cm, grants end to end)
+# and the benchmarks' short forms.
 # Then the host tests and the conformance suite again, built with ASan+LSan+UBSan (--config=asan, in an
 # output base of its own: tests/sanitizers/bazel-asan.sh); RDMAD_TEST_SANITIZERS=0 leaves those two out.
 # Prints one summary line "N passed, N failed" and exits non-zero on any failure.
@@ -10,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${RDMAD_TEST_OUT:-out/test}
 rm -rf "$out"
-mkdir -p "$out/guest" "$out/guest-cm" "$out/guest-two" "$out/guest-asan"
+mkdir -p "$out/guest" "$out/guest-tenancy" "$out/guest-cm" "$out/guest-two" "$out/guest-asan"
 rc=0
 step() { printf '\n=== %s ===\n' "$*"; }
 
@@ -37,6 +38,12 @@ guest_rc=0
 tests/guest/run-in-guest.sh --timeout 1200 --out "$out/guest" -- \
   tests/conformance/run-conformance.sh "$(pwd)/$out/guest" || guest_rc=$?
 ((guest_rc == 0)) || rc=1
+
+step "tenants and TLS on rxe0 in the Soft-RoCE guest"
+tenancy_rc=0
+tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-tenancy" -- \
+  tests/conformance/run-tenancy.sh "$(pwd)/$out/guest-tenancy" || tenancy_rc=$?
+((tenancy_rc == 0)) || rc=1
 
 step "the librdmacm backend alone on rxe0 in the Soft-RoCE guest"
 cmb_rc=0
@@ -140,6 +147,9 @@ for t in "${targets[@]}"; do
 done
 for x in conformance.xml cm_conformance.xml shutdown.xml; do
   if [ -f "$out/guest/$x" ]; then xmls+=("$out/guest/$x"); else echo "no $x from the guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
+done
+for x in tenancy.xml tenancy_shutdown.xml; do
+  if [ -f "$out/guest-tenancy/$x" ]; then xmls+=("$out/guest-tenancy/$x"); else echo "no $x from the tenancy guest (exit $tenancy_rc)" >&2; missing=$((missing + 1)); fi
 done
 for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_host.xml \
          guest-two/grant_e2e.xml guest-two/grant_clients_pyverbs.xml guest-two/grant_clients_rdmactl.xml \
