@@ -25,12 +25,15 @@
 #include "server/common/status.h"
 #include "server/grants/manager.h"
 #include "server/registry/internal.h"
+#include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
 #include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {
+
+using ::rdmad::test::Eventually;
 
 using ::rdmad::registry_internal::Await;
 using ::rdmad::test::TempDir;
@@ -40,49 +43,6 @@ using ::testing::StartsWith;
 
 constexpr char kAddr[] = "10.0.2.15";
 constexpr uint16_t kPort = 7471;
-
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return pred();
-}
-
-// A client of the fake rdma_cm with its own PD and QP (as RemoteRegion).
-struct Client {
-  std::unique_ptr<fabric::CmChannel> channel;
-  std::unique_ptr<fabric::CmId> id;
-  std::unique_ptr<fabric::Pd> pd;
-  fabric::CmEvent Dial(fake::FakeCm& cm, fabric::Device* device, const std::string& token) {
-    channel = cm.CreateChannel().value();
-    id = channel->CreateId(1).value();
-    pd = device->AllocPd().value();
-    EXPECT_TRUE(id->ResolveAddr({kAddr, kPort}, 1000).ok());
-    Wait();
-    EXPECT_TRUE(id->ResolveRoute(1000).ok());
-    Wait();
-    EXPECT_TRUE(id->CreateQp(*pd).ok());
-    EXPECT_TRUE(id->Connect(token).ok());
-    std::vector<fabric::CmEvent> e = Wait();
-    return e.empty() ? fabric::CmEvent{} : std::move(e.front());
-  }
-  std::vector<fabric::CmEvent> Wait() {
-    for (int i = 0; i < 10000; ++i) {
-      std::vector<fabric::CmEvent> e = channel->Drain();
-      if (!e.empty()) return e;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return {};
-  }
-  void Leave() {
-    id.reset();
-    pd.reset();
-    channel.reset();
-  }
-};
 
 // Forwards to the AuditLog, after looking into both managers (which take their locks).
 class ProbingSink final : public audit::AuditSink {
@@ -140,7 +100,7 @@ class AuditDataPlaneTest : public ::testing::Test {
     mr_ = registry_->RegisterMr(r).value().name();
   }
   void TearDown() override {
-    for (Client& c : clients_) c.Leave();
+    for (test::FakeClient& c : clients_) c.Leave();
     grants_->Shutdown();
     cm_->Quiesce();
     sink_.cm = nullptr;
@@ -197,7 +157,7 @@ class AuditDataPlaneTest : public ::testing::Test {
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<cm::CmManager> cm_;
   std::unique_ptr<grants::GrantManager> grants_;
-  std::deque<Client> clients_;
+  std::deque<test::FakeClient> clients_;
   std::string pd_, mr_;
 };
 
@@ -224,7 +184,7 @@ TEST_F(AuditDataPlaneTest, AGrantsAcceptAndRevocationAndAReplayedTokensReject) {
   EXPECT_THAT(ended[0]["detail"].get<std::string>(), HasSubstr(g.cm_id()));
 
   // The same token again: rejected, and recorded with the reason and the token's name (never its secret).
-  Client replay;
+  test::FakeClient replay;
   fabric::CmEvent e = replay.Dial(*fake_cm_, device_, issued.token());
   EXPECT_EQ(e.type, fabric::CmEventType::kRejected);
   ASSERT_TRUE(Eventually([&] { return RecordsOf("data-plane reject").size() == 1; }));
@@ -236,7 +196,7 @@ TEST_F(AuditDataPlaneTest, AGrantsAcceptAndRevocationAndAReplayedTokensReject) {
   replay.Leave();
 
   // Garbage: rejected, with no token to name.
-  Client garbage;
+  test::FakeClient garbage;
   EXPECT_EQ(garbage.Dial(*fake_cm_, device_, std::string(32, 'x')).type, fabric::CmEventType::kRejected);
   ASSERT_TRUE(Eventually([&] { return RecordsOf("data-plane reject").size() == 2; }));
   EXPECT_THAT(RecordsOf("data-plane reject")[1]["detail"].get<std::string>(), HasSubstr("MALFORMED"));

@@ -19,12 +19,15 @@
 #include "server/common/status.h"
 #include "server/grants/manager.h"
 #include "server/registry/internal.h"
+#include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
 #include "tests/unit/test_util.h"
 
 namespace rdmad::grants {
 namespace {
+
+using ::rdmad::test::Eventually;
 
 using ::rdmad::registry_internal::Await;
 using ::rdmad::test::IsError;
@@ -33,49 +36,6 @@ using ::testing::IsEmpty;
 
 constexpr char kAddr[] = "10.0.2.15";
 constexpr uint16_t kPort = 7471;
-
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return pred();
-}
-
-// A client of the fake rdma_cm with its own PD and QP, as RemoteRegion would be.
-struct Client {
-  std::unique_ptr<fabric::CmChannel> channel;
-  std::unique_ptr<fabric::CmId> id;
-  std::unique_ptr<fabric::Pd> pd;
-  fabric::CmEvent Dial(fake::FakeCm& cm, fabric::Device* device, const std::string& token) {
-    channel = cm.CreateChannel().value();
-    id = channel->CreateId(1).value();
-    pd = device->AllocPd().value();
-    EXPECT_TRUE(id->ResolveAddr({kAddr, kPort}, 1000).ok());
-    Wait();
-    EXPECT_TRUE(id->ResolveRoute(1000).ok());
-    Wait();
-    EXPECT_TRUE(id->CreateQp(*pd).ok());
-    EXPECT_TRUE(id->Connect(token).ok());
-    std::vector<fabric::CmEvent> e = Wait();
-    return e.empty() ? fabric::CmEvent{} : std::move(e.front());
-  }
-  std::vector<fabric::CmEvent> Wait() {
-    for (int i = 0; i < 10000; ++i) {
-      std::vector<fabric::CmEvent> e = channel->Drain();
-      if (!e.empty()) return e;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return {};
-  }
-  void Leave() {
-    id.reset();  // the peer sees DISCONNECTED
-    pd.reset();
-    channel.reset();
-  }
-};
 
 class GrantManagerTest : public ::testing::Test {
  protected:
@@ -100,7 +60,7 @@ class GrantManagerTest : public ::testing::Test {
     mr_ = Register(1 << 20);
   }
   void TearDown() override {
-    for (Client& c : clients_) c.Leave();
+    for (test::FakeClient& c : clients_) c.Leave();
     grants_->Shutdown();
     cm_->Quiesce();
     grants_.reset();
@@ -176,7 +136,7 @@ class GrantManagerTest : public ::testing::Test {
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<cm::CmManager> cm_;
   std::unique_ptr<GrantManager> grants_;
-  std::deque<Client> clients_;
+  std::deque<test::FakeClient> clients_;
   std::string pd_, mr_;
 };
 
@@ -259,7 +219,7 @@ TEST_F(GrantManagerTest, MrAndPdRemovalRefusedWhileGrantsLiveUnlessAskedToRevoke
   EXPECT_EQ(grants_->Get(g.name()).value().end_reason(), v1::END_MR_DEREGISTERED);
   EXPECT_EQ(grants_->Get(waiting.grant().name()).value().state(), v1::GRANT_ENDED);
   // Its client's token is dead too.
-  Client late;
+  test::FakeClient late;
   fabric::CmEvent e = late.Dial(*fake_cm_, device_, waiting.token());
   EXPECT_EQ(e.type, fabric::CmEventType::kRejected);
   EXPECT_EQ(cm::DecodeReject(e.private_data).value().reason, cm::RejectReason::kRevoked);

@@ -24,6 +24,7 @@
 #include "server/registry/registry.h"
 #include "server/rpc/services.h"
 #include "server/tenancy/gate.h"
+#include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
 
@@ -561,39 +562,6 @@ TEST_F(TenancyTest, FilesAreRegisteredWithTheCallersOwnRights) {
   unlink(path);
 }
 
-// A client of the fake rdma_cm with its own PD, dialing rdmad's data-plane listener with a token.
-struct Dialer {
-  std::unique_ptr<fabric::CmChannel> channel;
-  std::unique_ptr<fabric::CmId> id;
-  std::unique_ptr<fabric::Pd> pd;
-  fabric::CmEvent Dial(fake::FakeCm& cm, fabric::Device* device, const std::string& token) {
-    channel = cm.CreateChannel().value();
-    id = channel->CreateId(1).value();
-    pd = device->AllocPd().value();
-    EXPECT_TRUE(id->ResolveAddr({kAddr, 7471}, 1000).ok());
-    Wait();
-    EXPECT_TRUE(id->ResolveRoute(1000).ok());
-    Wait();
-    EXPECT_TRUE(id->CreateQp(*pd).ok());
-    EXPECT_TRUE(id->Connect(token).ok());
-    std::vector<fabric::CmEvent> e = Wait();
-    return e.empty() ? fabric::CmEvent{} : std::move(e.front());
-  }
-  std::vector<fabric::CmEvent> Wait() {
-    for (int i = 0; i < 10000; ++i) {
-      std::vector<fabric::CmEvent> e = channel->Drain();
-      if (!e.empty()) return e;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return {};
-  }
-  void Leave() {
-    id.reset();
-    pd.reset();
-    channel.reset();
-  }
-};
-
 TEST_F(TenancyTest, DataPlaneConnectionsOverTheQuotaAreRejectedWithTheTokenLeftUnused) {
   const std::string pd = CreatePd("spiffe://t/d");
   auto tokens = v1::ConnectTokens::NewStub(channel_);
@@ -603,7 +571,7 @@ TEST_F(TenancyTest, DataPlaneConnectionsOverTheQuotaAreRejectedWithTheTokenLeftU
   ASSERT_TRUE(tokens->IssueConnectToken(As("spiffe://t/d").get(), req, &first).ok());
   ASSERT_TRUE(tokens->IssueConnectToken(As("spiffe://t/d").get(), req, &second).ok());
   fabric::Device* device = device_;
-  Dialer one, two;
+  test::FakeClient one, two;
   EXPECT_EQ(one.Dial(*fake_cm_, device, first.token()).type, fabric::CmEventType::kEstablished);
   fabric::CmEvent refused = two.Dial(*fake_cm_, device, second.token());
   EXPECT_EQ(refused.type, fabric::CmEventType::kRejected);
@@ -619,7 +587,7 @@ TEST_F(TenancyTest, DataPlaneConnectionsOverTheQuotaAreRejectedWithTheTokenLeftU
     if (list.cm_ids_size() == 0) break;
     absl::SleepFor(absl::Milliseconds(2));
   }
-  Dialer again;
+  test::FakeClient again;
   EXPECT_EQ(again.Dial(*fake_cm_, device, second.token()).type, fabric::CmEventType::kEstablished);
   again.Leave();
   for (int i = 0; i < 5000; ++i) {

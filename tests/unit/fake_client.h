@@ -1,0 +1,73 @@
+// A data-plane client over the fake rdma_cm (fake_cm.h), as RemoteRegion is over the real one: its own
+// channel, id, PD and QP; it dials rdmad's listener with a token and reports the first event it gets.
+// And Eventually, the bounded poll the tests wait with (never a timing assertion).
+// Threads: the test's own; the fake delivers events to the client's channel, drained here.
+#ifndef RDMAD_TESTS_UNIT_FAKE_CLIENT_H_
+#define RDMAD_TESTS_UNIT_FAKE_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "server/fabric/cm.h"
+#include "server/fabric/fabric.h"
+#include "tests/unit/fake_cm.h"
+
+namespace rdmad::test {
+
+// True as soon as `pred` is; false if it still is not after 10 s.
+template <typename Pred>
+bool Eventually(Pred pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return pred();
+}
+
+struct FakeClient {
+  fabric::SockAddr listener{"10.0.2.15", 7471};
+  std::unique_ptr<fabric::CmChannel> channel;
+  std::unique_ptr<fabric::CmId> id;
+  std::unique_ptr<fabric::Pd> pd;
+
+  // Resolves, creates its QP and connects with `token` as private data: the first event that follows
+  // (ESTABLISHED, REJECTED, ...), or an event of type kAddrError with no data if none came.
+  fabric::CmEvent Dial(fake::FakeCm& cm, fabric::Device* device, const std::string& token) {
+    channel = cm.CreateChannel().value();
+    id = channel->CreateId(1).value();
+    pd = device->AllocPd().value();
+    EXPECT_TRUE(id->ResolveAddr(listener, 1000).ok());
+    Wait();
+    EXPECT_TRUE(id->ResolveRoute(1000).ok());
+    Wait();
+    EXPECT_TRUE(id->CreateQp(*pd).ok());
+    EXPECT_TRUE(id->Connect(token).ok());
+    std::vector<fabric::CmEvent> e = Wait();
+    return e.empty() ? fabric::CmEvent{} : std::move(e.front());
+  }
+  // The next events on its channel, waiting up to 10 s for some.
+  std::vector<fabric::CmEvent> Wait() {
+    for (int i = 0; i < 10000; ++i) {
+      std::vector<fabric::CmEvent> e = channel->Drain();
+      if (!e.empty()) return e;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return {};
+  }
+  // Goes away (rdmad sees DISCONNECTED), releasing in order: the id (its QP), the PD, the channel.
+  void Leave() {
+    id.reset();
+    pd.reset();
+    channel.reset();
+  }
+};
+
+}  // namespace rdmad::test
+
+#endif  // RDMAD_TESTS_UNIT_FAKE_CLIENT_H_
