@@ -36,6 +36,11 @@ const TenantConfig* Policy::FindTenant(absl::string_view name) const {
   return nullptr;
 }
 
+std::string Policy::PrincipalOf(const Peer& peer) const {
+  if (peer.transport == kTransportUnix && peer.uid >= 0) return UnixPrincipal(peer.uid, peer.gid);
+  return peer.principal.empty() ? kPrincipalAnonymous : peer.principal;
+}
+
 absl::StatusOr<Caller> Policy::Resolve(const Peer& peer) const {
   Caller c;
   c.transport = peer.transport;
@@ -43,14 +48,8 @@ absl::StatusOr<Caller> Policy::Resolve(const Peer& peer) const {
   c.authenticated = peer.authenticated;
   c.uid = peer.uid;
   c.gid = peer.gid;
-  const bool unix_peer = peer.transport == "unix" && peer.uid >= 0;
-  if (unix_peer) {
-    c.principal = UnixPrincipal(peer.uid, peer.gid);
-  } else if (!peer.principal.empty()) {
-    c.principal = peer.principal;
-  } else {
-    c.principal = kPrincipalAnonymous;
-  }
+  const bool unix_peer = peer.transport == kTransportUnix && peer.uid >= 0;
+  c.principal = PrincipalOf(peer);
   // A unix peer's files are checked with its own uid and groups, whatever its role: rdmad (root) never
   // registers a file for someone who could not open it.
   if (unix_peer) {

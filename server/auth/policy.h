@@ -29,6 +29,9 @@ class Policy {
   bool single_tenant() const { return single_tenant_; }
   // The caller, or PERMISSION_DENIED naming the principal when it is neither an admin nor in a tenant.
   absl::StatusOr<Caller> Resolve(const Peer& peer) const;
+  // The principal a peer is known by, whether or not it may call: the unix mapping, the certificate's, or
+  // "anonymous".
+  std::string PrincipalOf(const Peer& peer) const;
   // The unix peer's principal: unix_principals by uid, then by gid, else "unix:uid:N".
   std::string UnixPrincipal(int64_t uid, int64_t gid) const;
   // A tenant by name ("app" or "tenants/app"); nullptr if none.

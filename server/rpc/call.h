@@ -65,13 +65,16 @@ class Call {
   Call(const Env& env, const grpc::ServerContextBase& ctx, const char* method) : env_(env) {
     ending_.env = &env;
     ending_.method = method;
-    absl::StatusOr<auth::Caller> caller = env.gate->Admit(env.identify(ctx));
+    const auth::Peer peer = env.identify(ctx);
+    absl::StatusOr<auth::Caller> caller = env.gate->Admit(peer);
     if (caller.ok()) {
       ending_.caller = std::move(caller).value();
-    } else {
+    } else {  // refused (no tenant, or over its rate): still audited under the principal it presented
       status_ = caller.status();
-      ending_.caller.peer = ctx.peer();
-      ending_.caller.principal = "?";
+      ending_.caller.peer = peer.address;
+      ending_.caller.transport = peer.transport;
+      ending_.caller.authenticated = peer.authenticated;
+      ending_.caller.principal = env.gate->policy().PrincipalOf(peer);
     }
   }
 

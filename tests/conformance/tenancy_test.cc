@@ -118,9 +118,9 @@ Party& Root() {  // root on the unix socket
   }();
   return *p;
 }
-// rdmad does not admit it, so its audit lines carry no principal of a caller ("?"; the message names it).
+// rdmad does not admit it; its audit lines still carry the principal it presented (and no tenant).
 Party& Stranger() {
-  static Party* p = new Party{"?", "", TlsClient("stranger")};
+  static Party* p = new Party{"spiffe://cluster/ns/c/sa/app", "", TlsClient("stranger")};
   return *p;
 }
 
