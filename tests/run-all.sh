@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole rdmad test suite: host unit tests (bazel test), then the conformance suite on real verbs in
-# the Soft-RoCE guest, tenants with mutual TLS there, the two-machine tests (rdma_cm, grants end to end)
+# the Soft-RoCE guest, tenants with mutual TLS there, the API fuzzer, the two-machine tests (rdma_cm, grants end to end)
 # and the benchmarks' short forms.
 # Then the host tests and the conformance suite again, built with ASan+LSan+UBSan (--config=asan, in an
 # output base of its own: tests/sanitizers/bazel-asan.sh); RDMAD_TEST_SANITIZERS=0 leaves those two out.
@@ -44,6 +44,17 @@ tenancy_rc=0
 tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-tenancy" -- \
   tests/conformance/run-tenancy.sh "$(pwd)/$out/guest-tenancy" || tenancy_rc=$?
 ((tenancy_rc == 0)) || rc=1
+
+# The API fuzzer (docs/fuzzing.md): one run as root, then two tenants at once, in one guest. A fresh seed each
+# time (printed; RDMAD_FUZZ_SEED and RDMAD_FUZZ_ITERATIONS override).
+fuzz_seed=${RDMAD_FUZZ_SEED:-$(($(od -An -N4 -tu4 /dev/urandom) % 1000000000))}
+fuzz_iterations=${RDMAD_FUZZ_ITERATIONS:-600}
+step "API fuzzer on rxe0 (seed $fuzz_seed, $fuzz_iterations iterations; then two tenants)"
+fuzz_rc=0
+mkdir -p "$out/guest-fuzz"
+tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-fuzz" -- tests/fuzz/run-fuzz.sh "$(pwd)/$out/guest-fuzz" \
+  --both --seed "$fuzz_seed" --iterations "$fuzz_iterations" || fuzz_rc=$?
+((fuzz_rc == 0)) || rc=1
 
 step "the librdmacm backend alone on rxe0 in the Soft-RoCE guest"
 cmb_rc=0
@@ -150,6 +161,9 @@ for x in conformance.xml cm_conformance.xml shutdown.xml; do
 done
 for x in tenancy.xml tenancy_shutdown.xml; do
   if [ -f "$out/guest-tenancy/$x" ]; then xmls+=("$out/guest-tenancy/$x"); else echo "no $x from the tenancy guest (exit $tenancy_rc)" >&2; missing=$((missing + 1)); fi
+done
+for x in one/fuzz.xml one/fuzz_shutdown.xml tenants/fuzz.xml tenants/fuzz_shutdown.xml; do
+  if [ -f "$out/guest-fuzz/$x" ]; then xmls+=("$out/guest-fuzz/$x"); else echo "no $x from the fuzzer's guest (exit $fuzz_rc, seed $fuzz_seed)" >&2; missing=$((missing + 1)); fi
 done
 for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_host.xml \
          guest-two/grant_e2e.xml guest-two/grant_clients_pyverbs.xml guest-two/grant_clients_rdmactl.xml \
