@@ -21,9 +21,9 @@
 // Usage: api_fuzzer [--target unix:PATH] [--seed N] [--iterations N] [--log FILE] [--device rxe0]
 //                   [--rdma-addr 10.0.2.15] [--dp-port 7471] [--shm-dir /dev/shm] [--tag NAME]
 //                   [--names-out FILE] [--names-in FILE] [--cleanup-only] [--no-cleanup] [--no-rdma]
-//                   [--wire-garbage] [--known-issues]
+//                   [--wire-garbage] [--known-issues] [--receives N]
 // --known-issues: also the inputs of the open findings listed in docs/fuzzing.md (their violations are
-// reported like any other).
+// reported like any other). --receives N: every data-plane client posts N receives (0: never takes its key).
 // --wire-garbage: also strings that are not valid UTF-8 and request bytes that do not parse. gRPC refuses
 // those itself, before rdmad sees them (INTERNAL, no ErrorDetail): a known gap, kept out of the CI form.
 // --no-rdma: against an rdmad on a host without RDMA (a quick check of the plumbing): the rdma_cm, token and
@@ -101,7 +101,8 @@ const char* kUsage =
     "usage: api_fuzzer [--target unix:PATH] [--seed N] [--iterations N] [--log FILE] [--device DEV]\n"
     "                  [--rdma-addr ADDR] [--dp-port PORT] [--shm-dir DIR] [--tag NAME]\n"
     "                  [--names-out FILE] [--names-in FILE] [--cleanup-only] [--no-cleanup] [--no-rdma]\n"
-    "                  [--wire-garbage] [--known-issues]\n";
+    "                  [--wire-garbage] [--known-issues] [--receives N]\n"
+    "docs/fuzzing.md describes every flag.\n";
 
 // ------------------------------------------------------------------------------------------------------
 // Randomness: one mt19937_64 from the seed; every draw goes through it (no distribution objects, whose
@@ -2780,6 +2781,10 @@ int main(int argc, char** argv) {
   using namespace rdmad::fuzz;
   signal(SIGPIPE, SIG_IGN);
   Options o;
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   if (!ParseArgs(argc, argv, &o)) {
     std::fputs(kUsage, stderr);
     return 2;
