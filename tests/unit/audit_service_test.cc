@@ -50,13 +50,17 @@ class AuditServiceTest : public ::testing::Test {
   void TearDown() override {
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + 2s);
   }
-  std::unique_ptr<audit::AuditLog> OpenLog() {
+  // The fixture owns the log so that it outlives the server (shut down in TearDown): a stream's OnDone runs
+  // on a gRPC thread after its client saw the end, and still unsubscribes from the log's hub.
+  audit::AuditLog* OpenLog() {
     absl::StatusOr<std::unique_ptr<audit::AuditLog>> log = audit::AuditLog::Open(dir_.Sub("audit.log"), {});
     EXPECT_TRUE(log.ok()) << log.status();
-    return log.ok() ? std::move(*log) : nullptr;
+    if (log.ok()) log_ = std::move(*log);
+    return log_.get();
   }
 
   TempDir dir_;
+  std::unique_ptr<audit::AuditLog> log_;
   std::atomic<bool> admin_{true};
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::unique_ptr<grpc::Server> server_;
@@ -64,8 +68,8 @@ class AuditServiceTest : public ::testing::Test {
 };
 
 TEST_F(AuditServiceTest, OnlyAdminsMayWatch) {
-  std::unique_ptr<audit::AuditLog> log = OpenLog();
-  Start(log.get());
+  audit::AuditLog* log = OpenLog();
+  Start(log);
   admin_ = false;
   int got = 0;
   absl::Status s = client_->WatchAudit(v1::WatchAuditRequest(), [&](const v1::AuditRecord&) { return ++got, true; });
@@ -75,8 +79,8 @@ TEST_F(AuditServiceTest, OnlyAdminsMayWatch) {
 }
 
 TEST_F(AuditServiceTest, ReplaysFromOldestThenFollowsLive) {
-  std::unique_ptr<audit::AuditLog> log = OpenLog();
-  Start(log.get());
+  audit::AuditLog* log = OpenLog();
+  Start(log);
   log->Record(Sample(1));
   log->Record(Sample(2));
 
@@ -122,8 +126,8 @@ TEST_F(AuditServiceTest, ReplaysFromOldestThenFollowsLive) {
 }
 
 TEST_F(AuditServiceTest, ShutdownEndsTheStreamUnavailable) {
-  std::unique_ptr<audit::AuditLog> log = OpenLog();
-  Start(log.get());
+  audit::AuditLog* log = OpenLog();
+  Start(log);
   log->Record(Sample(1));
   std::atomic<int> got{0};
   absl::Status end;
