@@ -200,6 +200,9 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
 void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
                           absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done) {
   const bool type1 = w->type == fabric::MwType::kType1;
+  // Once busy is cleared and mu_ released, DeallocMw may free the window at once: what is needed after
+  // that is read before (the PD stays, its lane being held; found by the API fuzzer's races).
+  PdEntry* const pd = w->pd;
   std::unique_ptr<fabric::Mr> released;  // whichever bounds region is no longer referenced
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
   {
@@ -248,7 +251,7 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
     RDMAD_LOG_INFO("%s bound to %s [+%" PRIu64 ", %" PRIu64 " bytes], rkey 0x%x", request.name().c_str(),
                    request.mr().c_str(), request.offset(), request.length(), out->rkey());
   }
-  if (user_qp == nullptr) ReleaseLane(*w->pd);
+  if (user_qp == nullptr) ReleaseLane(*pd);
   std::move(done)(std::move(out));
 }
 
@@ -322,6 +325,7 @@ absl::Status Registry::ReplaceWindow(MwEntry& w) {
 void Registry::FinishInvalidate(MwEntry* w, const std::string& name, absl::Status s, bool replaced,
                                 Done<v1::MemoryWindow> done) {
   const bool type1 = w->type == fabric::MwType::kType1;
+  PdEntry* const pd = w->pd;  // as in FinishBind: the window may be deallocated once mu_ is released
   const uint32_t rkey = replaced && s.ok() ? w->mw->rkey() : 0;  // read before the lock: the new window's
   std::unique_ptr<fabric::Mr> released;
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
@@ -348,7 +352,7 @@ void Registry::FinishInvalidate(MwEntry* w, const std::string& name, absl::Statu
     RDMAD_LOG_INFO("%s invalidated%s", name.c_str(),
                    replaced ? " (its QP is in the error state: the window was deallocated and replaced)" : "");
   }
-  if (type1) ReleaseLane(*w->pd);
+  if (type1) ReleaseLane(*pd);
   std::move(done)(std::move(out));
 }
 

@@ -226,6 +226,30 @@ TEST_F(ConcurrencyTest, GetQpAndListQpsAskTheDeviceOutsideTheLock) {
   EXPECT_TRUE(registry_->DeletePd(del).ok());
 }
 
+TEST_F(ConcurrencyTest, AWindowDeallocatedTheMomentItsBindCompletesIsNotTouchedAgain) {
+  // The API fuzzer's race on rxe: DeallocMw succeeds as soon as a type 1 bind's completion clears the
+  // window's reservation, while the bind still has the PD's lane to release: it must not read the freed
+  // window for that (rdmad crashed). Under ASan (tests/sanitizers) any such read is reported.
+  const std::string pd = NewPd(), mr = NewMr(pd);
+  for (int round = 0; round < 200; ++round) {
+    const std::string w = NewMw(pd, v1::TYPE_1);
+    Pending<v1::MemoryWindow> bind;
+    registry_->BindMwAsync(BindReq(w, mr, 0), bind.Callback());
+    absl::Status gone = absl::AbortedError("not yet");
+    while (!gone.ok()) {
+      gone = registry_->DeallocMw(w);
+      ASSERT_TRUE(gone.ok() || gone.code() == absl::StatusCode::kAborted) << gone;
+    }
+    bind.arrived.WaitForNotification();
+    EXPECT_TRUE(bind.result.ok()) << bind.result.status();
+  }
+  EXPECT_EQ(registry_->GetMr(mr).value().bound_windows(), 0u);
+  v1::DeletePdRequest del;
+  del.set_name(pd);
+  del.set_cascade(true);
+  EXPECT_TRUE(registry_->DeletePd(del).ok());
+}
+
 TEST_F(ConcurrencyTest, ManyThreadsBindAndInvalidateTheirOwnWindowsWhileOthersList) {
   const std::string pd = NewPd(), mr = NewMr(pd), qp = NewQp(pd);
   constexpr int kThreads = 4, kRounds = 50;
