@@ -269,15 +269,19 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
       to->ids.erase(id->id);
       return std::move(done)(s);
     }
+    v1::CmId after;
     {
       absl::MutexLock lock(&mu_);
       from = Name("channels", id->channel->id);
       id->channel->ids.erase(id->id);
       id->channel = to;  // from now on, work for the id goes to `to`'s loop
       id->migrations++;
+      // Read now: once mu_ is released, `to`'s loop may run a DeleteCmId and destroy the id while this one
+      // still runs (the API fuzzer's races read a destroyed id here).
+      after = ToProto(*id);
     }
     RDMAD_LOG_INFO("%s migrated from %s to %s", request.name().c_str(), from.c_str(), request.channel().c_str());
-    std::move(done)(Snapshot(id));
+    std::move(done)(std::move(after));
   });
 }
 

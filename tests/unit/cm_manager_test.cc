@@ -294,6 +294,35 @@ TEST_F(CmManagerTest, MigrationArgumentsAndDeadline) {
   EXPECT_EQ(manager_->GetCmId(id.name()).value().channel(), "channels/1");  // nothing changed
 }
 
+TEST_F(CmManagerTest, AnIdDeletedOnItsNewChannelWhileItsMigrationAnswersIsNotReadAgain) {
+  // The API fuzzer's race on rxe: MigrateCmId and DeleteCmId at once. Once the id is on its new channel,
+  // that channel's loop may destroy it; the migration's answer must not be read from the id after that (a
+  // destroyed id's bytes reached a client). Under ASan (tests/sanitizers) any such read is reported.
+  Build();
+  const std::string to = NewChannel();
+  for (int round = 0; round < 100; ++round) {
+    const v1::CmId id = NewId();
+    v1::MigrateCmIdRequest m;
+    m.set_name(id.name());
+    m.set_channel(to);
+    absl::Notification migrated;
+    absl::StatusOr<v1::CmId> answer = absl::UnknownError("none");
+    manager_->Migrate(m, absl::InfiniteFuture(), [&](absl::StatusOr<v1::CmId> r) {
+      answer = std::move(r);
+      migrated.Notify();
+    });
+    absl::StatusOr<v1::CmId> deleted = Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(id.name(), std::move(d)); });
+    migrated.WaitForNotification();
+    ASSERT_TRUE(deleted.ok()) << deleted.status();
+    if (answer.ok()) {
+      EXPECT_EQ(answer->name(), id.name());
+      EXPECT_EQ(answer->channel(), to);
+    } else {
+      EXPECT_EQ(answer.status().code(), absl::StatusCode::kNotFound) << answer.status();
+    }
+  }
+}
+
 TEST_F(CmManagerTest, RejectAndNoListenerFailTheConnectWithTheReason) {
   Build();
   v1::CmId lonely = NewId();
