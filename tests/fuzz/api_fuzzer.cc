@@ -548,6 +548,7 @@ class Fuzzer {
   void OpFileMischief();
   void OpForeign();
   void OpWireGarbage();
+  void OpBurst();
 
   // ---- the data plane
   struct DialPlan {
@@ -2286,6 +2287,208 @@ void Fuzzer::OpForeign() {
   }
 }
 
+// Races: two to four calls at once on one object and its parents (a region being deregistered while a window
+// is bound to it, a grant issued on it and its PD deleted by cascade; a window bound, invalidated and
+// deallocated at once; a CM id listened on, migrated and deleted). The requests are made here, in order
+// (replayable), and sent from one thread each; any documented reply is fine, and a reconcile afterwards finds
+// leftovers. What succeeded is learnt from the lists.
+void Fuzzer::OpBurst() {
+  SettleDials();
+  using Call = std::function<void()>;
+  std::vector<std::pair<std::string, Call>> calls;  // (description, call)
+  std::mutex mu;
+  std::vector<std::string> issued;  // grants issued by the burst (their names are ours)
+  auto add = [&](const std::string& method, auto req, auto invoke) {
+    const uint64_t seq = ++seq_;
+    report_->Line(std::to_string(seq) + " " + method + " (burst) {" + Short(req) + "}");
+    calls.push_back({method, [this, method, req, invoke, seq, &mu, &issued]() {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+      auto resp = invoke(&ctx, req);
+      const grpc::Status& st = resp.first;
+      report_->Line(std::to_string(seq) + " -> " + CodeName(st.error_code()) +
+                    (st.ok() ? "" : " " + Printable(st.error_message(), 300)));
+      report_->Count(method, st.error_code());
+      Expect e;
+      e.rereg_outcome = method == "ReregisterMr";
+      CheckReply(report_, seq, method, st, e);
+      if (st.ok() && !resp.second.empty()) {
+        std::lock_guard<std::mutex> l(mu);
+        issued.push_back(resp.second);
+      }
+    }});
+  };
+  using Out = std::pair<grpc::Status, std::string>;
+  const uint64_t pick = rng_.Below(3);
+  if (pick == 0 && !m_.mrs.empty()) {
+    const std::string mr = rng_.Pick(Live("mrs"));
+    const std::string pd = m_.mrs[mr].pd;
+    std::vector<std::string> windows;
+    for (const auto& [w, wm] : m_.mws) {
+      if (wm.pd == pd && wm.type == 1) windows.push_back(w);
+    }
+    for (int i = 0, n = 2 + static_cast<int>(rng_.Below(3)); i < n; ++i) {
+      switch (rng_.Below(5)) {
+        case 0: {
+          v1::DeregisterMrRequest r;
+          r.set_name(mr);
+          r.set_revoke_grants(rng_.Chance(0.5));
+          add("DeregisterMr", r, [this](grpc::ClientContext* c, const v1::DeregisterMrRequest& q) {
+            v1::DeregisterMrResponse o;
+            return Out(mrs_->DeregisterMr(c, q, &o), "");
+          });
+          break;
+        }
+        case 1: {
+          v1::ReregisterMrRequest r;
+          r.set_name(mr);
+          r.add_flags(v1::CHANGE_ACCESS);
+          r.add_access(v1::LOCAL_WRITE);
+          r.add_access(v1::REMOTE_READ);
+          r.add_access(v1::MW_BIND);
+          r.set_revoke_grants(rng_.Chance(0.5));
+          add("ReregisterMr", r, [this](grpc::ClientContext* c, const v1::ReregisterMrRequest& q) {
+            v1::ReregisterMrResponse o;
+            return Out(mrs_->ReregisterMr(c, q, &o), "");
+          });
+          break;
+        }
+        case 2: {
+          if (windows.empty()) break;
+          v1::BindMwRequest r;
+          r.set_name(rng_.Pick(windows));
+          r.set_mr(mr);
+          r.set_length(1 + rng_.Below(m_.mrs[mr].length));
+          r.add_access(v1::REMOTE_READ);
+          add("BindMw", r, [this](grpc::ClientContext* c, const v1::BindMwRequest& q) {
+            v1::MemoryWindow o;
+            return Out(mws_->BindMw(c, q, &o), "");
+          });
+          break;
+        }
+        case 3: {
+          if (m_.grants.size() >= kMaxGrants) break;
+          v1::IssueGrantRequest r;
+          r.set_mr(mr);
+          r.set_length(1);
+          r.set_ttl_ms(5000);
+          r.set_principal("burst");
+          add("IssueGrant", r, [this](grpc::ClientContext* c, const v1::IssueGrantRequest& q) {
+            v1::IssuedGrant o;
+            grpc::Status st = grants_->IssueGrant(c, q, &o);
+            return Out(st, o.grant().name());
+          });
+          break;
+        }
+        default: {
+          v1::DeletePdRequest r;
+          r.set_name(pd);
+          r.set_cascade(rng_.Chance(0.7));
+          r.set_revoke_grants(rng_.Chance(0.7));
+          add("DeletePd", r, [this](grpc::ClientContext* c, const v1::DeletePdRequest& q) {
+            v1::DeletePdResponse o;
+            return Out(pds_->DeletePd(c, q, &o), "");
+          });
+          break;
+        }
+      }
+    }
+  } else if (pick == 1 && !m_.mws.empty()) {
+    const std::string w = rng_.Pick(Live("mws"));
+    const MwM wm = m_.mws[w];
+    std::vector<std::string> mrs, qps;
+    for (const auto& [name, mr] : m_.mrs) {
+      if (mr.pd == wm.pd && mr.access.count(v1::MW_BIND)) mrs.push_back(name);
+    }
+    for (const auto& [name, q] : m_.qps) {
+      if (q.pd == wm.pd && q.rts) qps.push_back(name);
+    }
+    for (int i = 0, n = 2 + static_cast<int>(rng_.Below(3)); i < n; ++i) {
+      const uint64_t what = rng_.Below(4);
+      if (what <= 1 && !mrs.empty() && (wm.type == 1 || !qps.empty())) {
+        v1::BindMwRequest r;
+        r.set_name(w);
+        r.set_mr(rng_.Pick(mrs));
+        r.set_length(1 + rng_.Below(m_.mrs[r.mr()].length));
+        r.add_access(v1::REMOTE_READ);
+        if (wm.type == 2) r.set_qp(rng_.Pick(qps));
+        add("BindMw", r, [this](grpc::ClientContext* c, const v1::BindMwRequest& q) {
+          v1::MemoryWindow o;
+          return Out(mws_->BindMw(c, q, &o), "");
+        });
+      } else if (what == 2) {
+        v1::InvalidateMwRequest r;
+        r.set_name(w);
+        add("InvalidateMw", r, [this](grpc::ClientContext* c, const v1::InvalidateMwRequest& q) {
+          v1::MemoryWindow o;
+          return Out(mws_->InvalidateMw(c, q, &o), "");
+        });
+      } else {
+        v1::DeallocMwRequest r;
+        r.set_name(w);
+        add("DeallocMw", r, [this](grpc::ClientContext* c, const v1::DeallocMwRequest& q) {
+          v1::DeallocMwResponse o;
+          return Out(mws_->DeallocMw(c, q, &o), "");
+        });
+      }
+    }
+  } else if (!m_.cmids.empty()) {
+    const std::string id = rng_.Pick(Live("cmids"));
+    for (int i = 0, n = 2 + static_cast<int>(rng_.Below(3)); i < n; ++i) {
+      switch (rng_.Below(4)) {
+        case 0: {
+          v1::ListenRequest r;
+          r.set_name(id);
+          r.mutable_address()->set_address(o_.rdma_addr);
+          r.mutable_address()->set_port(20000 + static_cast<uint32_t>(rng_.Below(20000)));
+          add("Listen", r, [this](grpc::ClientContext* c, const v1::ListenRequest& q) {
+            v1::CmId o;
+            return Out(ids_->Listen(c, q, &o), "");
+          });
+          break;
+        }
+        case 1: {
+          v1::MigrateCmIdRequest r;
+          r.set_name(id);
+          r.set_channel(m_.channels.empty() || rng_.Chance(0.3) ? "channels/1" : rng_.Pick(Live("channels")));
+          add("MigrateCmId", r, [this](grpc::ClientContext* c, const v1::MigrateCmIdRequest& q) {
+            v1::CmId o;
+            return Out(ids_->MigrateCmId(c, q, &o), "");
+          });
+          break;
+        }
+        case 2: {
+          v1::DisconnectRequest r;
+          r.set_name(id);
+          add("Disconnect", r, [this](grpc::ClientContext* c, const v1::DisconnectRequest& q) {
+            v1::CmId o;
+            return Out(ids_->Disconnect(c, q, &o), "");
+          });
+          break;
+        }
+        default: {
+          v1::DeleteCmIdRequest r;
+          r.set_name(id);
+          add("DeleteCmId", r, [this](grpc::ClientContext* c, const v1::DeleteCmIdRequest& q) {
+            v1::DeleteCmIdResponse o;
+            return Out(ids_->DeleteCmId(c, q, &o), "");
+          });
+          break;
+        }
+      }
+    }
+  }
+  if (calls.size() < 2) return;
+  std::vector<std::thread> threads;
+  for (auto& [method, call] : calls) threads.emplace_back(call);
+  for (auto& t : threads) t.join();
+  for (const std::string& g : issued) {
+    Created("grants", g);
+    m_.grants[g].mr = "";  // learnt again by the reconcile below
+  }
+  Reconcile();
+}
+
 // Request bytes that are no protobuf (or are, by chance) to rdmad's methods (--wire-garbage only).
 void Fuzzer::OpWireGarbage() {
   if (!o_.wire_garbage) return;
@@ -2462,7 +2665,7 @@ void Fuzzer::Reconcile() {
       if (c.data_plane()) continue;  // rdmad's listener and the connections it accepted
       listed.insert(c.name());
       if (!m_.cmids.count(c.name())) {
-        if (!c.listener().empty() && m_.cmids.count(c.listener())) {
+        if (!c.listener().empty() && m_.seen.count(c.listener())) {  // (its listener may be gone since)
           m_.cmids[c.name()].incoming = true;  // a connect request on one of our listeners
         } else if (!foreign_seen("cmids", c.name()) && !adopt_) {
           Violation("rdmad lists " + c.name() + ", which this process did not make (or deleted)");
@@ -2491,6 +2694,7 @@ void Fuzzer::Reconcile() {
         }
         continue;  // revoked by us meanwhile? then it is ending
       }
+      if (m_.grants.count(g.name())) m_.grants[g.name()].mr = g.mr();
       if (m_.grants.count(g.name()) && g.state() == v1::GRANT_ENDED) m_.ended_grants.insert(g.name());
     }
     for (const std::string& name : Keys(m_.grants)) {
@@ -2573,7 +2777,7 @@ void Fuzzer::Step() {
       {1, &Fuzzer::OpWatchGrants}, {4, &Fuzzer::OpIssueToken},  {6, &Fuzzer::OpIssueGrant},   {1, &Fuzzer::OpIssueGrants},
       {1, &Fuzzer::OpGetGrant},    {1, &Fuzzer::OpListGrants},  {2, &Fuzzer::OpRenewGrant},   {2, &Fuzzer::OpRevokeGrant},
       {8, &Fuzzer::OpDial},        {2, &Fuzzer::OpClosePeer},   {1, &Fuzzer::OpFileMischief}, {3, &Fuzzer::OpForeign},
-      {1, &Fuzzer::OpWireGarbage},
+      {1, &Fuzzer::OpWireGarbage}, {3, &Fuzzer::OpBurst},
   };
   static const int total = [] {
     int t = 0;
