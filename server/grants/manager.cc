@@ -228,7 +228,10 @@ absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::Issue
         absl::StatusOr<uint64_t> id = ParseName(g.grant().name(), "grants", "name");
         if (id.ok()) End(*id, v1::END_REVOKED, "the batch it was part of failed", nullptr);
       }
-      return WithContext(issued.status(), absl::StrCat("grants[", i, "]"));
+      // The field at fault is the request's in the batch (docs/api.md: the message starts with it).
+      const std::string field = FieldOf(issued.status());
+      return field.empty() ? WithContext(issued.status(), absl::StrCat("grants[", i, "]"))
+                           : RenameField(issued.status(), absl::StrCat("grants[", i, "].", field));
     }
     *out.add_grants() = std::move(issued).value();
   }
