@@ -1481,6 +1481,9 @@ void Fuzzer::OpConnect() {
       remote->set_port(o_.dp_port);
       std::vector<std::string> fresh;
       for (const auto& [name, t] : m_.tokens) {
+        // rdmad's own id posts no receive: with a grant's token it is the client of the open finding that
+        // blocks revocation (docs/fuzzing.md), left out unless asked for.
+        if (t.grant && !o_.known_issues) continue;
         if (!t.presented && !t.maybe_presented) fresh.push_back(name);
       }
       if (!fresh.empty() && rng_.Chance(0.7)) {
