@@ -124,10 +124,10 @@ void GrantManager::Activate(uint64_t id) {
   bind.set_name(window);
   registry_->BindMwAsync(
       bind,
-      [this, id, window](absl::StatusOr<v1::MemoryWindow> bound) {
+      Guarded([this, id, window](absl::StatusOr<v1::MemoryWindow> bound) {
         if (!bound.ok()) return OnBound(id, window, bound.status());
         OnBound(id, window, Key{bound->rkey(), bound->binding().remote_addr()});
-      },
+      }),
       "grants");
 }
 
@@ -187,7 +187,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
   if (retry) {
     registry_->InvalidateMwAsync(
         window,
-        [this, id, window](absl::StatusOr<v1::MemoryWindow>) {
+        Guarded([this, id, window](absl::StatusOr<v1::MemoryWindow>) {
           {
             absl::MutexLock lock(&mu_);
             auto g = grants_.find(id);
@@ -197,7 +197,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
             }
           }
           Activate(id);
-        },
+        }),
         "grants");
     return;
   }
@@ -289,7 +289,7 @@ void GrantManager::KillKey(uint64_t id) {
     // Returns once the invalidation's completion was polled; on a QP in the error state (the client's bad
     // read, or its disconnection) the registry deallocates and replaces the window, which kills the key too.
     return registry_->InvalidateMwAsync(
-        window, [this, id](absl::StatusOr<v1::MemoryWindow> r) { OnKeyKilled(id, r.status()); }, "grants");
+        window, Guarded([this, id](absl::StatusOr<v1::MemoryWindow> r) { OnKeyKilled(id, r.status()); }), "grants");
   }
   // SCOPE_MR: new keys for the MR (the emulated rereg registers the same memory again, then deregisters
   // the old registration, and with it the old rkey).
@@ -299,14 +299,14 @@ void GrantManager::KillKey(uint64_t id) {
   rereg.set_name(mr);
   rereg.add_flags(v1::CHANGE_ACCESS);
   *rereg.mutable_access() = region->access();
-  registry_->ReregisterMrAsync(rereg, [this, id, mr](absl::StatusOr<v1::ReregisterMrResponse> r) {
+  registry_->ReregisterMrAsync(rereg, Guarded([this, id, mr](absl::StatusOr<v1::ReregisterMrResponse> r) {
     if (r.ok() && !r->keys_changed()) {
       return OnKeyKilled(id, absl::FailedPreconditionError(absl::StrCat(
                                  "re-registering ", mr, " kept its keys: the MR-scope key cannot be revoked on this "
                                  "device")));
     }
     OnKeyKilled(id, r.status());
-  });
+  }));
 }
 
 void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
@@ -434,11 +434,11 @@ void GrantManager::Farewell(const std::string& cm_id, std::string message, absl:
   if (cm_id.empty() || cm_ == nullptr) return;
   // Best effort: on a QP in the error state the SEND is flushed. Then the connection is closed; its
   // DISCONNECTED brings OnGone, which releases it.
-  cm_->Send(cm_id, std::move(message), [this, cm_id](absl::Status) {
+  cm_->Send(cm_id, std::move(message), Guarded([this, cm_id](absl::Status) {
     cm_->Disconnect(cm_id, [cm_id](absl::StatusOr<v1::CmId> r) {
       if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
     });
-  });
+  }));
 }
 
 // ---------------------------------------------------------------------------------------------------------

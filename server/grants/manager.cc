@@ -42,6 +42,7 @@ GrantManager::GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore
 
 GrantManager::~GrantManager() {
   Shutdown();
+  lifeline_->Cut();  // from here no callback of ours runs; those that were running have returned
   loop_.reset();
   if (timer_fd_ >= 0) close(timer_fd_);
 }

@@ -37,6 +37,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -187,6 +188,46 @@ class GrantManager final : public cm::GrantConnections {
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued
   std::vector<audit::Event> audit_pending_ ABSL_GUARDED_BY(mu_);  // grant ends not yet written (FlushAudit)
+
+  // The callbacks this manager hands to the registry and the CM layer (bind, invalidate and rereg
+  // completions, a farewell's send) run on their threads, possibly while or after the manager is
+  // destroyed: rdmad destroys it before the CM manager and the registry, and a callback may go on using
+  // the manager after it answered the RevokeGrant that let the shutdown proceed (found by ASan in
+  // grant_manager_test). So they hold the lifeline, not just `this`: one runs only while the manager is
+  // alive, and the destructor cuts the lifeline, waiting for those running.
+  class Lifeline {
+   public:
+    bool Enter() {  // false once cut
+      absl::MutexLock lock(&mu_);
+      if (cut_) return false;
+      ++running_;
+      return true;
+    }
+    void Leave() {
+      absl::MutexLock lock(&mu_);
+      --running_;
+    }
+    void Cut() {
+      absl::MutexLock lock(&mu_);
+      cut_ = true;
+      mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &running_));
+    }
+
+   private:
+    absl::Mutex mu_;
+    bool cut_ ABSL_GUARDED_BY(mu_) = false;
+    int running_ ABSL_GUARDED_BY(mu_) = 0;  // callbacks inside (nested ones count twice)
+  };
+  // `f` (a callback of the manager's, returning nothing), run only while the manager is alive.
+  template <typename F>
+  auto Guarded(F f) {
+    return [lifeline = lifeline_, f = std::move(f)](auto&&... args) mutable {
+      if (!lifeline->Enter()) return;
+      f(std::forward<decltype(args)>(args)...);
+      lifeline->Leave();
+    };
+  }
+  const std::shared_ptr<Lifeline> lifeline_ = std::make_shared<Lifeline>();
 
   int timer_fd_ = -1;
   std::unique_ptr<dispatch::EventLoop> loop_;  // last: stopped first
