@@ -285,6 +285,10 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
   });
 }
 
+size_t CmManager::RevokeTokensOn(const std::string& pd) {
+  return tokens_->RevokeWhere([&pd](const Claims& c) { return c.pd == pd; });
+}
+
 absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
   RDMAD_RETURN_IF_ERROR(registry_->CheckPd(request.pd(), "pd"));

@@ -97,6 +97,9 @@ class CmManager {
   void Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadline, Done<v1::CmId> done);
 
   absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
+  // After DeletePd: the outstanding tokens on that PD can never connect; revoke them, so that a client
+  // presenting one is told TOKEN_REVOKED instead of INTERNAL. Returns how many.
+  size_t RevokeTokensOn(const std::string& pd);
 
   // The grant layer; set before Start, not owned.
   void set_grant_connections(GrantConnections* grants) { grants_ = grants; }

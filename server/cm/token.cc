@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status.h"
@@ -117,6 +118,21 @@ Redemption TokenStore::Check(absl::string_view private_data, bool consume) {
   FinishLocked(token.id, entry, State::kRedeemed);
   ++counters_.redeemed;
   return r;
+}
+
+size_t TokenStore::RevokeWhere(const std::function<bool(const Claims&)>& match) {
+  absl::MutexLock lock(&mu_);
+  PurgeLocked(options_.clock());
+  std::vector<uint64_t> ids;
+  for (const auto& [expiry, id] : outstanding_) {
+    auto it = entries_.find(id);
+    if (it != entries_.end() && match(it->second.claims)) ids.push_back(id);
+  }
+  for (uint64_t id : ids) {
+    FinishLocked(id, entries_.at(id), State::kRevoked);
+    ++counters_.revoked;
+  }
+  return ids.size();
 }
 
 absl::Status TokenStore::Revoke(absl::string_view name) {

@@ -131,6 +131,9 @@ class TokenStore {
   // not remembered, FAILED_PRECONDITION if already redeemed, revoked or expired.
   absl::Status Revoke(absl::string_view name);
 
+  // Revokes the outstanding tokens whose claims match (DeletePd: the tokens on that PD); how many.
+  size_t RevokeWhere(const std::function<bool(const Claims&)>& match);
+
   size_t Outstanding();
   // Outstanding tokens whose claims match (a tenant's quota: tokens on its PDs). O(outstanding).
   size_t Outstanding(const std::function<bool(const Claims&)>& match);

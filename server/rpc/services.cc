@@ -99,11 +99,15 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
     }
     Registry* r = e_->registry;
     tenancy::Gate* gate = e_->gate;
+    cm::CmManager* cm = e_->cm;
     AfterGrants<v1::DeletePdResponse>(
         e_->grants, "", req->name(), req->revoke_grants(), v1::END_PD_DELETED,
         [r, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); },
         c.Replier<v1::DeletePdResponse>(reactor, resp,
-                                        [gate, name = req->name()](const v1::DeletePdResponse&) { gate->ForgetPd(name); }));
+                                        [gate, cm, name = req->name()](const v1::DeletePdResponse&) {
+                                          gate->ForgetPd(name);
+                                          if (cm != nullptr) cm->RevokeTokensOn(name);  // they could never connect
+                                        }));
     return reactor;
   }
 

@@ -40,7 +40,12 @@ static_assert(static_cast<int>(CmEventType::kAddrChange) == RDMA_CM_EVENT_ADDR_C
 static_assert(static_cast<int>(CmEventType::kTimewaitExit) == RDMA_CM_EVENT_TIMEWAIT_EXIT);
 
 constexpr uint8_t kRetryCount = 7;
-constexpr uint8_t kRnrRetryCount = 7;
+// Not 7 (retry for ever): a peer that never posts a receive would hold rdmad's SEND (a grant's key
+// message) in RNR retries for as long as it stays connected, and every work request behind it too: the
+// LOCAL_INV of a revocation. With 6 retries the SEND fails after at most 6 times the peer's RNR timer
+// (at most 655 ms each), the QP goes to the error state, and revocation deallocates the window (found by
+// the API fuzzer: docs/fuzzing.md).
+constexpr uint8_t kRnrRetryCount = 6;
 
 void* KeyToContext(uint64_t key) { return reinterpret_cast<void*>(static_cast<uintptr_t>(key)); }
 uint64_t ContextToKey(const void* context) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(context)); }

@@ -77,6 +77,20 @@ TEST_F(TokenStoreTest, IssueRedeemOnceThenReplayed) {
   EXPECT_EQ(TokenName(again.reject().token_id), t.id);
 }
 
+TEST_F(TokenStoreTest, PeekDoesNotUseTheTokenAndRevokeWhereEndsAPdsTokens) {
+  TokenStore store(Opts());
+  ASSERT_OK_AND_ASSIGN(Issued a, store.Issue(PdClaims("pds/3"), absl::Seconds(30)));
+  ASSERT_OK_AND_ASSIGN(Issued b, store.Issue(PdClaims("pds/4"), absl::Seconds(30)));
+  Redemption peek = store.Peek(a.bytes);
+  ASSERT_TRUE(peek.accepted());
+  EXPECT_EQ(peek.claims->pd, "pds/3");
+  EXPECT_EQ(store.Outstanding(), 2u);  // still usable
+  EXPECT_EQ(store.Outstanding([](const Claims& c) { return c.pd == "pds/3"; }), 1u);
+  EXPECT_EQ(store.RevokeWhere([](const Claims& c) { return c.pd == "pds/3"; }), 1u);
+  EXPECT_EQ(RedeemFailure(store, a.bytes), RejectReason::kRevoked);
+  EXPECT_TRUE(store.Redeem(b.bytes).accepted());
+}
+
 TEST_F(TokenStoreTest, GrantTokensCarryTheirKind) {
   TokenStore store(Opts());
   ASSERT_OK_AND_ASSIGN(Issued t, store.Issue(Claims{"pds/1", "grants/4", ""}, absl::Seconds(30)));
