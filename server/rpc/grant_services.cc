@@ -53,6 +53,12 @@ class GrantsService final
       for (auto& g : *grants) {
         if (c.gate().SeesPd(c.caller(), g.pd())) *resp->add_grants() = std::move(g);
       }
+      // A filter naming no region lists only the remembered grants this caller sees on it; with none it is
+      // a name of nothing (else another tenant's deregistered region would answer differently from one that
+      // never existed; found by the API fuzzer).
+      if (resp->grants_size() == 0 && !req->mr().empty()) {
+        if (absl::Status region = g_->CheckMrFilter(req->mr()); !region.ok()) return c.Reply(region, resp);
+      }
     }
     return c.Reply(grants.status(), resp);
   }
