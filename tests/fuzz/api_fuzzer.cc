@@ -349,6 +349,11 @@ const std::set<std::string> kCmMethods = {
     "Listen", "Connect", "Accept", "Reject", "Disconnect", "DeleteCmId", "MigrateCmId", "WatchEvents",
     "IssueConnectToken", "IssueGrant", "IssueGrants"};
 
+// The calls that reserve a tenant's quota.
+const std::set<std::string> kCreations = {"CreatePd",   "RegisterMr",        "ReregisterMr", "CreateQp",
+                                          "AllocMw",    "CreateChannel",     "CreateCmId",   "Connect",
+                                          "Accept",     "IssueConnectToken", "IssueGrant",   "IssueGrants"};
+
 // ------------------------------------------------------------------------------------------------------
 // The model: what this process made, as far as it knows.
 
@@ -458,6 +463,9 @@ class Fuzzer {
       e.one_of.clear();
       e.also.push_back(StatusCode::UNAVAILABLE);
     }
+    // A tenant's quota is checked before the names (alike for every name: no hint), so a creation may be
+    // RESOURCE_EXHAUSTED whatever else is wrong.
+    if (!e.one_of.empty() && kCreations.count(method)) e.one_of.push_back(StatusCode::RESOURCE_EXHAUSTED);
     const uint64_t seq = ++seq_;
     report_->Line(std::to_string(seq) + " " + method + " {" + Short(req) + "}");
     grpc::ClientContext ctx;
