@@ -138,6 +138,8 @@ TEST_F(MappingFileTest, RefusesBadPathsAndLengths) {
   EXPECT_TRUE(IsError(Map("", 0, 1), absl::StatusCode::kInvalidArgument, "f.path"));
   EXPECT_TRUE(IsError(Map("f.bin", 0, 1), absl::StatusCode::kInvalidArgument, "f.path"));
   EXPECT_TRUE(IsError(Map(path, 0, 0), absl::StatusCode::kInvalidArgument, "f.length"));
+  // A NUL would cut the path short for open(2): another file than the one named.
+  EXPECT_TRUE(IsError(Map(path + std::string(1, '\0') + "/../x", 0, 1), absl::StatusCode::kInvalidArgument, "f.path"));
   absl::StatusOr<std::unique_ptr<Mapping>> missing = Map(root_.Sub("missing.bin"), 0, 1);
   EXPECT_TRUE(IsError(missing, absl::StatusCode::kNotFound, "f.path"));
   EXPECT_EQ(ErrnoOf(missing.status()), ENOENT);
