@@ -398,7 +398,8 @@ struct TokenM {
   bool grant = false;
   std::string pd;     // connect tokens
   std::string grant_name;
-  int64_t expire_ns = 0;
+  int64_t expire_ns = 0;     // the token's own expiry (a grant's: its lease at issue, at most an hour)
+  int64_t lease_end_ns = 0;  // a grant's lease as renewals moved it (the grant ends then)
   bool presented = false;  // its exact bytes went to the listener (redeemed, or refused)
   bool maybe_presented = false;  // a Connect of ours carried it: rdmad presented it unless the id failed first
   bool accepted = false;
@@ -1787,7 +1788,7 @@ void Fuzzer::OpIssueGrant() {
   t.bytes = resp.token();
   t.grant = true;
   t.grant_name = resp.grant().name();
-  t.expire_ns = resp.grant().expire_time_unix_nanos();
+  t.expire_ns = t.lease_end_ns = resp.grant().expire_time_unix_nanos();
   m_.tokens[resp.grant().token()] = t;
   if (resp.grant().offset() != req.offset() || resp.grant().length() != req.length()) {
     Violation("IssueGrant " + resp.grant().name() + ": range differs from the request");
@@ -1837,7 +1838,7 @@ void Fuzzer::OpIssueGrants() {
       t.bytes = ig.token();
       t.grant = true;
       t.grant_name = ig.grant().name();
-      t.expire_ns = ig.grant().expire_time_unix_nanos();
+      t.expire_ns = t.lease_end_ns = ig.grant().expire_time_unix_nanos();
       m_.tokens[ig.grant().token()] = t;
     }
   } else if (count) {
@@ -1888,7 +1889,7 @@ void Fuzzer::OpRenewGrant() {
   grpc::Status s = Rpc("RenewGrant", req, &resp, RDMAD_FUZZ_CALL(grants_, RenewGrant), e);
   if (s.ok()) {
     for (auto& [name, t] : m_.tokens) {
-      if (t.grant_name == n.name) t.expire_ns = std::min<int64_t>(t.expire_ns, resp.expire_time_unix_nanos());
+      if (t.grant_name == n.name) t.lease_end_ns = resp.expire_time_unix_nanos();  // the token's own stays
     }
   }
 }
@@ -1931,10 +1932,7 @@ void Fuzzer::PlanFromBytes(DialPlan* p) {
   const int64_t now = NowNanos();
   const int64_t margin = 2'000'000'000;
   if (now > t.expire_ns - margin) reason(R::kExpired);
-  if (now > t.expire_ns + margin) {
-    if (t.grant) reason(R::kRevoked);  // a grant that ended with its lease revoked its token
-    return;
-  }
+  if (now > t.expire_ns + margin) return;  // past its own expiry: EXPIRED, whatever happened before
   if (t.presented) {
     reason(R::kReplayed);
     return;
@@ -1954,7 +1952,10 @@ void Fuzzer::PlanFromBytes(DialPlan* p) {
       p->may_establish = true;
       return;
     }
-    if (now > t.expire_ns - margin) reason(R::kRevoked);  // the lease ends about now
+    if (now > t.lease_end_ns - margin) {  // the lease ends about now, or has: the grant ends with it
+      reason(R::kRevoked);
+      if (now > t.lease_end_ns + margin) return;
+    }
   } else if (!m_.pds.count(t.pd)) {
     // The token's PD was deleted before the client came: PROTOCOL.md names no reason for this.
     reason(R::kRevoked);
@@ -1962,7 +1963,7 @@ void Fuzzer::PlanFromBytes(DialPlan* p) {
     return;
   }
   p->may_establish = true;
-  p->must_establish = !uncertain && now < t.expire_ns - margin;
+  p->must_establish = !uncertain && now < t.expire_ns - margin && (!t.grant || now < t.lease_end_ns - margin);
 }
 
 Fuzzer::DialPlan Fuzzer::PlanDial() {
