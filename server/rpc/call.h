@@ -87,9 +87,16 @@ class Call {
   Call& See(const std::string& name, const std::string& field) {
     if (ending_.resource.empty()) ending_.resource = name;
     if (status_.ok()) status_ = env_.gate->See(caller(), name, field);
+    if (!name.empty()) seen_.emplace_back(name, field);
     return *this;
   }
+  // Before reserving, every name the call named must exist (NOT_FOUND otherwise): a quota refusal must not
+  // tell a name of nothing (which would pass See) from another tenant's (which does not).
   Call& Reserve(std::vector<std::pair<tenancy::Quota, uint64_t>> wants) {
+    for (const auto& [name, field] : seen_) {
+      if (!status_.ok()) return *this;
+      status_ = env_.gate->See(caller(), name, field, /*must_exist=*/true);
+    }
     if (!status_.ok()) return *this;
     auto r = env_.gate->Reserve(caller(), std::move(wants));
     if (r.ok()) reservation_ = std::move(r).value(); else status_ = r.status();
@@ -149,6 +156,7 @@ class Call {
   const Env& env_;
   Ending ending_;
   absl::Status status_;
+  std::vector<std::pair<std::string, std::string>> seen_;  // (name, field) of each See
   tenancy::Gate::Reservation reservation_;
 };
 

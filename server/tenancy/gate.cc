@@ -63,7 +63,7 @@ absl::Status Gate::Hidden(const std::string& name, const std::string& field) con
   return NotFound(field, absl::StrCat(name, " does not exist"));
 }
 
-std::string Gate::CmIdPd(const std::string& cm_id, bool* found) {
+std::string Gate::CmIdPd(const std::string& cm_id, absl::Status* miss) {
   {
     absl::MutexLock lock(&map_mu_);
     auto it = cm_id_pd_.find(cm_id);
@@ -71,33 +71,31 @@ std::string Gate::CmIdPd(const std::string& cm_id, bool* found) {
   }
   absl::StatusOr<v1::CmId> id = deps_.cm ? deps_.cm->GetCmId(cm_id) : absl::NotFoundError("");
   if (!id.ok()) {
-    *found = false;
+    *miss = id.status();
     return "";
   }
   NoteCmId(cm_id, id->pd());
   return id->pd();
 }
 
-std::string Gate::TenantOf(const std::string& name, bool* found) {
-  *found = true;
+std::string Gate::TenantOf(const std::string& name, absl::Status* miss) {
+  *miss = absl::OkStatus();
   std::string pd;
+  auto take = [&](const auto& lookup, auto pd_of) {
+    if (lookup.ok()) pd = pd_of(*lookup); else *miss = lookup.status();
+  };
   if (absl::StartsWith(name, "pds/")) {
-    pd = name;
-    if (!deps_.registry->GetPd(name).ok()) *found = false;
+    take(deps_.registry->GetPd(name), [&](const v1::ProtectionDomain&) { return name; });
   } else if (absl::StartsWith(name, "mrs/")) {
-    auto mr = deps_.registry->GetMr(name);
-    if (mr.ok()) pd = mr->pd(); else *found = false;
+    take(deps_.registry->GetMr(name), [](const v1::MemoryRegion& m) { return m.pd(); });
   } else if (absl::StartsWith(name, "mws/")) {
-    auto mw = deps_.registry->GetMw(name);
-    if (mw.ok()) pd = mw->pd(); else *found = false;
+    take(deps_.registry->GetMw(name), [](const v1::MemoryWindow& w) { return w.pd(); });
   } else if (absl::StartsWith(name, "qps/")) {
-    auto qp = deps_.registry->GetQp(name);
-    if (qp.ok()) pd = qp->pd(); else *found = false;
+    take(deps_.registry->GetQp(name), [](const v1::QueuePair& q) { return q.pd(); });
   } else if (absl::StartsWith(name, "cmids/")) {
-    pd = CmIdPd(name, found);
+    pd = CmIdPd(name, miss);
   } else if (absl::StartsWith(name, "grants/")) {
-    auto g = deps_.grants ? deps_.grants->Get(name) : absl::NotFoundError("");
-    if (g.ok()) pd = g->pd(); else *found = false;
+    if (deps_.grants == nullptr) *miss = absl::NotFoundError(""); else take(deps_.grants->Get(name), [](const v1::Grant& g) { return g.pd(); });
   } else if (absl::StartsWith(name, "channels/")) {
     {
       absl::MutexLock lock(&map_mu_);
@@ -105,23 +103,29 @@ std::string Gate::TenantOf(const std::string& name, bool* found) {
       if (it != channel_tenant_.end()) return it->second;
     }
     auto ch = deps_.cm ? deps_.cm->GetChannel(name) : absl::NotFoundError("");
-    if (!ch.ok()) *found = false;
+    if (!ch.ok()) *miss = ch.status();
     return ch.ok() && ch->role() != v1::CHANNEL_USER ? kShared : "";
   } else {
-    *found = false;
+    *miss = absl::InvalidArgumentError("not a resource name");
   }
-  return *found ? TenantOfPd(pd) : "";
+  return miss->ok() ? TenantOfPd(pd) : "";
 }
 
-absl::Status Gate::See(const auth::Caller& caller, const std::string& name, const std::string& field) {
+absl::Status Gate::See(const auth::Caller& caller, const std::string& name, const std::string& field,
+                       bool must_exist) {
   if (caller.admin || name.empty()) return absl::OkStatus();
   if (field == "device" || absl::StartsWith(name, "devices/")) {
     if (SeesDevice(caller, name)) return absl::OkStatus();
     return NotFound(field, absl::StrCat("no device '", name, "'"));
   }
-  bool found = false;
-  const std::string tenant = TenantOf(name, &found);
-  if (!found || tenant == kShared || tenant == caller.tenant) return absl::OkStatus();
+  absl::Status miss;
+  const std::string tenant = TenantOf(name, &miss);
+  if (!miss.ok()) {
+    // A well-formed name of nothing: a creation in it answers NOT_FOUND now, before its quota is looked at,
+    // exactly as for another tenant's (else a tenant at its quota could tell the two apart).
+    return must_exist && miss.code() == absl::StatusCode::kNotFound ? Hidden(name, field) : absl::OkStatus();
+  }
+  if (tenant == kShared || tenant == caller.tenant) return absl::OkStatus();
   return Hidden(name, field);
 }
 

@@ -67,8 +67,11 @@ class Gate {
 
   // OK if `caller` may see the resource `name` (any kind: "pds/3", "mrs/4", "channels/2", "devices/rxe0",
   // ...; empty: OK). Otherwise NOT_FOUND on `field` with the message a missing resource gets. A name
-  // that does not resolve is OK here: the call itself then reports it, as for anyone.
-  absl::Status See(const auth::Caller& caller, const std::string& name, const std::string& field);
+  // that does not resolve is OK here (the call itself then reports it, as for anyone), unless
+  // `must_exist` (a creation's parent, checked before its quota): then a well-formed name of nothing is
+  // NOT_FOUND here too.
+  absl::Status See(const auth::Caller& caller, const std::string& name, const std::string& field,
+                   bool must_exist = false);
   bool SeesPd(const auth::Caller& caller, const std::string& pd) const;
   bool SeesDevice(const auth::Caller& caller, const std::string& device) const;
   // A channel in a list: rdmad's shared channels and the caller's own.
@@ -115,9 +118,9 @@ class Gate {
 
  private:
   using Counts = std::array<uint64_t, kQuotas>;
-  // Resolves a name to its tenant. found=false: the name does not resolve (malformed or missing).
-  std::string TenantOf(const std::string& name, bool* found);
-  std::string CmIdPd(const std::string& cm_id, bool* found);
+  // Resolves a name to its tenant; *miss: why the name does not resolve (malformed, missing), else OK.
+  std::string TenantOf(const std::string& name, absl::Status* miss);
+  std::string CmIdPd(const std::string& cm_id, absl::Status* miss);
   absl::Status Hidden(const std::string& name, const std::string& field) const;
   Counts CountUse(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(quota_mu_);
   void Release(const std::string& tenant, const Counts& amounts);

@@ -396,6 +396,10 @@ TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
   grpc::Status s = RegisterMr(kA, pd, 4096, &mr3);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(s.error_message(), HasSubstr("quota mrs of tenant a: limit 2, in use 2"));
+  // At its quota, a name of nothing and another tenant's PD still answer alike: NOT_FOUND before the quota.
+  ExpectHidden(RegisterMr(kA, "pds/999", 4096, &mr3), "pd", "pds/999");
+  const std::string pd_c = CreatePd(kB);
+  ExpectHidden(RegisterMr(kA, pd_c, 4096, &mr3), "pd", pd_c);
   auto mrs = v1::MemoryRegions::NewStub(channel_);
   v1::DeregisterMrRequest dereg;
   dereg.set_name(mr1.name());
