@@ -401,7 +401,8 @@ struct TokenM {
   int64_t expire_ns = 0;     // the token's own expiry (a grant's: its lease at issue, at most an hour)
   int64_t lease_end_ns = 0;  // a grant's lease as renewals moved it (the grant ends then)
   bool presented = false;  // its exact bytes went to the listener (redeemed, or refused)
-  bool maybe_presented = false;  // a Connect of ours carried it: rdmad presented it unless the id failed first
+  bool maybe_presented = false;  // a Connect of ours carried it, or a dial whose answer is not known yet
+  bool dead = false;             // refused as revoked or expired: so it stays
   bool accepted = false;
 };
 struct FileM {
@@ -1937,7 +1938,12 @@ void Fuzzer::PlanFromBytes(DialPlan* p) {
     reason(R::kReplayed);
     return;
   }
-  const bool uncertain = t.maybe_presented;  // a Connect of ours may have used it up
+  if (t.dead) {
+    reason(R::kRevoked);
+    reason(R::kExpired);
+    return;
+  }
+  const bool uncertain = t.maybe_presented && !t.presented;  // a Connect or a dial in flight may have used it
   if (uncertain) reason(R::kReplayed);
   if (t.grant) {
     auto g = m_.grants.find(t.grant_name);
@@ -2063,8 +2069,8 @@ void Fuzzer::OpDial() {
   if (peers_.size() >= kMaxPeers) return OpClosePeer();
   DialPlan p = PlanDial();
   // A live token is used up by the first request that presents it, whatever then happens; a revoked or
-  // expired one stays what it was.
-  if (!p.token.empty() && p.may_establish) m_.tokens[p.token].presented = true;
+  // expired one stays what it was. Which it was is known when the answer comes: uncertain until then.
+  if (!p.token.empty() && p.may_establish) m_.tokens[p.token].maybe_presented = true;
   const uint64_t seq = ++seq_;
   report_->Line(std::to_string(seq) + " Dial " + o_.rdma_addr + ":" + std::to_string(p.port) + " " + p.what + " [" +
                 Printable(p.data, 120) + "] receives " + std::to_string(p.receives));
@@ -2126,8 +2132,21 @@ void Fuzzer::OpDial() {
                            : r.outcome == DpPeer::Outcome::kRejected  ? "REJECTED" + reason_text
                                                                       : "ERROR");
     std::shared_ptr<DpPeer> shared(std::move(peer));
-    return [this, shared]() {
+    int reason = 0;
+    if (r.outcome == DpPeer::Outcome::kRejected) {
+      if (auto rej = wire::DecodeReject(r.private_data); rej.ok()) reason = static_cast<int>(rej->reason);
+    }
+    const bool established = r.outcome == DpPeer::Outcome::kEstablished;
+    return [this, shared, token = p.token, established, reason]() {
       if (shared->connected()) peers_.push_back(shared);  // kept for a while, closed later (politely or not)
+      if (token.empty() || !m_.tokens.count(token)) return;
+      TokenM& t = m_.tokens[token];
+      using R = wire::RejectReason;
+      if (established || reason == static_cast<int>(R::kInternal) || reason == static_cast<int>(R::kReplayed)) {
+        t.presented = true;  // redeemed (INTERNAL: redeemed, then the connection failed)
+      } else if (reason == static_cast<int>(R::kRevoked) || reason == static_cast<int>(R::kExpired)) {
+        t.dead = true;  // never usable again
+      }
     };
   }, /*dial=*/p.to_listener);  // (a dial to a listener of ours waits for our Accept: never settled on)
 }
