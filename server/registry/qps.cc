@@ -2,6 +2,7 @@
 // Threads: see registry.h. No fabric call is made with mu_ held; states shown are cached (entries.h).
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
@@ -118,6 +119,24 @@ std::map<std::string, size_t> Registry::CountUserQpsByPd() const {
     if (e->cm_id.empty()) out[Name("pds", e->pd->id)]++;
   }
   return out;
+}
+
+absl::StatusOr<std::string> Registry::PdOf(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  const PdEntry* pd = nullptr;
+  if (absl::StartsWith(name, "pds/")) {
+    RDMAD_ASSIGN_OR_RETURN(pd, FindPd(name, "name"));
+  } else if (absl::StartsWith(name, "mrs/")) {
+    RDMAD_ASSIGN_OR_RETURN(MrEntry * e, FindMr(name, "name"));
+    pd = e->pd;
+  } else if (absl::StartsWith(name, "mws/")) {
+    RDMAD_ASSIGN_OR_RETURN(MwEntry * e, FindMw(name, "name"));
+    pd = e->pd;
+  } else {
+    RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "name"));
+    pd = e->pd;
+  }
+  return Name("pds", pd->id);
 }
 
 absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& request) {

@@ -105,6 +105,9 @@ class Registry {
   std::vector<v1::QueuePair> ListQps() const;
   // QPs made by CreateQp (not CM ids'), by PD name, from the bookkeeping alone (no device query): quotas.
   std::map<std::string, size_t> CountUserQpsByPd() const;
+  // The PD a PD, region, window or QP lives in ("pds/3" for "pds/3"), from the bookkeeping alone: the
+  // lookup's error (INVALID_ARGUMENT, NOT_FOUND on "name") otherwise. Tenancy asks it on every call.
+  absl::StatusOr<std::string> PdOf(const std::string& name) const;
   absl::StatusOr<v1::QueuePair> ConnectQp(const v1::ConnectQpRequest& request);
   absl::Status DeleteQp(const std::string& name);
 

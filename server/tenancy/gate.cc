@@ -84,14 +84,9 @@ std::string Gate::TenantOf(const std::string& name, absl::Status* miss) {
   auto take = [&](const auto& lookup, auto pd_of) {
     if (lookup.ok()) pd = pd_of(*lookup); else *miss = lookup.status();
   };
-  if (absl::StartsWith(name, "pds/")) {
-    take(deps_.registry->GetPd(name), [&](const v1::ProtectionDomain&) { return name; });
-  } else if (absl::StartsWith(name, "mrs/")) {
-    take(deps_.registry->GetMr(name), [](const v1::MemoryRegion& m) { return m.pd(); });
-  } else if (absl::StartsWith(name, "mws/")) {
-    take(deps_.registry->GetMw(name), [](const v1::MemoryWindow& w) { return w.pd(); });
-  } else if (absl::StartsWith(name, "qps/")) {
-    take(deps_.registry->GetQp(name), [](const v1::QueuePair& q) { return q.pd(); });
+  if (absl::StartsWith(name, "pds/") || absl::StartsWith(name, "mrs/") || absl::StartsWith(name, "mws/") ||
+      absl::StartsWith(name, "qps/")) {
+    take(deps_.registry->PdOf(name), [](const std::string& p) { return p; });  // bookkeeping, no device query
   } else if (absl::StartsWith(name, "cmids/")) {
     pd = CmIdPd(name, miss);
   } else if (absl::StartsWith(name, "grants/")) {
