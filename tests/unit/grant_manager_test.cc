@@ -3,6 +3,7 @@
 // revocation at the NIC, the goodbye), the fallbacks to type 1 windows and to the MR's own key, the
 // guards of DeregisterMr/DeletePd, expiry and renewal, disconnection, a QP in the error state, key
 // quarantine, batches and bad input. Waits are bounded polls of state, never timing assertions.
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <set>
@@ -61,7 +62,7 @@ class GrantManagerTest : public ::testing::Test {
   }
   void TearDown() override {
     for (test::FakeClient& c : clients_) c.Leave();
-    grants_->Shutdown();
+    if (grants_) grants_->Shutdown();  // a test may have destroyed the manager already, as rdmad does first
     cm_->Quiesce();
     grants_.reset();
     cm_.reset();
@@ -286,6 +287,26 @@ TEST_F(GrantManagerTest, RevokeWorksOnAQpInTheErrorStateAndRevokedKeysAreNeverRe
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(ledger_->MwBoundMr(ledger_->MwIdByRkey(rkey)), 0u) << "the revoked key still opens a window";
   }
+}
+
+// rdmad destroys the grant manager before the CM manager and the registry: a completion of the manager's that
+// arrives afterwards (here an invalidation held in the fabric) must find nothing of it to run. Without the
+// lifeline, ASan reports the callback's heap-use-after-free.
+TEST_F(GrantManagerTest, ACompletionArrivingAfterTheManagerIsGoneRunsNothingOfIt) {
+  Build();
+  v1::Grant g = Activate(Request());
+  ledger_->HoldCompletions();
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  grants_->Revoke(g.name(), [answered](absl::StatusOr<v1::Grant>) { *answered = true; });
+  ASSERT_TRUE(Eventually([&] { return ledger_->QueuedCompletions() > 0; }));
+  cm_->set_grant_connections(nullptr);  // the client's DISCONNECTED (TearDown) must not reach it either
+  grants_->Shutdown();
+  grants_.reset();
+  ledger_->ReleaseCompletions();
+  // The registry commits the invalidation, then calls the manager's callback on the same thread; TearDown's
+  // registry destruction waits for that thread.
+  EXPECT_TRUE(Eventually([&] { return !registry_->GetMw(g.window()).value().bound(); }));
+  EXPECT_FALSE(*answered);  // the manager is gone: nothing of it ran
 }
 
 TEST_F(GrantManagerTest, ABatchIsAllOrNothingAndBadInputNamesTheField) {
