@@ -21,11 +21,10 @@
 // Usage: api_fuzzer [--target unix:PATH] [--seed N] [--iterations N] [--log FILE] [--device rxe0]
 //                   [--rdma-addr 10.0.2.15] [--dp-port 7471] [--shm-dir /dev/shm] [--tag NAME]
 //                   [--names-out FILE] [--names-in FILE] [--cleanup-only] [--no-cleanup] [--no-rdma]
-//                   [--wire-garbage] [--known-issues] [--receives N]
-// --known-issues: also the inputs of the open findings listed in docs/fuzzing.md (their violations are
-// reported like any other). --receives N: every data-plane client posts N receives (0: never takes its key).
+//                   [--wire-garbage] [--receives N]
+// --receives N: every data-plane client posts N receives (0: a client that never takes its key).
 // --wire-garbage: also strings that are not valid UTF-8 and request bytes that do not parse. gRPC refuses
-// those itself, before rdmad sees them (INTERNAL, no ErrorDetail): a known gap, kept out of the CI form.
+// those itself, before rdmad sees them (INTERNAL or UNIMPLEMENTED, no ErrorDetail): kept out of the CI form.
 // --no-rdma: against an rdmad on a host without RDMA (a quick check of the plumbing): the rdma_cm, token and
 // grant calls may answer UNAVAILABLE there (documented), and the data plane is skipped.
 // The same seed replays the same sequence of requests, as long as rdmad answers the same way (a fresh rdmad
@@ -94,7 +93,6 @@ struct Options {
   bool no_cleanup = false;    // leave what this process made (an admin cleans up after the tenants)
   bool no_rdma = false;  // a host without RDMA: rdma_cm calls answer UNAVAILABLE (documented), no data plane
   bool wire_garbage = false;  // also strings that are not UTF-8, and request bytes that are no protobuf
-  bool known_issues = false;  // also the inputs of the open findings in docs/fuzzing.md
   int receives = -1;  // >= 0: every dial posts this many receives (0: a client that never takes its key)
 };
 
@@ -102,7 +100,7 @@ const char* kUsage =
     "usage: api_fuzzer [--target unix:PATH] [--seed N] [--iterations N] [--log FILE] [--device DEV]\n"
     "                  [--rdma-addr ADDR] [--dp-port PORT] [--shm-dir DIR] [--tag NAME]\n"
     "                  [--names-out FILE] [--names-in FILE] [--cleanup-only] [--no-cleanup] [--no-rdma]\n"
-    "                  [--wire-garbage] [--known-issues] [--receives N]\n"
+    "                  [--wire-garbage] [--receives N]\n"
     "docs/fuzzing.md describes every flag.\n";
 
 // ------------------------------------------------------------------------------------------------------
@@ -1522,9 +1520,7 @@ void Fuzzer::OpConnect() {
       remote->set_port(o_.dp_port);
       std::vector<std::string> fresh;
       for (const auto& [name, t] : m_.tokens) {
-        // rdmad's own id posts no receive: with a grant's token it is the client of the open finding that
-        // blocks revocation (docs/fuzzing.md), left out unless asked for.
-        if (t.grant && !o_.known_issues) continue;
+        // (With a grant's token rdmad's own id is a client that posts no receive: its key message fails.)
         if (!t.presented && !t.maybe_presented) fresh.push_back(name);
       }
       if (!fresh.empty() && rng_.Chance(0.7)) {
@@ -1993,9 +1989,8 @@ void Fuzzer::PlanFromBytes(DialPlan* p) {
       if (now > t.lease_end_ns + margin) return;
     }
   } else if (!m_.pds.count(t.pd)) {
-    // The token's PD was deleted before the client came: PROTOCOL.md names no reason for this.
+    // The token's PD was deleted before the client came: DeletePd revoked it.
     reason(R::kRevoked);
-    reason(R::kUnknown);
     return;
   }
   p->may_establish = true;
@@ -2034,21 +2029,6 @@ Fuzzer::DialPlan Fuzzer::PlanDial() {
     default: {
       // A real token: prefer ones never presented, so that the valid path runs often.
       std::vector<std::string> fresh;
-      if (!o_.known_issues) {
-        // Open finding: a connect token whose PD was deleted is refused with reason INTERNAL
-        // (docs/fuzzing.md). Left out unless asked for.
-        tokens.erase(std::remove_if(tokens.begin(), tokens.end(),
-                                    [&](const std::string& n) {
-                                      const TokenM& t = m_.tokens[n];
-                                      return !t.grant && !m_.pds.count(t.pd);
-                                    }),
-                     tokens.end());
-        if (tokens.empty()) {
-          p.data = rng_.Bytes(rng_.Below(57));
-          p.what = "random bytes";
-          break;
-        }
-      }
       for (const auto& name : tokens) {
         if (!m_.tokens[name].presented && !m_.tokens[name].maybe_presented) fresh.push_back(name);
       }
@@ -2087,10 +2067,6 @@ Fuzzer::DialPlan Fuzzer::PlanDial() {
     }
   }
   PlanFromBytes(&p);
-  // Open finding: a grant's client that posts no receive holds rdmad's key message in RNR retries for as
-  // long as it stays connected, and RevokeGrant (and removals with revoke_grants) wait for it
-  // (docs/fuzzing.md). Left out unless asked for.
-  if (!p.grant.empty() && p.receives == 0 && !o_.known_issues && o_.receives < 0) p.receives = 1;
   return p;
 }
 
@@ -3033,7 +3009,6 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--no-cleanup") o->no_cleanup = true;
     else if (a == "--no-rdma") o->no_rdma = true;
     else if (a == "--wire-garbage") o->wire_garbage = true;
-    else if (a == "--known-issues") o->known_issues = true;
     else if (a == "--receives" && value(&v)) o->receives = std::atoi(v.c_str());
     else return false;
   }

@@ -4,7 +4,7 @@
 # number of iterations, stops rdmad with SIGTERM and checks that it survived, answered by its contract,
 # and leaves nothing behind. See docs/fuzzing.md.
 #
-# Usage: run-fuzz.sh OUT_DIR [--iterations N] [--seed S] [--tenants | --both] [--wire-garbage] [--known-issues]
+# Usage: run-fuzz.sh OUT_DIR [--iterations N] [--seed S] [--tenants | --both] [--wire-garbage]
 #   --iterations N   default 600 (the CI form); a large N is the long soak
 #   --seed S         default: a fresh one, printed; the same seed replays the same requests
 #   --tenants        two tenants: fuzzers as uid 1001 (tenant a, with quotas) and uid 1002 (tenant b) at once,
@@ -12,7 +12,7 @@
 #                    then root, an admin, deletes everything (api_fuzzer --cleanup-only)
 #   --both           the CI form: one run as root into OUT_DIR/one, then --tenants with half the iterations
 #                    each into OUT_DIR/tenants (two rdmad runs in one guest)
-#   --wire-garbage, --known-issues   passed to api_fuzzer (docs/fuzzing.md)
+#   --wire-garbage   passed to api_fuzzer (docs/fuzzing.md)
 # OUT_DIR receives fuzz.xml (the fuzzer's verdict) and fuzz_shutdown.xml (the shutdown checks), one JUnit
 # test case each; fuzz.log (every RPC: method, request, reply), fuzz.out (summary), rdmad.log,
 # resources-{before,idle,cleaned,after}.txt.
@@ -33,7 +33,7 @@ while (($#)); do
     --seed) seed=${2:?--seed needs a value}; shift 2 ;;
     --tenants) tenants=1; shift ;;
     --both) both=1; shift ;;
-    --wire-garbage | --known-issues) extra+=("$1"); shift ;;
+    --wire-garbage) extra+=("$1"); shift ;;
     *) echo "run-fuzz.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
