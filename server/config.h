@@ -61,6 +61,9 @@ struct Config {
   int64_t max_grant_ttl_s = 86400;   // longest grant lease (1..604800 s)
   int64_t grant_quarantine_ms = 60000;  // a revoked key's window and value rest this long (0..3600000)
   int grant_window_pool = 8;  // windows kept ready per PD for grants (0..4096)
+  // The crash-safe state store (SQLite; docs/operations.md#restart-recovery): PDs, file-backed MRs, grants
+  // and the name marks survive a restart. "": nothing is kept (names start at 1 again after a restart).
+  std::string state_file;
 
   bool insecure_tcp = false;  // a TCP listener without TLS is refused at start-up unless this is set
   TlsConfig tls;

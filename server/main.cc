@@ -44,6 +44,7 @@
 #include "server/tenancy/gate.h"
 #include "server/rpc/audit_service.h"
 #include "server/rpc/services.h"
+#include "server/state/store.h"
 #include "server/verbs/device.h"
 
 namespace rdmad {
@@ -127,6 +128,21 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<auth::Listeners> listeners = std::move(created).value();
 
+  // The crash-safe state store (docs/operations.md#restart-recovery): opened before any device, so a bad
+  // file fails the start-up; what it holds is re-created below, before the server serves.
+  std::unique_ptr<state::Store> store;
+  state::Snapshot recovered_state;
+  if (!config.state_file.empty()) {
+    auto opened = state::Store::Open(config.state_file);
+    absl::StatusOr<state::Snapshot> loaded = opened.ok() ? (*opened)->Load() : opened.status();
+    if (!loaded.ok()) {
+      RDMAD_LOG_ERROR("%s", std::string(loaded.status().message()).c_str());
+      return 1;
+    }
+    store = std::move(opened).value();
+    recovered_state = std::move(loaded).value();
+  }
+
   RaiseMemlockLimit();
   auto fabric = verbs::VerbsFabric::Open();
   if (!fabric.ok()) {
@@ -138,18 +154,27 @@ int Run(int argc, char** argv) {
   options.allowed_file_roots = config.allowed_file_roots;
   options.max_mr_bytes = config.max_mr_bytes;
   options.workers = config.pin_workers;
+  options.state = store.get();
   fabric::Fabric* fab = fabric->get();
   auto registry = std::make_unique<Registry>(std::move(fabric).value(), options);
+  absl::StatusOr<Registry::Recovered> recovered = registry->Recover(recovered_state);
+  if (!recovered.ok()) {
+    RDMAD_LOG_ERROR("recovery: %s", std::string(recovered.status().message()).c_str());
+    return 1;
+  }
 
   cm::CmManager::Options cm_options;
   cm_options.workers = config.cm_workers;
+  cm_options.state = store.get();
   cm_options.events.watcher_capacity = static_cast<size_t>(config.watch_buffer);
   for (const auto& a : config.rdma_listen) {
     fabric::SockAddr addr;
     if (absl::Status s = SplitHostPort(a, "rdma_listen", &addr.host, &addr.port); !s.ok()) return 2;
     cm_options.listen.push_back(addr);
   }
-  cm::TokenStore tokens;
+  cm::TokenStore::Options token_options;
+  token_options.state = store.get();
+  cm::TokenStore tokens(token_options);
   auto cm = std::make_unique<cm::CmManager>(fab->cm(), registry.get(), &tokens, cm_options);
   if (absl::Status s = cm->Start(); !s.ok()) {
     RDMAD_LOG_ERROR("%s", std::string(s.message()).c_str());
@@ -161,7 +186,9 @@ int Run(int argc, char** argv) {
   grant_options.quarantine = absl::Milliseconds(config.grant_quarantine_ms);
   grant_options.pool_size = static_cast<size_t>(config.grant_window_pool);
   grant_options.watch_buffer = static_cast<size_t>(config.watch_buffer);
+  grant_options.state = store.get();
   auto grants = std::make_unique<grants::GrantManager>(registry.get(), cm.get(), &tokens, grant_options);
+  grants->Recover(recovered_state.grants);  // live before the restart: ended, END_RESTARTED
 
   // The audit trail (docs/security.md#audit-trail): mutating RPCs, data-plane accepts, rejects and grant ends.
   std::unique_ptr<audit::AuditLog> audit;
@@ -185,6 +212,9 @@ int Run(int argc, char** argv) {
   // Who may see and use what (docs/security.md): the policy maps each caller to a tenant and a role.
   auth::Policy policy(config);
   tenancy::Gate gate(&policy, {registry.get(), cm.get(), grants.get(), &tokens});
+  for (const auto& [pd, tenant] : recovered->owners) {
+    if (!tenant.empty()) gate.OwnPd(pd, tenant);  // restored PDs stay their tenant's
+  }
   cm->set_admit_connection([&gate](const cm::Claims& claims) { return gate.AdmitConnection(claims.pd); });
   Env env;
   env.registry = registry.get();

@@ -55,7 +55,7 @@ void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> 
     if (quiescing_) return absl::UnavailableError("rdmad is shutting down");
     RDMAD_ASSIGN_OR_RETURN(ch, FindChannel(channel, "channel"));
     auto id = std::make_unique<Id>();
-    n = id->id = next_id_++;
+    n = id->id = next_id_.Next();
     id->channel = ch;
     id->pd = request.pd();
     ch->ids.insert(n);

@@ -63,7 +63,7 @@ absl::Status CmManager::Start() {
     // The data-plane listener: an id on the default channel, PD chosen per connection by its token.
     const std::string name = absl::StrCat("cmids/", [&] {
       absl::MutexLock lock(&mu_);
-      return next_id_;
+      return next_id_.Peek();
     }());
     absl::Status listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
                                v1::CreateCmIdRequest create;
@@ -84,7 +84,7 @@ absl::Status CmManager::Start() {
       return WithContext(listening, absl::StrCat("data-plane listener on ", addr.host, ":", addr.port));
     }
     absl::MutexLock lock(&mu_);
-    ids_.at(next_id_ - 1)->data_plane = true;
+    ids_.at(next_id_.Peek() - 1)->data_plane = true;
     listeners_.push_back(name);
     RDMAD_LOG_INFO("data-plane listener %s on %s:%u", name.c_str(), addr.host.c_str(), addr.port);
   }
@@ -131,7 +131,7 @@ absl::StatusOr<CmManager::Channel*> CmManager::NewChannel(const std::string& lab
   Channel* raw = ch.get();
   {
     absl::MutexLock lock(&mu_);
-    ch->id = next_channel_++;
+    ch->id = role == v1::CHANNEL_USER ? next_channel_.Next() : next_own_channel_++;
     channels_.emplace(ch->id, std::move(ch));
   }
   raw->loop = std::make_unique<dispatch::EventLoop>(absl::StrCat("cm-", raw->id));

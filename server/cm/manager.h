@@ -42,6 +42,7 @@
 #include "server/dispatch/event_loop.h"
 #include "server/fabric/cm.h"
 #include "server/registry/registry.h"
+#include "server/state/names.h"
 
 namespace rdmad::cm {
 
@@ -58,6 +59,16 @@ class GrantConnections {
   virtual void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) = 0;
 };
 
+// What the metrics (server/metrics/) hear from the data-plane listener: each connect request it accepted
+// (rdma_accept done) or rejected, with the reason sent. Called on the listener's or the worker's
+// dispatcher with no lock of the CmManager held: must not block.
+class DataPlaneObserver {
+ public:
+  virtual ~DataPlaneObserver() = default;
+  virtual void OnDataPlaneAccepted() = 0;
+  virtual void OnDataPlaneRejected(RejectReason reason) = 0;
+};
+
 class CmManager {
  public:
   struct Options {
@@ -66,6 +77,9 @@ class CmManager {
     int backlog = 128;
     absl::Duration default_token_ttl = absl::Seconds(30);
     EventHub::Options events;
+    // The crash-safe state store (not owned; may be null): CM id and user channel names are never reused
+    // across restarts. rdmad's own channels keep their names (channels/1, then the workers').
+    state::Store* state = nullptr;
   };
 
   // `cm` may be null (no rdma_cm on this host): every call then answers UNAVAILABLE.
@@ -106,6 +120,8 @@ class CmManager {
   // The audit trail: one record per data-plane accept and reject, made on the listener's (or the worker's)
   // dispatcher with no lock of the CmManager held. Set before Start; not owned.
   void set_audit(audit::AuditSink* sink) { audit_ = sink; }
+  // The metrics' counts of accepts and rejects. Set before Start; not owned.
+  void set_data_plane_observer(DataPlaneObserver* observer) { observer_ = observer; }
   // Asked, on the listener's dispatcher with no lock of the CmManager held, before a good token is redeemed:
   // a refusal (the tenant's connections quota) rejects the request with OVER_QUOTA and leaves the token
   // unused. Set before any token is issued (before the gRPC server starts); it may call this manager's const
@@ -180,6 +196,7 @@ class CmManager {
   fabric::CmFabric* const cm_;
   GrantConnections* grants_ = nullptr;
   audit::AuditSink* audit_ = nullptr;
+  DataPlaneObserver* observer_ = nullptr;
   std::function<absl::Status(const Claims&)> admit_;
   Registry* const registry_;
   TokenStore* const tokens_;
@@ -187,8 +204,10 @@ class CmManager {
   EventHub events_;
 
   mutable absl::Mutex mu_;
-  uint64_t next_channel_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_own_channel_ ABSL_GUARDED_BY(mu_) = 1;  // rdmad's own: channels/1 .. channels/(workers + 1)
+  state::NameCounter next_channel_ ABSL_GUARDED_BY(mu_){options_.state, "channels",
+                                                        static_cast<uint64_t>(options_.workers) + 2};
+  state::NameCounter next_id_ ABSL_GUARDED_BY(mu_){options_.state, "cmids"};
   std::map<uint64_t, std::unique_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<Id>> ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> listeners_ ABSL_GUARDED_BY(mu_);  // the data-plane listener ids

@@ -61,7 +61,7 @@ absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
         absl::StrCat("connection tokens: ", outstanding_.size(), " outstanding, the limit (max_outstanding_tokens) is ",
                      options_.max_outstanding, "; redeem or revoke some, or wait for them to expire"));
   }
-  const uint64_t id = next_id_++;
+  const uint64_t id = next_id_.Next();
   entry.expiry = now + ttl;
   Token token;
   token.kind = entry.kind;

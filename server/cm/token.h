@@ -40,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/wire/handshake.h"
+#include "server/state/names.h"
 
 namespace rdmad::cm {
 
@@ -102,6 +103,9 @@ class TokenStore {
     size_t max_finished = 4 * 65536;
     // Called with the store's mutex held: must not call back into the store.
     std::function<absl::Time()> clock = [] { return absl::Now(); };
+    // The crash-safe state store (not owned; may be null): token ids are never reused across restarts
+    // (a token of the previous run then reads as UNKNOWN, never as another token).
+    state::Store* state = nullptr;
   };
 
   struct Counters {
@@ -161,7 +165,7 @@ class TokenStore {
 
   const Options options_;
   absl::Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  state::NameCounter next_id_ ABSL_GUARDED_BY(mu_){options_.state, "tokens"};
   std::unordered_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   Index outstanding_ ABSL_GUARDED_BY(mu_);  // (expiry, id) of outstanding entries
   Index finished_ ABSL_GUARDED_BY(mu_);     // (expiry + grace, id) of finished entries

@@ -415,6 +415,7 @@ void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const st
     audit_pending_.push_back(std::move(a));
   }
   RDMAD_LOG_INFO("%s ended: %s (%s)", e.info.name().c_str(), v1::GrantEndReason_Name(reason).c_str(), detail.c_str());
+  UnpersistLocked(e.id);
   ended_.push_back(e.id);
   ForgetEndedLocked();  // drops the oldest ended grants, never this one
 }

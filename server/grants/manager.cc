@@ -150,7 +150,7 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
         return FailedPrecondition("mr", absl::StrCat(*what, " is being deregistered or deleted: no new grants on it"));
       }
     }
-    const uint64_t id = next_id_++;
+    const uint64_t id = next_id_.Next();
     const std::string name = Name("grants", id);
     const absl::Time now = options_.clock();
     cm::Claims claims;
@@ -189,6 +189,7 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
     RDMAD_LOG_INFO("%s issued on %s [%llu, +%llu) for '%s' (scope %s, %s)", name.c_str(), e->info.mr().c_str(),
                    static_cast<unsigned long long>(e->info.offset()), static_cast<unsigned long long>(e->info.length()),
                    e->info.principal().c_str(), v1::GrantScope_Name(e->info.scope()).c_str(), token->id.c_str());
+    PersistLocked(*e);
     grants_.emplace(id, std::move(e));
   }
   for (const v1::SocketAddress& a : endpoints) *out.add_endpoints() = a;
@@ -308,6 +309,7 @@ absl::StatusOr<v1::Grant> GrantManager::Renew(const v1::RenewGrantRequest& reque
   e->info.set_expire_time_unix_nanos(absl::ToUnixNanos(e->expiry));
   e->info.set_renewals(e->info.renewals() + 1);
   ScheduleLocked(*e);
+  PersistLocked(*e);
   Publish(v1::GRANT_RENEWED, *e);
   return e->info;
 }

@@ -54,6 +54,8 @@
 #include "server/grants/events.h"
 #include "server/grants/pool.h"
 #include "server/registry/registry.h"
+#include "server/state/names.h"
+#include "server/state/store.h"
 
 namespace rdmad::grants {
 
@@ -69,6 +71,9 @@ class GrantManager final : public cm::GrantConnections {
     size_t max_batch = 1024;                        // IssueGrants
     size_t watch_buffer = 1024;
     std::function<absl::Time()> clock = [] { return absl::Now(); };
+    // The crash-safe state store (not owned; may be null): grant names are never reused across restarts,
+    // and each live grant is recorded (issued, renewed; removed when it ends) so a restart can report it.
+    state::Store* state = nullptr;
   };
 
   GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore* tokens, Options options);
@@ -98,6 +103,13 @@ class GrantManager final : public cm::GrantConnections {
   void Retire(const std::string& mr, const std::string& pd, bool revoke, v1::GrantEndReason reason,
               const std::string& field, absl::AnyInvocable<void(absl::Status) &&> done);
   void Unretire(const std::string& mr, const std::string& pd);
+
+  // Restart recovery (recover.cc): at start-up, before serving. `live` are the grants the state store
+  // held: live when the previous rdmad stopped without ending them (a crash, kill -9). Each is remembered
+  // as ENDED with END_RESTARTED (their keys died with the old process), published as a GRANT_REVOKED
+  // event (the first events of this run: WatchGrants with from_oldest sees them) and removed from the
+  // store. Returns their names.
+  std::vector<std::string> Recover(const std::vector<v1::Grant>& live);
 
   // Ends every grant (SHUTDOWN) without touching the fabric, stops the timer, closes watchers. Call before
   // the CmManager quiesces; the registry and the CM layer then release the windows and connections.
@@ -137,6 +149,9 @@ class GrantManager final : public cm::GrantConnections {
   absl::StatusOr<Plan> Check(const v1::IssueGrantRequest& request, const std::string& prefix) const;
   absl::StatusOr<v1::IssuedGrant> Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints);
   void Publish(v1::GrantEventType type, const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state store's record of a live grant (issued, renewed), or its removal (ended). No-op without one.
+  void PersistLocked(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnpersistLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Lifecycle (lifecycle.cc). None is called with mu_ held.
   struct Key {
@@ -177,7 +192,7 @@ class GrantManager final : public cm::GrantConnections {
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  state::NameCounter next_id_ ABSL_GUARDED_BY(mu_){options_.state, "grants"};  // never reused (state/names.h)
   std::map<uint64_t, std::unique_ptr<Entry>> grants_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<uint64_t>> by_mr_ ABSL_GUARDED_BY(mu_);         // live grants
   std::map<std::string, std::set<uint64_t>> by_pd_ ABSL_GUARDED_BY(mu_);         // live grants

@@ -63,6 +63,9 @@ struct MrEntry {
   uint32_t lkey = 0, rkey = 0, access = 0;
   bool unusable = false;
   std::string unusable_reason;
+  // Restart recovery could not bring it back (its memory died with the old process, its file is gone):
+  // no `mr`, no mapping; also `unusable`, so only DeregisterMr is accepted. Shown as MR_LOST.
+  bool lost = false;
   uint32_t generation = 0;
   std::map<uint64_t, MwEntry*> windows;  // bound to it, or being bound
   const char* busy = nullptr;            // ReregisterMr, DeregisterMr, DeletePd

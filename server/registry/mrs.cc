@@ -68,11 +68,29 @@ v1::MemoryRegion Registry::ToProto(const MrEntry& e) const {
   mr.set_lkey(e.lkey);
   mr.set_rkey(e.rkey);
   AccessList(e.access, mr.mutable_access());
-  mr.set_state(e.unusable ? v1::MR_UNUSABLE : v1::MR_READY);
+  mr.set_state(e.lost ? v1::MR_LOST : e.unusable ? v1::MR_UNUSABLE : v1::MR_READY);
   mr.set_unusable_reason(e.unusable_reason);
   mr.set_bound_windows(static_cast<uint32_t>(e.windows.size()));
   mr.set_generation(e.generation);
   return mr;
+}
+
+void Registry::PersistMr(const MrEntry& e) {
+  if (options_.state == nullptr) return;
+  state::MrRow row{e.id, e.pd->id, e.source, e.access};
+  if (absl::Status s = options_.state->PutMr(row); !s.ok()) {
+    RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): it will not survive a restart",
+                    Name("mrs", e.id).c_str(), std::string(s.message()).c_str());
+  }
+}
+
+void Registry::Unpersist(const char* kind, uint64_t id) {
+  if (options_.state == nullptr) return;
+  absl::Status s = std::string(kind) == "pds" ? options_.state->DeletePd(id) : options_.state->DeleteMr(id);
+  if (!s.ok()) {
+    RDMAD_LOG_ERROR("%s: its removal is not recorded in the state store (%s): a restart re-creates it",
+                    Name(kind, id).c_str(), std::string(s.message()).c_str());
+  }
 }
 
 void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done,
@@ -110,7 +128,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
         out = mr.status();
       } else {
         auto e = std::make_unique<MrEntry>();
-        e->id = next_mr_++;
+        e->id = next_mr_.Next();
         e->pd = pd;
         e->source = request.source();
         e->mapping = std::move(mapping).value();
@@ -121,6 +139,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
         e->rkey = e->mr->rkey();
         e->access = e->mr->access();
         pd->mrs.emplace(e->id, e.get());
+        PersistMr(*e);
         out = ToProto(*e);
         mrs_.emplace(e->id, std::move(e));
       }
@@ -177,12 +196,13 @@ absl::Status Registry::DeregisterMr(const std::string& name) {
     }
     e->busy = "DeregisterMr";
   }
-  absl::Status released = WithContext(e->mr->Release(), name);
+  absl::Status released = e->mr ? WithContext(e->mr->Release(), name) : absl::OkStatus();  // lost: nothing registered
   std::unique_ptr<MrEntry> owned;
   {
     absl::MutexLock lock(&mu_);
     e->busy = nullptr;
     if (!released.ok()) return released;  // still registered, still ours
+    Unpersist("mrs", e->id);
     e->pd->mrs.erase(e->id);
     owned = std::move(mrs_[e->id]);
     mrs_.erase(e->id);

@@ -82,7 +82,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
   pd->pending--;
   if (!mw.ok()) return mw.status();
   auto e = std::make_unique<MwEntry>();
-  e->id = next_mw_++;
+  e->id = next_mw_.Next();
   e->pd = pd;
   e->type = type;
   e->mw = std::move(mw).value();

@@ -26,7 +26,7 @@ v1::ProtectionDomain Registry::ToProto(const PdEntry& e) const {
   return pd;
 }
 
-absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdRequest& request) {
+absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdRequest& request, const std::string& owner) {
   if (request.label().size() > kMaxLabel) {
     return InvalidArgument("label", absl::StrCat("at most ", kMaxLabel, " bytes"));
   }
@@ -37,7 +37,15 @@ absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdReques
   e->label = request.label();
   e->pd = std::move(pd);
   absl::MutexLock lock(&mu_);
-  e->id = next_pd_++;
+  e->id = next_pd_.Next();
+  if (options_.state != nullptr) {
+    // Recorded before anyone can see it: a restart re-creates it under this name.
+    state::PdRow row{e->id, device->info().name, e->label, owner};
+    if (absl::Status s = options_.state->PutPd(row); !s.ok()) {
+      RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): it will not survive a restart",
+                      Name("pds", e->id).c_str(), std::string(s.message()).c_str());
+    }
+  }
   v1::ProtectionDomain out = ToProto(*e);
   pds_.emplace(e->id, std::move(e));
   RDMAD_LOG_INFO("%s created on %s", out.name().c_str(), out.device().c_str());
@@ -101,6 +109,10 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
   }
   absl::Status failed;
   for (auto& [id, m] : pd->mrs) {
+    if (m->mr == nullptr) {  // lost at a restart: nothing registered
+      released_mrs.push_back(id);
+      continue;
+    }
     if (failed = m->mr->Release(); !failed.ok()) {
       failed = WithContext(failed, absl::StrCat("cascade stopped at ", Name("mrs", id)));
       break;
@@ -122,6 +134,7 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
       response.add_deleted(Name("mws", id));
     }
     for (uint64_t id : released_mrs) {
+      Unpersist("mrs", id);
       pd->mrs.erase(id);
       mrs.push_back(std::move(mrs_[id]));
       mrs_.erase(id);
@@ -139,6 +152,7 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
       qps_.erase(id);
       response.add_deleted(Name("qps", id));
     }
+    Unpersist("pds", pd->id);
     owned = std::move(pds_[pd->id]);
     pds_.erase(pd->id);
     response.add_deleted(request.name());

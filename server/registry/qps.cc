@@ -58,7 +58,7 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
   pd->pending--;
   if (!qp.ok()) return qp.status();
   auto e = std::make_unique<QpEntry>();
-  e->id = next_qp_++;
+  e->id = next_qp_.Next();
   e->pd = pd;
   e->options = options;
   e->qp = std::move(qp).value();
@@ -222,7 +222,7 @@ absl::StatusOr<v1::QueuePair> Registry::AdoptCmQp(const std::string& pd_name, co
   pd->pending--;
   if (!qp.ok()) return qp.status();
   auto e = std::make_unique<QpEntry>();
-  e->id = next_qp_++;
+  e->id = next_qp_.Next();
   e->pd = pd;
   e->borrowed = *qp;
   e->cm_id = cm_id;

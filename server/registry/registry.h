@@ -50,6 +50,8 @@
 #include "server/memory/mapping.h"
 #include "server/registry/entries.h"
 #include "server/registry/rules.h"
+#include "server/state/names.h"
+#include "server/state/store.h"
 
 namespace rdmad {
 
@@ -65,6 +67,10 @@ class Registry {
     uint64_t max_mr_bytes = 0;
     // Threads that map and pin memory.
     int workers = 2;
+    // The crash-safe state store (docs/operations.md, "Restart recovery"); not owned, may be null (nothing
+    // persisted, names counted from 1). With it: names are never reused across restarts, PDs and MRs are
+    // recorded at each commit (one store write, under mu_, after the fabric call succeeded).
+    state::Store* state = nullptr;
   };
 
   Registry(std::unique_ptr<fabric::Fabric> fabric, Options options);
@@ -77,7 +83,8 @@ class Registry {
   std::vector<v1::Device> ListDevices() const;
   absl::StatusOr<v1::Device> GetDevice(const std::string& name, bool with_counters = true) const;
 
-  absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request);
+  // `owner`: the tenant it is created for, recorded in the state store (restored with it after a restart).
+  absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request, const std::string& owner = "");
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name) const;
   std::vector<v1::ProtectionDomain> ListPds() const;
   // OK if the PD exists; otherwise the lookup's error, naming `field`.
@@ -136,6 +143,19 @@ class Registry {
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name, const std::string& owner = "");
 
+  // Restart recovery (recover.cc). At start-up, before serving and before any other call: re-creates the
+  // PDs and memory regions the state store holds, under their names, with new keys. A region whose memory
+  // cannot come back (anonymous memory died with the old process; a file that vanished or no longer
+  // checks out; a device that is gone) stays in the registry as MR_LOST with the reason: only DeregisterMr
+  // is accepted on it. A PD whose device is gone is not re-created (logged; its record stays for a later
+  // start). Everything else (windows, QPs) is gone; its names are never handed out again.
+  struct Recovered {
+    std::map<std::string, std::string> owners;  // "pds/3" -> its tenant (empty: admins')
+    std::vector<std::string> pds, mrs;          // re-created
+    std::vector<std::string> lost;              // "mrs/4: why", "pds/2: why"
+  };
+  absl::StatusOr<Recovered> Recover(const state::Snapshot& snapshot);
+
  private:
   using PdEntry = registry_internal::PdEntry;
   using MrEntry = registry_internal::MrEntry;
@@ -185,6 +205,9 @@ class Registry {
   // Waits (releasing mu_) until no GetQp/ListQps is querying the entry's QP. Call before destroying it.
   void AwaitNoReaders(QpEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The state store's record of a region, after its commit (no-op without a store).
+  void PersistMr(const MrEntry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unpersist(const char* kind, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ProtectionDomain ToProto(const PdEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::MemoryRegion ToProto(const MrEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::QueuePair ToProto(const QpEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,10 +218,11 @@ class Registry {
   const Options options_;
 
   mutable absl::Mutex mu_;
-  uint64_t next_pd_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_mr_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_qp_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_mw_ ABSL_GUARDED_BY(mu_) = 1;
+  // Never reused, across restarts too (state/names.h).
+  state::NameCounter next_pd_ ABSL_GUARDED_BY(mu_){options_.state, "pds"};
+  state::NameCounter next_mr_ ABSL_GUARDED_BY(mu_){options_.state, "mrs"};
+  state::NameCounter next_qp_ ABSL_GUARDED_BY(mu_){options_.state, "qps"};
+  state::NameCounter next_mw_ ABSL_GUARDED_BY(mu_){options_.state, "mws"};
   std::map<uint64_t, std::unique_ptr<PdEntry>> pds_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<QpEntry>> qps_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<MrEntry>> mrs_ ABSL_GUARDED_BY(mu_);

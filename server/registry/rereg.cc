@@ -148,6 +148,7 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
     e->rkey = e->mr->rkey();
     e->access = e->mr->access();
     e->generation++;
+    PersistMr(*e);  // its PD, source or access may have changed
     *response.mutable_mr() = ToProto(*e);
     response.set_keys_changed(e->lkey != response.old_lkey() || e->rkey != response.old_rkey());
   };

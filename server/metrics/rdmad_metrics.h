@@ -1,0 +1,86 @@
+// rdmad's own metrics (docs/operations.md#metrics): what is counted as it happens (RPCs, rdma_cm events,
+// grant events, the data-plane listener's accepts and rejects) and what is computed at scrape time from
+// the registry, the CM manager, the grant manager, the token store, the tenancy gate and the NIC (objects
+// and pinned bytes by tenant, data-plane connections, the NIC's counters, RLIMIT_MEMLOCK).
+//
+// Hooks: ObserveRpc from the RPC layer (server/rpc/call.h, Env::observe_rpc) on the thread that ends the
+// call; the data-plane callbacks (cm::DataPlaneObserver) on the CM dispatchers; the CM and grant events
+// through a watcher on each hub, whose wake callback drains it on the publisher's thread. Each takes only
+// a counter's leaf lock. Label values are bounded: methods and codes are fixed sets, tenants come from
+// the config, rdmad's own channels are named and users' channels are all "user".
+//
+// Lifetime: construct before the CM and grant managers and destroy after them (the hubs hold the wake
+// callbacks, which point here); Render only while the sources given to Collect are alive (main stops the
+// HTTP endpoint first).
+#ifndef RDMAD_SERVER_METRICS_RDMAD_METRICS_H_
+#define RDMAD_SERVER_METRICS_RDMAD_METRICS_H_
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
+#include "server/fabric/fabric.h"
+#include "server/grants/manager.h"
+#include "server/metrics/metrics.h"
+#include "server/registry/registry.h"
+#include "server/tenancy/gate.h"
+
+namespace rdmad::metrics {
+
+class RdmadMetrics final : public cm::DataPlaneObserver {
+ public:
+  // What the scrape-time families read; each may be null (its families are then left out).
+  struct Sources {
+    const ::rdmad::Registry* registry = nullptr;
+    const cm::CmManager* cm = nullptr;
+    const grants::GrantManager* grants = nullptr;
+    cm::TokenStore* tokens = nullptr;
+    const tenancy::Gate* gate = nullptr;
+    const fabric::Fabric* fabric = nullptr;
+  };
+
+  RdmadMetrics();
+  RdmadMetrics(const RdmadMetrics&) = delete;
+  RdmadMetrics& operator=(const RdmadMetrics&) = delete;
+
+  // One finished RPC: rdmad_rpc_total and rdmad_rpc_duration_seconds.
+  void ObserveRpc(const std::string& method, absl::StatusCode code, absl::Duration elapsed);
+  void OnDataPlaneAccepted() override;
+  void OnDataPlaneRejected(cm::RejectReason reason) override;
+
+  // Counts every event of both hubs from now on. Call after cm->Start() (rdmad's own channels exist
+  // then) and before the gRPC server starts.
+  void WatchEvents(cm::CmManager* cm, grants::GrantManager* grants);
+  // The scrape-time families. Call once, before the first Render.
+  void SetSources(Sources sources);
+
+  std::string Render() const { return registry_.Render(); }
+
+ private:
+  void CountCmEvent(const v1::CmEvent& e);
+  void CountGrantEvent(const v1::GrantEvent& e);
+  void CollectObjects(std::vector<Family>* out) const;
+  void CollectNic(std::vector<Family>* out) const;
+
+  Registry registry_;
+  Counter* rpcs_;
+  Histogram* rpc_seconds_;
+  Counter* cm_events_;
+  Counter* grant_events_;
+  Counter* rejects_;
+  Counter* accepts_;
+  Sources sources_;
+
+  std::set<std::string> own_channels_;  // set by WatchEvents before any event is counted; read-only after
+  std::shared_ptr<cm::Watcher> cm_watcher_;
+  std::shared_ptr<grants::GrantWatcher> grant_watcher_;
+};
+
+}  // namespace rdmad::metrics
+
+#endif  // RDMAD_SERVER_METRICS_RDMAD_METRICS_H_

@@ -1,0 +1,90 @@
+// Restart recovery: re-creating the PDs and memory regions the state store holds, under their names, with
+// new keys (registry.h, Recover; docs/operations.md, "Restart recovery"). Threads: main, at start-up, before
+// the server serves and before any other call on the registry; mu_ is taken for the commits only, never
+// across a fabric call.
+#include <cinttypes>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+#include "server/registry/internal.h"
+#include "server/registry/registry.h"
+
+namespace rdmad {
+
+absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& snapshot) {
+  Recovered out;
+  std::map<uint64_t, PdEntry*> pds;  // re-created, by id
+  for (const state::PdRow& row : snapshot.pds) {
+    const std::string name = Name("pds", row.id);
+    absl::StatusOr<fabric::Device*> device = FindDevice(row.device, "device");
+    absl::StatusOr<std::unique_ptr<fabric::Pd>> pd =
+        device.ok() ? (*device)->AllocPd() : absl::StatusOr<std::unique_ptr<fabric::Pd>>(device.status());
+    if (!pd.ok()) {
+      out.lost.push_back(absl::StrCat(name, ": not re-created on devices/", row.device, ": ", pd.status().message()));
+      RDMAD_LOG_ERROR("recovery: %s", out.lost.back().c_str());
+      continue;
+    }
+    auto e = std::make_unique<PdEntry>();
+    e->id = row.id;
+    e->device = *device;
+    e->label = row.label;
+    e->pd = std::move(pd).value();
+    pds[row.id] = e.get();
+    absl::MutexLock lock(&mu_);
+    pds_.emplace(row.id, std::move(e));
+    out.owners[name] = row.owner;
+    out.pds.push_back(name);
+  }
+  for (const state::MrRow& row : snapshot.mrs) {
+    const std::string name = Name("mrs", row.id);
+    auto pd = pds.find(row.pd);
+    if (pd == pds.end()) {
+      out.lost.push_back(absl::StrCat(name, ": its PD ", Name("pds", row.pd), " was not re-created"));
+      RDMAD_LOG_ERROR("recovery: %s", out.lost.back().c_str());
+      continue;  // its record stays, with the PD's, for a start that finds the device again
+    }
+    // Anonymous memory died with the old process; a file is mapped and registered again (with rdmad's own
+    // rights: allowed_file_roots; the caller's were checked when it was declared).
+    absl::StatusOr<std::unique_ptr<Mapping>> mapping =
+        row.source.has_anonymous()
+            ? absl::StatusOr<std::unique_ptr<Mapping>>(absl::DataLossError(
+                  "anonymous memory: its contents died with the previous rdmad process"))
+            : MapSource(row.source, *pd->second->device, "source", auth::FileAccess{}, row.access);
+    absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
+        mapping.ok() ? pd->second->pd->RegMr((*mapping)->data(), (*mapping)->length(), row.access) : mapping.status();
+    auto e = std::make_unique<MrEntry>();
+    e->id = row.id;
+    e->pd = pd->second;
+    e->source = row.source;
+    e->access = row.access;
+    if (mr.ok()) {
+      e->mapping = std::move(mapping).value();
+      e->mr = std::move(mr).value();
+      e->addr = e->mr->addr();
+      e->length = e->mr->length();
+      e->lkey = e->mr->lkey();
+      e->rkey = e->mr->rkey();
+      e->access = e->mr->access();
+      out.mrs.push_back(name);
+      RDMAD_LOG_INFO("recovery: %s registered again in %s: %" PRIu64 " bytes, rkey 0x%x", name.c_str(),
+                     Name("pds", row.pd).c_str(), e->length, e->rkey);
+    } else {
+      e->lost = true;
+      e->unusable = true;
+      e->unusable_reason = absl::StrCat("lost at rdmad's restart: ", mr.status().message());
+      e->length = row.source.has_file() ? row.source.file().length() : row.source.anonymous().size();
+      out.lost.push_back(absl::StrCat(name, ": ", mr.status().message()));
+      RDMAD_LOG_WARN("recovery: %s is lost: %s", name.c_str(), std::string(mr.status().message()).c_str());
+    }
+    absl::MutexLock lock(&mu_);
+    pd->second->mrs.emplace(row.id, e.get());
+    mrs_.emplace(row.id, std::move(e));
+  }
+  RDMAD_LOG_INFO("recovery: %zu PD(s) and %zu memory region(s) re-created, %zu lost", out.pds.size(),
+                 out.mrs.size(), out.lost.size());
+  return out;
+}
+
+}  // namespace rdmad

@@ -1,0 +1,231 @@
+// state::Store over SQLite (libsqlite3, Debian-packaged). Threads: see store.h.
+#include "server/state/store.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+
+namespace rdmad::state {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+// The schema; every statement is idempotent.
+constexpr const char* kSchema[] = {
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS marks (kind TEXT PRIMARY KEY, next INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS pds (id INTEGER PRIMARY KEY, device TEXT NOT NULL, label TEXT NOT NULL, "
+    "owner TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS mrs (id INTEGER PRIMARY KEY, pd INTEGER NOT NULL, source BLOB NOT NULL, "
+    "access INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS grants (id INTEGER PRIMARY KEY, info BLOB NOT NULL)",
+};
+
+absl::Status SqliteError(sqlite3* db, const std::string& path, const char* what) {
+  return absl::InternalError(absl::StrCat("state store ", path, ": ", what, ": ",
+                                          db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status s = absl::FailedPreconditionError(
+        absl::StrCat("state_file ", path, ": cannot open: ", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    sqlite3_close(db);
+    return s;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<Store> store(new Store(path, db));
+  absl::MutexLock lock(&store->mu_);
+  // WAL: a commit appends to the log and fsyncs it (synchronous=FULL), readers never block the writer,
+  // and a crash at any point leaves the last committed transaction. The log is checkpointed into the
+  // file automatically.
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"}) {
+    if (sqlite3_exec(db, pragma, nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state_file ", path, ": ", pragma, ": ", sqlite3_errmsg(db), " (not an rdmad state store?)"));
+    }
+  }
+  for (const char* sql : kSchema) {
+    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state_file ", path, ": creating the schema: ", sqlite3_errmsg(db)));
+    }
+  }
+  // The schema's version: a newer file is refused (its rows may mean something this rdmad does not know).
+  sqlite3_stmt* st = nullptr;
+  int64_t version = -1;
+  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema'", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    version = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("state_file ", path, ": schema version ", version,
+                                                      " is newer than this rdmad's (", kSchemaVersion, ")"));
+  }
+  if (version < 0) {
+    RDMAD_RETURN_IF_ERROR(store->Exec("INSERT INTO meta (key, value) VALUES ('schema', ?)", {Value::Int(kSchemaVersion)}));
+  }
+  // The marks, cached: NameCounter asks for them at start-up.
+  if (sqlite3_prepare_v2(db, "SELECT kind, next FROM marks", -1, &st, nullptr) != SQLITE_OK) {
+    return SqliteError(db, path, "reading the marks");
+  }
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    store->marks_[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] =
+        static_cast<uint64_t>(sqlite3_column_int64(st, 1));
+  }
+  sqlite3_finalize(st);
+  return store;
+}
+
+Store::~Store() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status Store::Error(const char* what) const { return SqliteError(db_, path_, what); }
+
+absl::Status Store::Exec(const char* sql, const std::vector<Value>& values) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &st, nullptr) != SQLITE_OK) return Error(sql);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Value& v = values[i];
+    const int at = static_cast<int>(i + 1);
+    if (v.is_int) {
+      sqlite3_bind_int64(st, at, v.i);
+    } else if (v.blob) {
+      sqlite3_bind_blob(st, at, v.s.data(), static_cast<int>(v.s.size()), SQLITE_TRANSIENT);
+    } else {
+      sqlite3_bind_text(st, at, v.s.data(), static_cast<int>(v.s.size()), SQLITE_TRANSIENT);
+    }
+  }
+  const int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return Error(sql);
+  return absl::OkStatus();
+}
+
+
+uint64_t Store::Mark(const std::string& kind) {
+  absl::MutexLock lock(&mu_);
+  auto it = marks_.find(kind);
+  return it == marks_.end() ? 0 : it->second;
+}
+
+absl::Status Store::SetMark(const std::string& kind, uint64_t next) {
+  absl::MutexLock lock(&mu_);
+  RDMAD_RETURN_IF_ERROR(Exec("INSERT INTO marks (kind, next) VALUES (?, ?) ON CONFLICT(kind) DO UPDATE SET next = "
+                             "excluded.next",
+                             {Value::Text(kind), Value::Int(next)}));
+  marks_[kind] = next;
+  return absl::OkStatus();
+}
+
+absl::Status Store::PutPd(const PdRow& row) {
+  absl::MutexLock lock(&mu_);
+  return Exec("INSERT OR REPLACE INTO pds (id, device, label, owner) VALUES (?, ?, ?, ?)",
+              {Value::Int(row.id), Value::Text(row.device), Value::Text(row.label), Value::Text(row.owner)});
+}
+
+absl::Status Store::SetPdOwner(uint64_t id, const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  return Exec("UPDATE pds SET owner = ? WHERE id = ?", {Value::Text(owner), Value::Int(id)});
+}
+
+absl::Status Store::DeletePd(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  return Exec("DELETE FROM pds WHERE id = ?", {Value::Int(id)});
+}
+
+absl::Status Store::PutMr(const MrRow& row) {
+  absl::MutexLock lock(&mu_);
+  std::string source;
+  if (!row.source.SerializeToString(&source)) return absl::InternalError("state store: cannot serialize a source");
+  return Exec("INSERT OR REPLACE INTO mrs (id, pd, source, access) VALUES (?, ?, ?, ?)",
+              {Value::Int(row.id), Value::Int(row.pd), Value::Blob(source),
+               Value::Int(row.access)});
+}
+
+absl::Status Store::DeleteMr(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  return Exec("DELETE FROM mrs WHERE id = ?", {Value::Int(id)});
+}
+
+absl::Status Store::PutGrant(uint64_t id, const v1::Grant& grant) {
+  absl::MutexLock lock(&mu_);
+  std::string info;
+  if (!grant.SerializeToString(&info)) return absl::InternalError("state store: cannot serialize a grant");
+  return Exec("INSERT OR REPLACE INTO grants (id, info) VALUES (?, ?)", {Value::Int(id), Value::Blob(info)});
+}
+
+absl::Status Store::DeleteGrant(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  return Exec("DELETE FROM grants WHERE id = ?", {Value::Int(id)});
+}
+
+absl::StatusOr<Snapshot> Store::Load() {
+  absl::MutexLock lock(&mu_);
+  Snapshot out;
+  out.marks = marks_;
+  sqlite3_stmt* st = nullptr;
+  auto text = [&](int col) {
+    const unsigned char* t = sqlite3_column_text(st, col);
+    return std::string(t ? reinterpret_cast<const char*>(t) : "", static_cast<size_t>(sqlite3_column_bytes(st, col)));
+  };
+  auto blob = [&](int col) {
+    const void* b = sqlite3_column_blob(st, col);
+    return std::string(b ? static_cast<const char*>(b) : "", static_cast<size_t>(sqlite3_column_bytes(st, col)));
+  };
+  if (sqlite3_prepare_v2(db_, "SELECT id, device, label, owner FROM pds ORDER BY id", -1, &st, nullptr) != SQLITE_OK) {
+    return Error("reading pds");
+  }
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    PdRow r;
+    r.id = static_cast<uint64_t>(sqlite3_column_int64(st, 0));
+    r.device = text(1);
+    r.label = text(2);
+    r.owner = text(3);
+    out.pds.push_back(std::move(r));
+  }
+  sqlite3_finalize(st);
+  if (sqlite3_prepare_v2(db_, "SELECT id, pd, source, access FROM mrs ORDER BY id", -1, &st, nullptr) != SQLITE_OK) {
+    return Error("reading mrs");
+  }
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    MrRow r;
+    r.id = static_cast<uint64_t>(sqlite3_column_int64(st, 0));
+    r.pd = static_cast<uint64_t>(sqlite3_column_int64(st, 1));
+    if (!r.source.ParseFromString(blob(2))) {
+      sqlite3_finalize(st);
+      return absl::DataLossError(absl::StrCat("state store ", path_, ": mrs/", r.id, ": its source does not parse"));
+    }
+    r.access = static_cast<uint32_t>(sqlite3_column_int64(st, 3));
+    out.mrs.push_back(std::move(r));
+  }
+  sqlite3_finalize(st);
+  if (sqlite3_prepare_v2(db_, "SELECT id, info FROM grants ORDER BY id", -1, &st, nullptr) != SQLITE_OK) {
+    return Error("reading grants");
+  }
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    v1::Grant g;
+    if (!g.ParseFromString(blob(1))) {
+      const int64_t id = sqlite3_column_int64(st, 0);
+      sqlite3_finalize(st);
+      return absl::DataLossError(absl::StrCat("state store ", path_, ": grants/", id, ": does not parse"));
+    }
+    out.grants.push_back(std::move(g));
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+}  // namespace rdmad::state
