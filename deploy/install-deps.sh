@@ -11,6 +11,8 @@ PKGS=(
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   # mutual TLS: libcrypto checks rdmad's certificate files; the tests make certificates with the openssl CLI
   libssl-dev openssl
+  # the /metrics endpoint (server/metrics/http.cc): cpp-httplib, a shared library in Debian (libcpp-httplib0.11)
+  libcpp-httplib-dev
   # tests and the Soft-RoCE guest
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils iproute2 util-linux procps
   ibverbs-utils rdmacm-utils perftest

@@ -279,6 +279,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
                                    r.token_id ? absl::StrCat(" (", TokenName(r.token_id), ")") : std::string());
       audit_->Record(record);
     }
+    if (observer_ != nullptr) observer_->OnDataPlaneRejected(r.reason);
     if (absl::Status s = id->cm->Reject(EncodeReject(r.reject())); !s.ok()) {
       RDMAD_LOG_WARN("rdma_reject failed: %s", std::string(s.message()).c_str());
     }
@@ -329,6 +330,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       RDMAD_LOG_WARN("cmids/%llu: data-plane accept failed: %s", static_cast<unsigned long long>(id->id),
                      std::string(s.message()).c_str());
       (void)id->cm->Reject(EncodeReject(cm::Reject{RejectReason::kInternal, 0}));
+      if (observer_ != nullptr) observer_->OnDataPlaneRejected(RejectReason::kInternal);
       if (audit_ != nullptr) {
         record.method = "data-plane reject";
         record.code = absl::StatusCodeToString(s.code());
@@ -344,6 +346,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       absl::MutexLock lock(&mu_);
       id->state = v1::CM_CONNECTING;
     }
+    if (observer_ != nullptr) observer_->OnDataPlaneAccepted();
     if (audit_ != nullptr) {
       record.method = "data-plane accept";
       audit_->Record(record);

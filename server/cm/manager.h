@@ -59,6 +59,16 @@ class GrantConnections {
   virtual void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) = 0;
 };
 
+// What the metrics (server/metrics/) hear from the data-plane listener: each connect request it accepted
+// (rdma_accept done) or rejected, with the reason sent. Called on the listener's or the worker's
+// dispatcher with no lock of the CmManager held: must not block.
+class DataPlaneObserver {
+ public:
+  virtual ~DataPlaneObserver() = default;
+  virtual void OnDataPlaneAccepted() = 0;
+  virtual void OnDataPlaneRejected(RejectReason reason) = 0;
+};
+
 class CmManager {
  public:
   struct Options {
@@ -110,6 +120,8 @@ class CmManager {
   // The audit trail: one record per data-plane accept and reject, made on the listener's (or the worker's)
   // dispatcher with no lock of the CmManager held. Set before Start; not owned.
   void set_audit(audit::AuditSink* sink) { audit_ = sink; }
+  // The metrics' counts of accepts and rejects. Set before Start; not owned.
+  void set_data_plane_observer(DataPlaneObserver* observer) { observer_ = observer; }
   // Asked, on the listener's dispatcher with no lock of the CmManager held, before a good token is redeemed:
   // a refusal (the tenant's connections quota) rejects the request with OVER_QUOTA and leaves the token
   // unused. Set before any token is issued (before the gRPC server starts); it may call this manager's const
@@ -184,6 +196,7 @@ class CmManager {
   fabric::CmFabric* const cm_;
   GrantConnections* grants_ = nullptr;
   audit::AuditSink* audit_ = nullptr;
+  DataPlaneObserver* observer_ = nullptr;
   std::function<absl::Status(const Claims&)> admit_;
   Registry* const registry_;
   TokenStore* const tokens_;
