@@ -52,6 +52,14 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
         uint16_t port;
         RDMAD_RETURN_IF_ERROR(SplitHostPort(a, key, &host, &port));
       }
+    } else if (key == "metrics_listen") {
+      if (!value.is_string()) return InvalidArgument(key, "must be a string: host:port, or \"\" for none");
+      c.metrics_listen = value.get<std::string>();
+      if (!c.metrics_listen.empty()) {
+        std::string host;
+        uint16_t port;
+        RDMAD_RETURN_IF_ERROR(SplitHostPort(c.metrics_listen, key, &host, &port));
+      }
     } else if (key == "cm_workers" || key == "pin_workers") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 64) {
         return InvalidArgument(key, "must be an integer from 1 to 64");
@@ -82,7 +90,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, max_mr_bytes, log_level, "
                                   "rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
                                   "grant_quarantine_ms, grant_window_pool, state_file, insecure_tcp, tls, unix_socket, "
-                                  "unix_principals, admins, tenants, audit)");
+                                  "unix_principals, admins, tenants, audit, metrics_listen)");
     }
   }
   return c;

@@ -55,6 +55,9 @@ struct Config {
   std::string log_level = "info";
   // The data-plane listener (rdma_cm): "10.0.2.15:7471", "[fe80::1]:7471", "0.0.0.0:7471". Empty: none.
   std::vector<std::string> rdma_listen;
+  // The Prometheus endpoint (plain HTTP, unauthenticated: docs/operations.md#metrics): "127.0.0.1:9470".
+  // Empty: none.
+  std::string metrics_listen;
   int cm_workers = 2;   // worker event channels for accepted connections (1..64)
   int pin_workers = 2;  // threads that map and pin memory (1..64)
   int watch_buffer = 1024;  // events buffered per WatchEvents stream before it is cut off (16..1048576)

@@ -36,6 +36,8 @@
 #include "server/config.h"
 #include "server/fabric/cm.h"
 #include "server/grants/manager.h"
+#include "server/metrics/http.h"
+#include "server/metrics/rdmad_metrics.h"
 #include "server/registry/registry.h"
 #include "server/audit/audit_log.h"
 #include "server/auth/listeners.h"
@@ -127,6 +129,8 @@ int Run(int argc, char** argv) {
     return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ? 2 : 1;
   }
   std::unique_ptr<auth::Listeners> listeners = std::move(created).value();
+  // Before the CM and grant managers, gone after them: their event hubs call into it (rdmad_metrics.h).
+  metrics::RdmadMetrics rdmad_metrics;
 
   // The crash-safe state store (docs/operations.md#restart-recovery): opened before any device, so a bad
   // file fails the start-up; what it holds is re-created below, before the server serves.
@@ -176,6 +180,7 @@ int Run(int argc, char** argv) {
   token_options.state = store.get();
   cm::TokenStore tokens(token_options);
   auto cm = std::make_unique<cm::CmManager>(fab->cm(), registry.get(), &tokens, cm_options);
+  cm->set_data_plane_observer(&rdmad_metrics);
   if (absl::Status s = cm->Start(); !s.ok()) {
     RDMAD_LOG_ERROR("%s", std::string(s.message()).c_str());
     return 1;
@@ -222,6 +227,24 @@ int Run(int argc, char** argv) {
   env.grants = grants.get();
   env.gate = &gate;
   env.identify = [&peers](const grpc::ServerContextBase& ctx) { return peers.Identify(ctx); };
+  // The metrics (docs/operations.md#metrics): counted from here on, served over plain HTTP if metrics_listen.
+  rdmad_metrics.WatchEvents(cm.get(), grants.get());
+  rdmad_metrics.SetSources({registry.get(), cm.get(), grants.get(), &tokens, &gate, fab});
+  env.observe_rpc = [m = &rdmad_metrics](const std::string& method, absl::StatusCode code, absl::Duration d) {
+    m->ObserveRpc(method, code, d);
+  };
+  std::unique_ptr<metrics::HttpEndpoint> metrics_http;
+  if (!config.metrics_listen.empty()) {
+    std::string host;
+    uint16_t port = 0;
+    if (absl::Status s = SplitHostPort(config.metrics_listen, "metrics_listen", &host, &port); !s.ok()) return 2;
+    auto started = metrics::HttpEndpoint::Start(host, port, [m = &rdmad_metrics] { return m->Render(); });
+    if (!started.ok()) {
+      RDMAD_LOG_ERROR("%s", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    metrics_http = std::move(started).value();
+  }
   if (audit) {
     env.audit = [log = audit.get()](const auth::Caller& caller, const std::string& method,
                                     const std::string& resource, const absl::Status& status) {
@@ -283,6 +306,7 @@ int Run(int argc, char** argv) {
   server->Wait();
   server.reset();
   services.clear();
+  metrics_http.reset();  // no scrape is left reading what goes below
   grants.reset();    // its thread stops; the windows it holds are the registry's
   cm.reset();        // dispatchers stop; CM ids (their QPs first), then event channels
   registry.reset();  // windows, regions, QPs, PDs, devices

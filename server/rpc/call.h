@@ -20,6 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/auth/caller.h"
 #include "server/common/log.h"
 #include "server/registry/registry.h"
@@ -41,14 +43,17 @@ inline std::string NameOf(const google::protobuf::Message& m) {
   return m.GetReflection()->GetString(m, f);
 }
 
-// How a call ends, once: the log of a failure, and the audit record of a mutating call.
+// How a call ends, once: its metrics, the log of a failure, and the audit record of a mutating call. A watch
+// stream that starts ends here only if refused: its metrics count the refusals, not the streams.
 struct Ending {
   const Env* env = nullptr;
   std::string method;
   auth::Caller caller;
   std::string resource;
+  absl::Time start = absl::Now();
 
   void operator()(const absl::Status& status, const std::string& created) const {
+    if (env->observe_rpc) env->observe_rpc(method, status.code(), absl::Now() - start);
     const std::string& what = created.empty() ? resource : created;
     if (!status.ok()) {
       RDMAD_LOG_INFO("%s from %s (%s): %s", method.c_str(), caller.peer.c_str(), caller.principal.c_str(),

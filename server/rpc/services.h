@@ -20,6 +20,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 #include "server/cm/manager.h"
 #include "server/grants/manager.h"
@@ -42,6 +44,9 @@ struct Env {
   std::function<void(const auth::Caller&, const std::string& method, const std::string& resource,
                      const absl::Status& status)>
       audit;
+  // The metrics of each finished call (method, code, time since admission); optional. Called once per call,
+  // on the thread that answers it.
+  std::function<void(const std::string& method, absl::StatusCode code, absl::Duration elapsed)> observe_rpc;
 };
 
 // Devices, ProtectionDomains, MemoryRegions, QueuePairs, MemoryWindows and Tenants.
