@@ -79,6 +79,11 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
       if (key == "max_grant_ttl_s") c.max_grant_ttl_s = value.get<int64_t>();
       else if (key == "grant_quarantine_ms") c.grant_quarantine_ms = value.get<int64_t>();
       else c.grant_window_pool = value.get<int>();
+    } else if (key == "shutdown_deadline_s") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 3600) {
+        return InvalidArgument(key, "must be an integer from 1 to 3600 (seconds)");
+      }
+      c.shutdown_deadline_s = value.get<int64_t>();
     } else if (key == "state_file") {
       if (!value.is_string() || (!value.get<std::string>().empty() && value.get<std::string>()[0] != '/')) {
         return InvalidArgument(key, "must be an absolute path, or \"\" (no state kept across restarts)");
@@ -89,8 +94,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
     } else {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, max_mr_bytes, log_level, "
                                   "rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
-                                  "grant_quarantine_ms, grant_window_pool, state_file, insecure_tcp, tls, unix_socket, "
-                                  "unix_principals, admins, tenants, audit, metrics_listen)");
+                                  "grant_quarantine_ms, grant_window_pool, shutdown_deadline_s, state_file, insecure_tcp, "
+                                  "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen)");
     }
   }
   return c;

@@ -64,6 +64,9 @@ struct Config {
   int64_t max_grant_ttl_s = 86400;   // longest grant lease (1..604800 s)
   int64_t grant_quarantine_ms = 60000;  // a revoked key's window and value rest this long (0..3600000)
   int grant_window_pool = 8;  // windows kept ready per PD for grants (0..4096)
+  // SIGTERM's drain (docs/operations.md#drain-and-shutdown): how long rdmad may take to end its grants,
+  // disconnect and release everything before it forces its exit (1..3600 s).
+  int64_t shutdown_deadline_s = 30;
   // The crash-safe state store (SQLite; docs/operations.md#restart-recovery): PDs, file-backed MRs, grants
   // and the name marks survive a restart. "": nothing is kept (names start at 1 again after a restart).
   std::string state_file;

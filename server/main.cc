@@ -2,14 +2,17 @@
 //
 // Threads: main() parses flags and config, opens the devices, builds the registry and the gRPC server,
 // then waits in sigwait() for SIGHUP (reload the TLS certificates, reopen the audit log, keep waiting) and SIGTERM/SIGINT
-// (shut down); all three are blocked in every thread, so only main sees them. gRPC's
+// (drain and shut down); all three are blocked in every thread, so only main (and, during the drain, the
+// watchdog) sees them. gRPC's
 // threads serve RPCs against the registry, the CM manager and the grant manager; the dispatchers (one per device, one per
 // event channel) and the pin workers are theirs (docs/architecture.md); `unix-accept` accepts unix-socket
 // connections and hands them to gRPC (server/auth/listeners.h). On SIGTERM/SIGINT main stops accepting unix
-// connections and removes the sockets, quiesces rdma_cm
-// (watch streams end, waiting connects fail), shuts the server down (in-flight RPCs finish, new ones are
-// refused), destroys the CM manager (CM ids, their QPs first, then channels), then the registry (windows,
-// regions, QPs, PDs, devices, in that order) and removes its TLS copies: nothing is left behind.
+// connections and removes the sockets, refuses new calls (UNAVAILABLE; health NOT_SERVING), ends every grant
+// the normal way (SHUTDOWN: key killed, ENDED sent, disconnected), quiesces rdma_cm (watch streams end,
+// waiting connects fail), shuts the server down (in-flight RPCs finish), destroys the CM manager (CM ids,
+// their QPs first, then channels), then the registry (windows, regions, QPs, PDs, devices, in that order)
+// and removes its TLS copies: nothing is left behind. All within shutdown_deadline_s; a second signal or the
+// deadline forces the exit (the watchdog thread).
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -30,10 +33,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/common/log.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "server/config.h"
+#include "server/drain_watchdog.h"
 #include "server/fabric/cm.h"
 #include "server/grants/manager.h"
 #include "server/metrics/http.h"
@@ -45,6 +51,7 @@
 #include "server/auth/policy.h"
 #include "server/tenancy/gate.h"
 #include "server/rpc/audit_service.h"
+#include "server/rpc/in_flight.h"
 #include "server/rpc/services.h"
 #include "server/state/store.h"
 #include "server/verbs/device.h"
@@ -265,6 +272,10 @@ int Run(int argc, char** argv) {
   };
   for (auto& s : MakeAuditServices(audit.get(), require_admin)) services.push_back(std::move(s));
   for (auto& s : services) builder.RegisterService(s.get());
+  InFlightCalls in_flight;  // the drain waits for these (server/rpc/in_flight.h)
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(in_flight.Factory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
     RDMAD_LOG_ERROR("cannot listen on %s", absl::StrJoin(config.listen, ", ").c_str());
@@ -297,20 +308,44 @@ int Run(int argc, char** argv) {
       if (!s.ok()) RDMAD_LOG_ERROR("SIGHUP: audit log not reopened: %s", std::string(s.message()).c_str());
     }
   }
-  RDMAD_LOG_INFO("%s: shutting down", strsignal(sig));
+  // The drain (docs/operations.md#drain-and-shutdown), within shutdown_deadline_s. A second SIGTERM/SIGINT,
+  // or the deadline, forces the exit (status 1): the kernel then releases every verbs object of the process.
+  const absl::Time deadline = absl::Now() + absl::Seconds(config.shutdown_deadline_s);
+  RDMAD_LOG_INFO("%s: draining (deadline %llds; a second SIGTERM forces the exit)", strsignal(sig),
+                 static_cast<long long>(config.shutdown_deadline_s));
+  Watchdog watchdog(signals, deadline);
+  watchdog.Stage("refusing new calls");
+  gate.StartDraining();  // new calls: UNAVAILABLE; those in flight finish
+  server->GetHealthCheckService()->SetServingStatus(false);  // probes and load balancers look elsewhere
   listeners->StopAccepting();  // no new unix connections; the sockets are removed
+  // Grants' goodbyes get half the time at most: a client that does not take its ENDED (no receive posted)
+  // holds its SEND up for rdma_cm's RNR retries; the release in order gets the rest.
+  watchdog.Stage("ending grants (SHUTDOWN)");
+  const absl::Time goodbyes = absl::Now() + (deadline - absl::Now()) / 2;
+  if (size_t left = grants->Drain(goodbyes); left != 0) {
+    RDMAD_LOG_WARN("drain: %zu grant end(s) or goodbye(s) still under way after half the deadline; releasing anyway",
+                   left);
+  }
+  watchdog.Stage("closing streams and connections");
   if (audit) audit->Shutdown();  // WatchAudit streams end
-  grants->Shutdown();  // grants end (SHUTDOWN), their watchers too; keys die with the resources below
+  grants->Shutdown();  // watchers end; any grant still live ends (SHUTDOWN) with the resources below
   cm->Quiesce();  // event streams end, connects still waiting fail: no RPC is left waiting on rdmad
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  watchdog.Stage("finishing calls in flight");
+  // Then at once: Shutdown would otherwise also wait for each idle client to close its connection.
+  if (size_t left = in_flight.AwaitNone(deadline); left != 0) {
+    RDMAD_LOG_WARN("drain: %zu call(s) still in flight at the deadline are cancelled", left);
+  }
+  server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
   server.reset();
   services.clear();
   metrics_http.reset();  // no scrape is left reading what goes below
+  watchdog.Stage("releasing resources");
   grants.reset();    // its thread stops; the windows it holds are the registry's
   cm.reset();        // dispatchers stop; CM ids (their QPs first), then event channels
   registry.reset();  // windows, regions, QPs, PDs, devices
   listeners.reset();  // the TLS copies
+  watchdog.Stop();
   RDMAD_LOG_INFO("stopped; every resource released");
   return 0;
 }

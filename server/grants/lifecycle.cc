@@ -435,10 +435,16 @@ void GrantManager::Farewell(const std::string& cm_id, std::string message, absl:
   if (cm_id.empty() || cm_ == nullptr) return;
   // Best effort: on a QP in the error state the SEND is flushed. Then the connection is closed; its
   // DISCONNECTED brings OnGone, which releases it.
+  {
+    absl::MutexLock lock(&mu_);
+    ++farewells_;  // a drain waits for it
+  }
   cm_->Send(cm_id, std::move(message), Guarded([this, cm_id](absl::Status) {
-    cm_->Disconnect(cm_id, [cm_id](absl::StatusOr<v1::CmId> r) {
+    cm_->Disconnect(cm_id, Guarded([this, cm_id](absl::StatusOr<v1::CmId> r) {
       if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
-    });
+      absl::MutexLock lock(&mu_);
+      --farewells_;
+    }));
   }));
 }
 

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,6 +48,30 @@ GrantManager::~GrantManager() {
   lifeline_->Cut();  // from here no callback of ours runs; those that were running have returned
   loop_.reset();
   if (timer_fd_ >= 0) close(timer_fd_);
+}
+
+size_t GrantManager::Drain(absl::Time deadline) {
+  std::vector<uint64_t> live;
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    for (const auto& [id, e] : grants_) {
+      if (e->info.state() != v1::GRANT_ENDED) live.push_back(id);
+    }
+  }
+  // Each end answers once its key is dead; its goodbye (ENDED, then the disconnect) follows on the CM
+  // dispatcher and is counted by farewells_.
+  auto ending = std::make_shared<std::atomic<size_t>>(live.size());
+  for (uint64_t id : live) {
+    End(id, v1::END_SHUTDOWN, "rdmad is shutting down", [ending](absl::StatusOr<v1::Grant>) { --*ending; });
+  }
+  absl::MutexLock lock(&mu_);
+  auto done = [this, &ending]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *ending == 0 && farewells_ == 0; };
+  // The counter is not mu_'s: look again every 10 ms (a drain is rare and short).
+  while (!done() && absl::Now() < deadline) {
+    mu_.AwaitWithDeadline(absl::Condition(&done), std::min(deadline, absl::Now() + absl::Milliseconds(10)));
+  }
+  return *ending + farewells_;
 }
 
 void GrantManager::Shutdown() {
@@ -144,7 +171,7 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
   std::string pd = plan.info.pd();
   {
     absl::MutexLock lock(&mu_);
-    if (shutdown_) return absl::UnavailableError("rdmad is shutting down");
+    if (shutdown_ || draining_) return absl::UnavailableError("rdmad is shutting down");
     for (const std::string* what : {&plan.info.mr(), &plan.info.pd()}) {
       if (retiring_.count(*what)) {
         return FailedPrecondition("mr", absl::StrCat(*what, " is being deregistered or deleted: no new grants on it"));

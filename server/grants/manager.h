@@ -111,6 +111,12 @@ class GrantManager final : public cm::GrantConnections {
   // store. Returns their names.
   std::vector<std::string> Recover(const std::vector<v1::Grant>& live);
 
+  // SIGTERM's drain: no grant is issued from now on (UNAVAILABLE), and every live grant ends the normal
+  // way with reason SHUTDOWN: its key killed at the NIC, the ENDED message sent to its client, then its
+  // connection closed. Waits until all of that is done or `deadline` passes; returns how many grants, or
+  // goodbyes, were still under way then (0: a clean drain). A gRPC or main thread; never a dispatcher.
+  size_t Drain(absl::Time deadline);
+
   // Ends every grant (SHUTDOWN) without touching the fabric, stops the timer, closes watchers. Call before
   // the CmManager quiesces; the registry and the CM layer then release the windows and connections.
   void Shutdown();
@@ -192,6 +198,8 @@ class GrantManager final : public cm::GrantConnections {
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  size_t farewells_ ABSL_GUARDED_BY(mu_) = 0;  // ENDED/FAILED messages sent, their disconnect not yet done
   state::NameCounter next_id_ ABSL_GUARDED_BY(mu_){options_.state, "grants"};  // never reused (state/names.h)
   std::map<uint64_t, std::unique_ptr<Entry>> grants_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<uint64_t>> by_mr_ ABSL_GUARDED_BY(mu_);         // live grants

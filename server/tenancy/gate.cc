@@ -29,6 +29,10 @@ Gate::Gate(const auth::Policy* policy, Deps deps) : policy_(policy), deps_(deps)
 // Callers
 
 absl::StatusOr<auth::Caller> Gate::Admit(const auth::Peer& peer) {
+  if (draining_.load(std::memory_order_relaxed)) {
+    return absl::UnavailableError("rdmad is shutting down: it takes no new calls; retry on another instance or "
+                                  "after its restart");
+  }
   RDMAD_ASSIGN_OR_RETURN(auth::Caller caller, policy_->Resolve(peer));
   const TenantConfig* t = caller.tenant.empty() ? nullptr : policy_->FindTenant(caller.tenant);
   if (t == nullptr || t->quotas.rpc_per_second == 0) return caller;

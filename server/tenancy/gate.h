@@ -25,6 +25,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,8 +63,11 @@ class Gate {
   const auth::Policy& policy() const { return *policy_; }
 
   // The caller of this call, or why it may not call at all (PERMISSION_DENIED), or RESOURCE_EXHAUSTED
-  // when its connection exceeds the tenant's rpc_per_second.
+  // when its connection exceeds the tenant's rpc_per_second, or UNAVAILABLE once rdmad is draining.
   absl::StatusOr<auth::Caller> Admit(const auth::Peer& peer);
+  // SIGTERM's drain: from now on every new call is UNAVAILABLE ("rdmad is shutting down"); calls already
+  // admitted finish. Any thread; once.
+  void StartDraining() { draining_.store(true, std::memory_order_relaxed); }
 
   // OK if `caller` may see the resource `name` (any kind: "pds/3", "mrs/4", "channels/2", "devices/rxe0",
   // ...; empty: OK). Otherwise NOT_FOUND on `field` with the message a missing resource gets. A name
@@ -142,6 +146,7 @@ class Gate {
     double tokens = 0;
     absl::Time last;
   };
+  std::atomic<bool> draining_{false};
   absl::Mutex rate_mu_;
   std::map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(rate_mu_);  // by gRPC peer (one per connection)
 };

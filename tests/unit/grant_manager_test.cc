@@ -5,6 +5,7 @@
 // quarantine, batches and bad input. Waits are bounded polls of state, never timing assertions.
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -271,6 +272,39 @@ TEST_F(GrantManagerTest, ADisconnectedClientsGrantEndsAndItsWindowQpAndIdAreRele
   EXPECT_EQ(grants_->Get(g.name()).value().end_reason(), v1::END_DISCONNECTED);
   EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok() && !registry_->GetQp(g.qp()).ok(); }));
   EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
+}
+
+TEST_F(GrantManagerTest, ADrainEndsEveryGrantTheNormalWayWithReasonShutdownAndIssuesNoMore) {
+  Build();
+  v1::Grant a = Activate(Request(0, 4096));
+  v1::Grant b = Activate(Request(8192, 4096));
+  absl::StatusOr<v1::IssuedGrant> waiting = grants_->Issue(Request());  // its client never connects
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  const uint64_t mw_a = ledger_->MwIdByRkey(registry_->GetMw(a.window()).value().rkey());
+  const uint64_t mw_b = ledger_->MwIdByRkey(registry_->GetMw(b.window()).value().rkey());
+  std::map<std::string, uint32_t> qpn;  // the grants' connections, to read what was sent on them afterwards
+  for (const v1::Grant& g : {a, b}) qpn[g.name()] = registry_->GetQp(g.qp()).value().local().qpn();
+
+  EXPECT_EQ(grants_->Drain(absl::Now() + absl::Seconds(10)), 0u);  // everything done before the deadline
+
+  for (const v1::Grant& g : {a, b, waiting->grant()}) {
+    v1::Grant now = grants_->Get(g.name()).value();
+    EXPECT_EQ(now.state(), v1::GRANT_ENDED) << g.name();
+    EXPECT_EQ(now.end_reason(), v1::END_SHUTDOWN) << g.name();
+  }
+  EXPECT_EQ(ledger_->MwBoundMr(mw_a), 0u);  // the keys are dead at the NIC
+  EXPECT_EQ(ledger_->MwBoundMr(mw_b), 0u);
+  for (const v1::Grant& g : {a, b}) {
+    // The client was told: ACTIVE, then ENDED with reason SHUTDOWN (8); then its connection went.
+    std::vector<std::string> sent = ledger_->Sent(qpn[g.name()]);
+    ASSERT_EQ(sent.size(), 2u) << g.name();
+    wire::GrantMessage ended = wire::DecodeGrantMessage(sent[1]).value();
+    EXPECT_EQ(ended.type, wire::GrantMessageType::kEnded);
+    EXPECT_EQ(ended.reason, static_cast<uint8_t>(v1::END_SHUTDOWN));
+    EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok(); })) << g.name();
+  }
+  // And no grant is issued any more.
+  EXPECT_EQ(grants_->Issue(Request()).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(GrantManagerTest, RevokeWorksOnAQpInTheErrorStateAndRevokedKeysAreNeverReusedInQuarantine) {
