@@ -295,3 +295,24 @@ TEST(SecurityConfigTest, TheExamplesAreValid) {
 
 }  // namespace
 }  // namespace rdmad
+
+namespace rdmad {
+namespace {
+
+TEST(ParseConfigTest, MetricsListen) {
+  absl::StatusOr<Config> none = ParseConfig("{}");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->metrics_listen, "");  // off unless asked for
+  absl::StatusOr<Config> c = ParseConfig(R"({"metrics_listen": "127.0.0.1:9470"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics_listen, "127.0.0.1:9470");
+  ASSERT_TRUE(ParseConfig(R"({"metrics_listen": ""})").ok());
+  for (const char* bad : {R"({"metrics_listen": "127.0.0.1"})", R"({"metrics_listen": "127.0.0.1:0"})",
+                          R"({"metrics_listen": ":9470"})", R"({"metrics_listen": ["127.0.0.1:9470"]})",
+                          R"({"metrics_listen": 9470})"}) {
+    EXPECT_TRUE(IsError(ParseConfig(bad), absl::StatusCode::kInvalidArgument, "metrics_listen")) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace rdmad
