@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rdmad quick start (Debian 12, as root). Both commands install what they need first.
-#   ./quickstart.sh demo   rdmad's main job: serve this host's verbs devices, or, on a host without RDMA,
-#                          the demo inside the project's Soft-RoCE guest (docs/harness.md)
+#   ./quickstart.sh demo   rdmad's main job: install rdmad and rdmactl (/usr/local/bin) and serve this host's
+#                          verbs devices (creating a Soft-RoCE rxe0 where the kernel has rdma_rxe), or, where
+#                          it has not, the demo inside the project's Soft-RoCE guest (docs/harness.md)
 #   ./quickstart.sh test   the whole test suite; ends with "N passed, N failed"
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -10,12 +11,17 @@ case "${1:-}" in
   demo)
     shift
     bash deploy/install-deps.sh
-    bazel build //server:rdmad //cli:rdmactl
+    bash deploy/install.sh  # rdmad and rdmactl into /usr/local/bin, the systemd unit, /etc/rdmad/rdmad.json
+    # No RDMA NIC: Soft-RoCE on the host itself, if its kernel has rdma_rxe (docs/operations.md).
+    if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+      bash deploy/host-rxe.sh || true
+    fi
     if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
       echo "verbs devices found: $(ls /sys/class/infiniband | tr '\n' ' ')- serving them on unix:/run/rdmad/rdmad.sock"
-      exec bazel-bin/server/rdmad "$@"
+      echo "(in another shell: rdmactl get devices; stop with Ctrl-C or SIGTERM, which drains)"
+      exec /usr/local/bin/rdmad --config /etc/rdmad/rdmad.json "$@"
     fi
-    echo "no RDMA on this host: running the demo on rxe0 inside the Soft-RoCE guest"
+    echo "no RDMA on this host, and its kernel has no rdma_rxe: running the demo on rxe0 inside the Soft-RoCE guest"
     exec tests/guest/run-in-guest.sh --timeout 600 -- deploy/demo.sh
     ;;
   test)

@@ -28,9 +28,26 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "install-deps: installing ${missing[*]}" >&2
+  # A first run installs a few hundred packages (about two minutes): say what is happening as it happens.
+  echo "install-deps: installing ${#missing[@]} of ${#PKGS[@]} packages and their dependencies: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: apt-get update" >&2
+  apt-get update -q 2>&1 | sed -u 's/^/install-deps:   /' >&2
+  echo "install-deps: apt-get install (downloading, then unpacking and setting up each package)" >&2
+  # One line per package downloaded and set up, numbered; apt's full output is kept in the log.
+  log=$(mktemp /tmp/install-deps.XXXXXX.log)
+  set +e
+  apt-get install -y -q --no-install-recommends "${missing[@]}" 2>&1 | tee "$log" |
+    awk '/^Need to get/ { print "install-deps:   " $0; fflush() }
+         /^Get:[0-9]+/  { got++; if (got % 25 == 1) { printf "install-deps:   downloading (%d) %s\n", got, $5; fflush() } }
+         /^Setting up / { n++; printf "install-deps:   [%d] %s\n", n, $3; fflush() }' >&2
+  rc=${PIPESTATUS[0]}
+  set -e
+  if ((rc != 0)); then
+    echo "install-deps: apt-get install failed (exit $rc); its output:" >&2
+    tail -n 40 "$log" >&2
+    exit "$rc"
+  fi
+  rm -f "$log"
 fi
 echo "install-deps: all ${#PKGS[@]} packages present" >&2

@@ -22,6 +22,23 @@ if ! bazel build //...; then
   exit 1
 fi
 
+step "install (deploy/install.sh: rdmad and rdmactl in /usr/local/bin, the systemd unit, /etc/rdmad)"
+install_problem=""
+bash deploy/install.sh >"$out/install.log" 2>&1 || install_problem="deploy/install.sh failed (see $out/install.log)"
+for b in server/rdmad cli/rdmactl; do
+  name=${b#*/}
+  [ "$(command -v "$name")" = "/usr/local/bin/$name" ] || install_problem="${install_problem:-$name is not on PATH as /usr/local/bin/$name}"
+  cmp -s "/usr/local/bin/$name" "bazel-bin/$b" || install_problem="${install_problem:-/usr/local/bin/$name is not the binary just built}"
+done
+rdmactl --help >/dev/null && rdmad --help >/dev/null || install_problem="${install_problem:-the installed binaries do not run}"
+if command -v systemd-analyze >/dev/null; then
+  systemd-analyze verify /etc/systemd/system/rdmad.service >>"$out/install.log" 2>&1 ||
+    install_problem="${install_problem:-systemd-analyze verify rejects the installed rdmad.service (see $out/install.log)}"
+fi
+tail -n 2 "$out/install.log"
+tests/lib/junit-case.sh "$out/install.xml" Install BinariesOnPathAndTheUnitVerifies "$install_problem"
+[ -z "$install_problem" ] || { echo "$install_problem" >&2; rc=1; }
+
 step "host tests (bazel test //...)"
 bazel test --keep_going //... || rc=1
 mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
@@ -55,6 +72,13 @@ mkdir -p "$out/guest-fuzz"
 tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-fuzz" -- tests/fuzz/run-fuzz.sh "$(pwd)/$out/guest-fuzz" \
   --both --seed "$fuzz_seed" --iterations "$fuzz_iterations" || fuzz_rc=$?
 ((fuzz_rc == 0)) || rc=1
+
+step "operations on rxe0: SIGTERM's drain, Soft-RoCE on a host with rdma_rxe, metrics, restart recovery"
+ops_rc=0
+mkdir -p "$out/guest-ops"
+tests/guest/run-in-guest.sh --timeout 900 --out "$out/guest-ops" -- \
+  tests/conformance/run-operations.sh "$(pwd)/$out/guest-ops" || ops_rc=$?
+((ops_rc == 0)) || rc=1
 
 step "the librdmacm backend alone on rxe0 in the Soft-RoCE guest"
 cmb_rc=0
@@ -92,7 +116,7 @@ else
 fi
 tests/lib/junit-case.sh "$out/demo.xml" Demo RunsInTheGuest "$demo_problem"
 [ -z "$demo_problem" ] || { echo "$demo_problem" >&2; rc=1; }
-tail -n 25 "$out/demo.log"
+cat "$out/demo.log"  # the whole demo, from its first command
 
 # The sanitizer steps. Their results count like the others'; a sanitizer's report also fails the case
 # Sanitizers.NoReport* (a leak found at exit fails the process after gtest wrote a passing XML).
@@ -172,7 +196,10 @@ for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_h
          guest-two/grant_bench.xml guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml; do
   if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi
 done
-xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml")
+for x in drain.xml drain_resources.xml host_rxe.xml metrics.xml metrics_shutdown.xml; do
+  if [ -f "$out/guest-ops/$x" ]; then xmls+=("$out/guest-ops/$x"); else echo "no $x from the operations guest (exit $ops_rc)" >&2; missing=$((missing + 1)); fi
+done
+xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml" "$out/install.xml")
 if [ "$sanitizers" != 0 ]; then
   for t in "${targets[@]}"; do
     x="$asan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
