@@ -2,9 +2,11 @@
 # Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): the operations suite of issue 8 in one boot.
 #   1. drain_test: SIGTERM's drain (each case starts its own rdmad), then `rdma resource show` as before;
 #   2. deploy/host-rxe.sh: Soft-RoCE made on a host whose kernel has rdma_rxe (rxe0 removed, made again);
-#   3. the metrics suite (run-metrics.sh) and the restart-recovery suite (run-recovery.sh), when present.
+#   3. RLIMIT_MEMLOCK: rdmad without CAP_IPC_LOCK under a 2 MiB limit reports it and refuses past it;
+#   4. the metrics suite (run-metrics.sh) and the restart-recovery suite (run-recovery.sh), when present.
 # Usage: run-operations.sh OUT_DIR
-#   OUT_DIR receives drain.xml, drain_resources.xml, host_rxe.xml, and what the sub-suites write there.
+#   OUT_DIR receives drain.xml, drain_resources.xml, host_rxe.xml, memlock.xml, and what the sub-suites
+#   write there.
 # Binaries: bazel-bin/ of this checkout, or $RDMAD_BIN_DIR.
 set -uo pipefail
 
@@ -45,7 +47,32 @@ fi
 "$junit" "$out/host_rxe.xml" HostRxe MakesRxe0WhereTheKernelHasRdmaRxe "$problem"
 [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
 
-# ---- 3. the other operations suites, in the same boot
+# ---- 3. RLIMIT_MEMLOCK: rdmad without CAP_IPC_LOCK (nor CAP_SYS_RESOURCE, to raise it) under 2 MiB
+problem=""
+mdir=$(mktemp -d /tmp/rdmad-memlock.XXXXXX)
+echo "{ \"listen\": [\"unix:$mdir/rdmad.sock\"] }" >"$mdir/rdmad.json"
+setpriv --bounding-set=-ipc_lock,-sys_resource --inh-caps=-all \
+  bash -c "ulimit -l 2048 && exec $bin/server/rdmad --config $mdir/rdmad.json" >"$out/memlock-rdmad.log" 2>&1 &
+mpid=$!
+for _ in $(seq 1 100); do [ -S "$mdir/rdmad.sock" ] && break; sleep 0.1; done
+mctl() { "$bin/cli/rdmactl" --server "unix:$mdir/rdmad.sock" "$@"; }
+{
+  mctl create pd --device rxe0 --label memlock &&
+    mctl register mr --pd pds/1 --size 1MiB --access local-write
+} >"$out/memlock-ctl.log" 2>&1 || problem="a 1 MiB registration under a 2 MiB limit failed (see $out/memlock-ctl.log)"
+refusal=$(mctl register mr --pd pds/1 --size 2MiB --access local-write 2>&1) && problem="${problem:-2 MiB more under a 2 MiB limit was registered}"
+echo "$refusal" >>"$out/memlock-ctl.log"
+# (Its code, RESOURCE_EXHAUSTED on "source", is checked by registry_test; rdmactl prints the message.)
+echo "$refusal" | grep -q "past rdmad's RLIMIT_MEMLOCK of 2 MiB" || problem="${problem:-the refusal does not name the limit: $refusal}"
+kill -TERM "$mpid" 2>/dev/null
+wait "$mpid" || problem="${problem:-rdmad under the memlock limit exited $?}"
+grep -q "pinned memory limit (RLIMIT_MEMLOCK): 2 MiB" "$out/memlock-rdmad.log" ||
+  problem="${problem:-rdmad did not report its 2 MiB limit (see $out/memlock-rdmad.log)}"
+rm -rf "$mdir"
+"$junit" "$out/memlock.xml" Memlock ARegistrationPastTheLimitIsRefusedNamingIt "$problem"
+[ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+
+# ---- 4. the other operations suites, in the same boot
 for suite in run-metrics.sh run-recovery.sh; do
   if [ -x "$root/tests/conformance/$suite" ]; then
     echo "=== $suite ==="

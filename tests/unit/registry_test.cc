@@ -124,12 +124,13 @@ class RegistryTest : public ::testing::Test {
 
   void TearDown() override { Finish(); }
 
-  void Reset(std::vector<fabric::DeviceInfo> devices, uint64_t max_mr_bytes = 0) {
+  void Reset(std::vector<fabric::DeviceInfo> devices, uint64_t max_mr_bytes = 0, Memlock memlock = Memlock()) {
     Finish();
     ledger_ = std::make_shared<FakeLedger>();
     Registry::Options options;
     options.allowed_file_roots = {root_.path()};
     options.max_mr_bytes = max_mr_bytes;
+    options.memlock = std::move(memlock);
     registry_ = std::make_unique<Registry>(std::make_unique<fake::FakeFabric>(std::move(devices), ledger_),
                                            options);
   }
@@ -498,6 +499,25 @@ TEST_F(RegistryTest, DestructorReleasesWindowsThenRegionsThenQpsThenPdsThenDevic
 
 // ---------------------------------------------------------------------------------------------------------
 // Access rule (ibv_reg_mr(3)): REMOTE_WRITE / REMOTE_ATOMIC need LOCAL_WRITE, checked before the fabric.
+
+TEST_F(RegistryTest, ARegistrationPastRlimitMemlockIsRefusedBeforeAnythingIsPinned) {
+  // What the kernel counts as pinned (VmPin in rdmad): set by the test as the fake "pins".
+  auto pinned = std::make_shared<std::atomic<uint64_t>>(0);
+  Reset({fake::MakeDeviceInfo("rxe0", false), fake::MakeDeviceInfo("rxe1", true)}, 0,
+        Memlock(16 * kPage, [pinned] { return pinned->load(); }));
+  const std::string pd = NewPd();
+  NewMr(pd, 8 * kPage);
+  pinned->store(8 * kPage);
+  absl::StatusOr<v1::MemoryRegion> over = registry_->RegisterMr(AnonReq(pd, 9 * kPage, kFull));
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_EQ(FieldOf(over.status()), "source");
+  EXPECT_THAT(std::string(over.status().message()),
+              ::testing::AllOf(HasSubstr("RLIMIT_MEMLOCK of 65536 bytes"), HasSubstr("32768 bytes pinned already"),
+                    HasSubstr("LimitMEMLOCK=infinity"), HasSubstr("CAP_IPC_LOCK")));
+  EXPECT_EQ(Live(), "pds=1 mrs=1 mws=0 qps=0");  // nothing reached the NIC
+  NewMr(pd, 8 * kPage);  // exactly up to the limit is fine
+  EXPECT_EQ(Live(), "pds=1 mrs=2 mws=0 qps=0");
+}
 
 TEST_F(RegistryTest, RemoteWriteOrAtomicWithoutLocalWriteIsRefusedBeforeTheFabric) {
   const std::string pd = NewPd();
