@@ -1,0 +1,297 @@
+// control_bench: each control-plane RPC of rdmad beside the verbs call it wraps and beside a no-op RPC
+// (GetDevice), all measured in this one process, interleaved sample by sample (no-op RPC, direct verbs, RPC)
+// so that a change in the machine's load touches all three alike. Prints a table; judges nothing.
+//   - verbs: DirectVerbs (direct_verbs.h), libibverbs on the same device in this process: mmap + ibv_reg_mr,
+//     ibv_dereg_mr + munmap, binds and invalidations with their completions busy-polled;
+//   - RPC: the same operation through rdmad's gRPC API over its unix socket (client/client.h);
+//   - no-op: GetDevice on the same channel, the RPC's own floor;
+//   - ratio: the median of (RPC - the no-op RPC sampled just before it), over the verbs call's median: what
+//     rdmad adds beyond a no-op call per unit of verbs work (issue 9's goal: at most 1.2). Paired per sample,
+//     because the no-op's own spread under load is larger than many verbs calls.
+// IssueGrant -> first byte read is in first_byte.cc (its baseline: a plain librdmacm connection).
+// Usage: control_bench --target unix:/path [--device rxe0] [--sizes 4096,1048576,...] [--iters N]
+//                      [--big-iters N] [--mw-iters N] [--first-byte-iters N] [--baseline-addr 10.0.2.15]
+// Threads: one (the main thread); DirectVerbs and Client are used from it only.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "tests/bench/direct_verbs.h"
+#include "tests/bench/first_byte.h"
+#include "tests/bench/stats.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rdmad::bench::DirectVerbs;
+using rdmad::bench::Stats;
+using rdmad::bench::Summarize;
+using rdmad::client::Client;
+namespace v1 = rdmad::v1;
+
+double UsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "control_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+template <typename T>
+T Must(absl::StatusOr<T> r, const std::string& what) {
+  if (!r.ok()) Die(what + ": " + r.status().ToString());
+  return *std::move(r);
+}
+double Must(double us, const std::string& error) {
+  if (us < 0) Die(error);
+  return us;
+}
+
+std::string SizeName(uint64_t n) {
+  if (n >= (1 << 20) && n % (1 << 20) == 0) return std::to_string(n >> 20) + " MiB";
+  if (n >= 1024 && n % 1024 == 0) return std::to_string(n >> 10) + " KiB";
+  return std::to_string(n) + " B";
+}
+
+// One line of the table: the three samples of one operation.
+struct Row {
+  explicit Row(std::string name = "") : op(std::move(name)) {}
+  std::string op;
+  std::vector<double> verbs, rpc, noop;
+};
+
+class Bench {
+ public:
+  Bench(Client* rdmad, DirectVerbs* direct, std::string device)
+      : rdmad_(rdmad), direct_(direct), device_(std::move(device)) {}
+
+  // The no-op RPC, its time appended to `row`.
+  void Noop(Row& row) {
+    const auto t = Clock::now();
+    Must(rdmad_->GetDevice(device_), "GetDevice");
+    row.noop.push_back(UsSince(t));
+  }
+
+  // RegisterMr / DeregisterMr of anonymous memory of `size` bytes, `iters` times each (one warm-up pair first).
+  void Registration(uint64_t size, int iters, const std::string& pd, std::vector<Row>* rows) {
+    Row reg("RegisterMr " + SizeName(size)), dereg("DeregisterMr " + SizeName(size));
+    v1::RegisterMrRequest req;
+    req.set_pd(pd);
+    req.mutable_source()->mutable_anonymous()->set_size(size);
+    req.add_access(v1::LOCAL_WRITE);
+    req.add_access(v1::REMOTE_READ);
+    req.add_access(v1::MW_BIND);
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND;
+    std::string error;
+    for (int i = -1; i < iters; ++i) {
+      Row& r = i < 0 ? warm_ : reg;
+      Row& d = i < 0 ? warm_ : dereg;
+      Noop(r);
+      ibv_mr* mr = nullptr;
+      r.verbs.push_back(Must(direct_->RegMr(size, access, &mr, &error), error));
+      auto t = Clock::now();
+      v1::MemoryRegion m = Must(rdmad_->RegisterMr(req), "RegisterMr");
+      r.rpc.push_back(UsSince(t));
+      Noop(d);
+      d.verbs.push_back(Must(direct_->DeregMr(mr, &error), error));
+      t = Clock::now();
+      if (absl::Status s = rdmad_->DeregisterMr(m.name()); !s.ok()) Die("DeregisterMr: " + s.ToString());
+      d.rpc.push_back(UsSince(t));
+    }
+    rows->push_back(std::move(reg));
+    rows->push_back(std::move(dereg));
+  }
+
+  // BindMw and InvalidateMw of type 1 (rdmad's bind QP of the PD; directly: QP a of the loopback pair) and of
+  // type 2 (rdmad: a QP of the PD connected to DirectVerbs' peer QP c; directly: QP a), a `window`-byte window on a
+  // 64 KiB region, `iters` times each. Also the direct bind preceded by the ibv_reg_mr of the window's range
+  // that rdmad makes on every bind (its "bounds region", issue 9's rxe workaround), for comparison.
+  void Windows(int iters, const std::string& pd, uint64_t window, std::vector<Row>* rows) {
+    const uint64_t region = 64 * 1024;
+    v1::RegisterMrRequest mreq;
+    mreq.set_pd(pd);
+    mreq.mutable_source()->mutable_anonymous()->set_size(region);
+    mreq.add_access(v1::LOCAL_WRITE);
+    mreq.add_access(v1::REMOTE_READ);
+    mreq.add_access(v1::MW_BIND);
+    v1::MemoryRegion m = Must(rdmad_->RegisterMr(mreq), "RegisterMr");
+    v1::AllocMwRequest a1, a2;
+    a1.set_pd(pd);
+    a1.set_type(v1::TYPE_1);
+    a2.set_pd(pd);
+    a2.set_type(v1::TYPE_2);
+    v1::MemoryWindow w1 = Must(rdmad_->AllocMw(a1), "AllocMw type 1");
+    v1::MemoryWindow w2 = Must(rdmad_->AllocMw(a2), "AllocMw type 2");
+    std::string error;
+    v1::CreateQpRequest cq;
+    cq.set_pd(pd);
+    v1::QueuePair qp = Must(rdmad_->CreateQp(cq), "CreateQp");
+    v1::ConnectQpRequest cn;
+    cn.set_name(qp.name());
+    cn.mutable_remote()->set_qpn(direct_->PeerQpn());
+    cn.mutable_remote()->set_gid(direct_->PeerGid());  // psn 0: what ConnectPeer starts with
+    Must(rdmad_->ConnectQp(cn), "ConnectQp");
+    if (std::string e = direct_->ConnectPeer(qp.local().qpn(), qp.local().psn(), qp.local().gid()); !e.empty()) {
+      Die("peer QP: " + e);
+    }
+
+    ibv_mr* mr = nullptr;
+    Must(direct_->RegMr(region, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND, &mr, &error),
+         error);
+    ibv_mw* d1 = direct_->AllocMw(IBV_MW_TYPE_1, &error);
+    ibv_mw* d2 = d1 ? direct_->AllocMw(IBV_MW_TYPE_2, &error) : nullptr;
+    if (!d2) Die(error);
+    const uint64_t addr = reinterpret_cast<uint64_t>(mr->addr);
+
+    Row b1("BindMw type 1"), b1b("&nbsp;&nbsp;beside bounds ibv_reg_mr + bind"), i1("InvalidateMw type 1"),
+        b2("BindMw type 2"), b2b("&nbsp;&nbsp;beside bounds ibv_reg_mr + bind"), i2("InvalidateMw type 2");
+    auto rpc_bind = [&](const v1::MemoryWindow& w, const std::string& on_qp, Row& row) {
+      v1::BindMwRequest b;
+      b.set_name(w.name());
+      b.set_mr(m.name());
+      b.set_length(window);
+      b.add_access(v1::REMOTE_READ);
+      b.set_qp(on_qp);
+      const auto t = Clock::now();
+      Must(rdmad_->BindMw(b), "BindMw " + w.name());
+      row.rpc.push_back(UsSince(t));
+    };
+    auto rpc_invalidate = [&](const v1::MemoryWindow& w, Row& row) {
+      const auto t = Clock::now();
+      Must(rdmad_->InvalidateMw(w.name()), "InvalidateMw " + w.name());
+      row.rpc.push_back(UsSince(t));
+    };
+    // The direct bind with the bounds region rdmad registers first (deregistered, untimed, after its unbind).
+    auto bounded_bind = [&](ibv_mw* mw, Row& row) {
+      const auto t = Clock::now();
+      ibv_mr* bounds = ibv_reg_mr(direct_->pd(), mr->addr, window, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+      if (bounds == nullptr) Die("ibv_reg_mr (bounds)");
+      Must(direct_->Bind(mw, bounds, addr, window, &error), error);
+      row.verbs.push_back(UsSince(t));
+      Must(direct_->Invalidate(mw, bounds, &error), error);
+      ibv_dereg_mr(bounds);
+    };
+    for (int i = -1; i < iters; ++i) {
+      const bool warm = i < 0;
+      Row& rb1 = warm ? warm_ : b1;
+      Row& ri1 = warm ? warm_ : i1;
+      Row& rb2 = warm ? warm_ : b2;
+      Row& ri2 = warm ? warm_ : i2;
+      Noop(rb1);
+      rb1.verbs.push_back(Must(direct_->Bind(d1, mr, addr, window, &error), error));
+      rpc_bind(w1, "", rb1);
+      Noop(ri1);
+      ri1.verbs.push_back(Must(direct_->Invalidate(d1, mr, &error), error));
+      rpc_invalidate(w1, ri1);
+      Noop(rb2);
+      rb2.verbs.push_back(Must(direct_->Bind(d2, mr, addr, window, &error), error));
+      rpc_bind(w2, qp.name(), rb2);
+      Noop(ri2);
+      ri2.verbs.push_back(Must(direct_->Invalidate(d2, mr, &error), error));
+      rpc_invalidate(w2, ri2);
+      if (!warm) {
+        bounded_bind(d1, b1b);
+        bounded_bind(d2, b2b);
+      }
+    }
+    // The bounds rows share their RPC and no-op samples with the plain bind rows.
+    b1b.rpc = b1.rpc;
+    b1b.noop = b1.noop;
+    b2b.rpc = b2.rpc;
+    b2b.noop = b2.noop;
+    for (Row* r : {&b1, &b1b, &i1, &b2, &b2b, &i2}) rows->push_back(std::move(*r));
+    ibv_dealloc_mw(d2);
+    ibv_dealloc_mw(d1);
+    Must(direct_->DeregMr(mr, &error), error);
+    (void)rdmad_->DeallocMw(w1.name());
+    (void)rdmad_->DeallocMw(w2.name());
+    (void)rdmad_->DeleteQp(qp.name());
+    (void)rdmad_->DeregisterMr(m.name());
+  }
+
+ private:
+  Client* rdmad_;
+  DirectVerbs* direct_;
+  std::string device_;
+  Row warm_;  // warm-up samples, dropped
+};
+
+// The median over samples of (RPC - the no-op RPC just before it): what rdmad adds beyond a no-op call,
+// paired sample by sample so that a change of load between samples cancels out.
+double MedianExtra(const std::vector<double>& rpc, const std::vector<double>& noop) {
+  std::vector<double> extra;
+  for (size_t i = 0; i < rpc.size() && i < noop.size(); ++i) extra.push_back(rpc[i] - noop[i]);
+  return Summarize(extra).p50;
+}
+
+void Print(const std::vector<Row>& rows) {
+  std::printf("\n| operation | n | verbs p50 | verbs p99 | RPC p50 | RPC p99 | no-op p50 | no-op p99 | "
+              "RPC - no-op, p50 | (RPC - no-op) / verbs (goal <= 1.2) |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const Row& r : rows) {
+    const Stats v = Summarize(r.verbs), c = Summarize(r.rpc), n = Summarize(r.noop);
+    const double extra = MedianExtra(r.rpc, r.noop);
+    std::printf("| %s | %zu | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.2fx |\n",
+                r.op.c_str(), v.n, v.p50, v.p99, c.p50, c.p99, n.p50, n.p99, extra, v.p50 > 0 ? extra / v.p50 : 0);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"control_bench: rdmad's control-plane RPCs beside their verbs calls and a no-op RPC"};
+  std::string target = rdmad::client::kDefaultTarget, device = "rxe0", sizes_text = "4096,1048576,16777216";
+  std::string baseline_addr;
+  int iters = 20, big_iters = 5, mw_iters = 20, first_byte_iters = 0;
+  uint64_t window = 4096;
+  app.add_option("--target", target, "rdmad address");
+  app.add_option("--device", device, "RDMA device, for rdmad and for the direct calls");
+  app.add_option("--sizes", sizes_text, "RegisterMr sizes in bytes, comma-separated");
+  app.add_option("--iters", iters, "samples per operation below 16 MiB")->check(CLI::PositiveNumber);
+  app.add_option("--big-iters", big_iters, "samples per operation at 16 MiB and above")->check(CLI::PositiveNumber);
+  app.add_option("--mw-iters", mw_iters, "samples per window operation")->check(CLI::PositiveNumber);
+  app.add_option("--window", window, "window length in bytes (on a 64 KiB region)");
+  app.add_option("--first-byte-iters", first_byte_iters, "IssueGrant -> first byte samples (0: skip)");
+  app.add_option("--baseline-addr", baseline_addr, "this machine's RDMA address for the plain librdmacm baseline");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<uint64_t> sizes;
+  for (absl::string_view s : absl::StrSplit(sizes_text, ',', absl::SkipEmpty())) {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(s, &v) || v == 0) Die("--sizes: not a size: " + std::string(s));
+    sizes.push_back(v);
+  }
+
+  std::string error;
+  std::unique_ptr<DirectVerbs> direct = DirectVerbs::Open(device, &error);
+  if (!direct) Die(error);
+  Client::Options options;
+  options.target = target;
+  options.timeout = std::chrono::milliseconds(120000);
+  Client rdmad(options);
+  v1::CreatePdRequest pdreq;
+  pdreq.set_device(device);
+  pdreq.set_label("control-bench");
+  v1::ProtectionDomain pd = Must(rdmad.CreatePd(pdreq), "CreatePd");
+
+  Bench bench(&rdmad, direct.get(), device);
+  std::vector<Row> rows;
+  for (uint64_t size : sizes) {
+    bench.Registration(size, size >= (16u << 20) ? big_iters : iters, pd.name(), &rows);
+    std::fprintf(stderr, "control_bench: %s done\n", SizeName(size).c_str());
+  }
+  bench.Windows(mw_iters, pd.name(), window, &rows);
+  Print(rows);
+  if (first_byte_iters > 0) {
+    rdmad::bench::FirstByteFigures f = rdmad::bench::MeasureFirstByte(&rdmad, device, pd.name(), baseline_addr, first_byte_iters);
+    if (!f.error.empty()) Die("first byte: " + f.error);
+    rdmad::bench::PrintFirstByte(f);
+  }
+  (void)rdmad.DeletePd(pd.name(), /*cascade=*/true);
+  return 0;
+}
