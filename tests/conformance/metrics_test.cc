@@ -128,7 +128,9 @@ TEST(Metrics, TheTextIsWellFormed) {
       EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
       EXPECT_TRUE(typed.insert(name).second) << "TYPE twice: " << line;
       EXPECT_EQ(name.rfind("rdmad_", 0), 0u) << line;
-      if (type == "counter") EXPECT_TRUE(absl::EndsWith(name, "_total")) << line;
+      if (type == "counter") {
+        EXPECT_TRUE(absl::EndsWith(name, "_total")) << line;
+      }
       continue;
     }
     if (line.rfind("# HELP ", 0) == 0) continue;
