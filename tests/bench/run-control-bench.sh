@@ -3,32 +3,78 @@
 # listener on 10.0.2.15:7471 for the grants), runs the benchmark (direct verbs, the RPCs and the no-op RPC in
 # one process), stops rdmad. Prints figures; judges nothing (exits non-zero only if the benchmark could not
 # run).
-# Usage (from the host): tests/guest/run-in-guest.sh --timeout 900 -- tests/bench/run-control-bench.sh [--full]
+# Usage (from the host):
+#   tests/guest/run-in-guest.sh --timeout 900 [--out DIR] -- tests/bench/run-control-bench.sh [--full]
+#       [--perf DIR] [-- CONTROL_BENCH_ARGS...]
 #   default: a short form (RegisterMr at 4 KiB, 1 MiB, 16 MiB; 5 samples per operation, 2 at 16 MiB, 5 first
-#   bytes), as CI runs it so it cannot rot; --full: 4 KiB .. 256 MiB, 200 samples (20 at 16 MiB and above),
-#   200 window operations, 50 first bytes.
+#     bytes), as CI runs it so it cannot rot; --full: 4 KiB .. 256 MiB, 200 samples (20 at 16 MiB and above),
+#     200 window operations, 50 first bytes;
+#   --perf DIR: profile the whole machine while the benchmark runs (perf record -a -g, cpu-clock: TCG has no
+#     hardware counters) into DIR/perf.data and write DIR/perf-report.txt (by process and shared object, then
+#     rdmad's and control_bench's hottest symbols). DIR must be writable from the guest (run-in-guest.sh --out);
+#   -- ARGS: control_bench's arguments instead of the form's (e.g. -- --sizes '' --mw-iters 300 to profile the
+#     window operations alone).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$root/bazel-bin
 args=(--sizes 4096,1048576,16777216 --iters 5 --big-iters 2 --mw-iters 5 --first-byte-iters 5)
-if [ "${1:-}" = --full ]; then
-  args=(--sizes 4096,1048576,16777216,268435456 --iters 200 --big-iters 20 --mw-iters 200 --first-byte-iters 50)
-fi
+perf_dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --full) args=(--sizes 4096,1048576,16777216,268435456 --iters 200 --big-iters 20 --mw-iters 200
+                  --first-byte-iters 50) ;;
+    --perf) perf_dir=$2; shift ;;
+    --) shift; args=("$@"); break ;;
+    *) echo "usage: $0 [--full] [--perf DIR] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
+  esac
+  shift
+done
 work=$(mktemp -d /tmp/rdmad-control-bench.XXXXXX)
 cat >"$work/rdmad.json" <<JSON
 { "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7471"], "log_level": "warning" }
 JSON
 "$bin/server/rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
-trap 'kill $rdmad_pid 2>/dev/null || true; wait $rdmad_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+perf_pid=""
+cleanup() {
+  [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null && wait "$perf_pid" 2>/dev/null
+  kill "$rdmad_pid" 2>/dev/null || true
+  wait "$rdmad_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 for _ in $(seq 1 300); do [ -S "$work/rdmad.sock" ] && break; sleep 0.1; done
 [ -S "$work/rdmad.sock" ] || { echo "rdmad did not start:"; cat "$work/rdmad.log"; exit 1; }
+if [ -n "$perf_dir" ]; then
+  command -v perf >/dev/null || { echo "--perf: perf is not installed (Debian: linux-perf)"; exit 1; }
+  perf record -a -g -e cpu-clock -F 499 -o "$perf_dir/perf.data" >"$perf_dir/perf-record.log" 2>&1 &
+  perf_pid=$!
+  sleep 2
+fi
 echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs)"
 status=0
 "$bin/tests/bench/control_bench" --target "unix:$work/rdmad.sock" --device rxe0 --baseline-addr 10.0.2.15 \
-  "${args[@]}" || status=$?
+  "${args[@]}" &
+bench_pid=$!
+wait "$bench_pid" || status=$?
 if [ "$status" != 0 ]; then
   echo "control_bench failed ($status); rdmad's log:"
   tail -n 40 "$work/rdmad.log"
+fi
+if [ -n "$perf_pid" ]; then
+  kill -INT "$perf_pid"
+  wait "$perf_pid" || true
+  perf_pid=""
+  {
+    echo "== by process and shared object (all CPUs, cpu-clock samples)"
+    perf report -i "$perf_dir/perf.data" --no-children --sort comm,dso --stdio 2>/dev/null | grep -v '^$' | head -60
+    for who in "rdmad $rdmad_pid" "control_bench $bench_pid"; do
+      set -- $who
+      echo "== $1 (all its threads): hottest symbols (self)"
+      perf report -i "$perf_dir/perf.data" --no-children --pid "$2" --sort dso,sym --stdio -g none 2>/dev/null |
+        grep -v '^$' | head -60
+    done
+  } >"$perf_dir/perf-report.txt"
+  echo "perf: $perf_dir/perf.data, summary in $perf_dir/perf-report.txt"
 fi
 exit "$status"
