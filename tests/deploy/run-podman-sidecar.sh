@@ -8,14 +8,17 @@
 #     (on a host without an RDMA device they are refused by rdmad itself, not by the transport);
 #   - the Pod's livenessProbe (podman turns it into the container's healthcheck) passes;
 #   - a uid outside the socket's group is refused at connect (the socket's mode 0660, group 1000);
-#   - rdmad runs with exactly CHOWN, DAC_OVERRIDE and IPC_LOCK, the application with no capability.
+#   - rdmad runs with exactly CHOWN, DAC_OVERRIDE and IPC_LOCK, the application with no capability;
+#   - the DaemonSet's rdmad container (its ConfigMap, args, capabilities, read-only root, mounts, with TLS
+#     files made here for its Secret) starts in the image, passes its own probe command, puts only its
+#     socket (0660, group 2000) in the directory applications share, keeps its state store, exits 0.
 # Skipped (JUnit <skipped>, exit 0) only when podman cannot start any container here (every OCI runtime
 # installed is tried; their errors are the message). A missing podman or mmdebstrap is a failure:
 # deploy/install-deps.sh installs them.
 #
 # Usage: tests/deploy/run-podman-sidecar.sh [--out DIR] [--image TAG] [--manifest FILE]
 #   --image: use an image already built (no build); --manifest: another Pod file (to see the checks fail).
-#   Writes DIR/deploy_image.xml and DIR/deploy_sidecar.xml (default DIR: out/deploy).
+#   Writes DIR/deploy_image.xml, DIR/deploy_sidecar.xml and DIR/deploy_daemonset.xml (default DIR: out/deploy).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$repo/out/deploy image= manifest=$repo/deploy/k8s/sidecar-pod.yaml
@@ -59,7 +62,8 @@ finish() {  # finish CASE-FILE CASE SECONDS FAILURE...
 # --- podman itself
 if ! command -v podman >/dev/null; then
   msg="podman is not installed (deploy/install-deps.sh installs it)"
-  log "FAIL: $msg"; finish deploy_image.xml image 0 "$msg"; finish deploy_sidecar.xml sidecar 0 "$msg"; exit 1
+  log "FAIL: $msg"; finish deploy_image.xml image 0 "$msg"; finish deploy_sidecar.xml sidecar 0 "$msg"
+  finish deploy_daemonset.xml daemonset 0 "$msg"; exit 1
 fi
 
 # podman's default rlimits for containers (nofile and nproc 1048576) exceed what a runtime may set when
@@ -82,14 +86,16 @@ if [ -z "$image" ]; then
   if ! "$repo/deploy/image/build-image.sh" --tag "$image" --out "$work/image" >"$out/build-image.log" 2>&1; then
     msg="deploy/image/build-image.sh failed: $(tail -n 3 "$out/build-image.log" | tr '\n' ' ')"
     log "FAIL: $msg"; finish deploy_image.xml image $(( $(date +%s) - start )) "$msg"
-    finish deploy_sidecar.xml sidecar 0 "no image"; rm -rf "$work"; exit 1
+    finish deploy_sidecar.xml sidecar 0 "no image"; finish deploy_daemonset.xml daemonset 0 "no image"
+    rm -rf "$work"; exit 1
   fi
   grep '^build-image:' "$out/build-image.log" >&2
 fi
 image_secs=$(( $(date +%s) - start ))
 if ! podman image exists "$image"; then
   log "FAIL: no image $image"; finish deploy_image.xml image "$image_secs" "no image $image"
-  finish deploy_sidecar.xml sidecar 0 "no image"; rm -rf "$work"; exit 1
+  finish deploy_sidecar.xml sidecar 0 "no image"; finish deploy_daemonset.xml daemonset 0 "no image"
+  rm -rf "$work"; exit 1
 fi
 img_fail=
 
@@ -104,7 +110,8 @@ done
 if [ -z "$runtime" ]; then
   SKIP_REASON="podman cannot run containers on this machine: ${errors:-no OCI runtime (crun, runc) installed}"
   log "SKIPPED: $SKIP_REASON"
-  finish deploy_image.xml image "$image_secs"; finish deploy_sidecar.xml sidecar 0; rm -rf "$work"; exit 0
+  finish deploy_image.xml image "$image_secs"; finish deploy_sidecar.xml sidecar 0
+  finish deploy_daemonset.xml daemonset 0; rm -rf "$work"; exit 0
 fi
 log "runtime $runtime (nofile $nofile, nproc $nproc)"
 # The image holds the two binaries and everything they load (checked again on the imported image).
@@ -174,6 +181,68 @@ fi
 cleanup
 secs=$(( $(date +%s) - start ))
 finish deploy_sidecar.xml sidecar "$secs" "$(IFS=";"; echo "${failures[*]:-}")"
+sidecar_failures=${#failures[@]}
+
+# --- the DaemonSet's rdmad container, as close as podman run gets to it: its ConfigMap's rdmad.json, its
+# args, capabilities, read-only root, TMPDIR and mounts (the shared directory, the state directory, TLS
+# files in place of the Secret, made here with openssl), then its probe command run in the container.
+# (podman kube play does not take a DaemonSet; the device plugin's resource and hostNetwork are left out.)
+start=$(date +%s)
+failures=()
+ds=$work/ds; mkdir -p "$ds/tls" "$ds/shared" "$ds/state"
+/usr/bin/python3 - "$repo/deploy/k8s/daemonset.yaml" "$ds" <<'PY' || fail "cannot read deploy/k8s/daemonset.yaml"
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+cm = next(d for d in docs if d["kind"] == "ConfigMap")
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+c = ds["spec"]["template"]["spec"]["containers"][0]
+open(sys.argv[2] + "/rdmad.json", "w").write(cm["data"]["rdmad.json"])
+open(sys.argv[2] + "/args", "w").write("\n".join(c["args"]) + "\n")
+open(sys.argv[2] + "/caps", "w").write(",".join(c["securityContext"]["capabilities"]["add"]) + "\n")
+open(sys.argv[2] + "/probe", "w").write("\n".join(c["livenessProbe"]["exec"]["command"]) + "\n")
+open(sys.argv[2] + "/env", "w").write("".join(f"{e['name']}={e['value']}\n" for e in c.get("env", [])))
+PY
+(cd "$ds/tls" && openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=clients-ca -keyout ca.key -out ca.crt -days 1 &&
+  openssl req -newkey rsa:2048 -nodes -subj /CN=node -keyout tls.key -out tls.csr &&
+  openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 1) >/dev/null 2>&1 \
+  || fail "openssl could not make the test certificates"
+mapfile -t ds_args <"$ds/args"; mapfile -t ds_probe <"$ds/probe"
+ds_env=(); while read -r e; do [ -n "$e" ] && ds_env+=(-e "$e"); done <"$ds/env"
+podman rm -f rdmad-daemonset-try >/dev/null 2>&1
+# --read-only-tmpfs=false: Kubernetes' readOnlyRootFilesystem puts no tmpfs on /run or /tmp; the
+# manifest's own emptyDir for /tmp is the --tmpfs. Ports are not published (the network is none).
+if podman run -d --name rdmad-daemonset-try --network none --read-only --read-only-tmpfs=false \
+     --tmpfs /tmp --cap-drop ALL --cap-add "$(cat "$ds/caps")" "${ds_env[@]}" \
+     -v "$ds/rdmad.json:/etc/rdmad/rdmad.json:ro" -v "$ds/tls:/etc/rdmad/tls:ro" \
+     -v "$ds/shared:/run/rdmad/shared" -v "$ds/state:/var/lib/rdmad" \
+     "$image" "${ds_args[@]}" >/dev/null 2>"$work/ds.err"; then
+  ok=
+  for _ in $(seq 1 50); do
+    if podman exec rdmad-daemonset-try "${ds_probe[@]}" >"$work/ds-probe.out" 2>&1; then ok=1; break; fi
+    sleep 0.2
+  done
+  podman logs rdmad-daemonset-try >"$out/daemonset-rdmad.log" 2>&1
+  sed 's/^/  daemonset rdmad | /' "$out/daemonset-rdmad.log" | cut -c1-220 >&2
+  [ -n "$ok" ] || fail "the DaemonSet's probe (${ds_probe[*]}) never passed: $(tail -n 1 "$work/ds-probe.out")"
+  grep -q 'with mutual TLS: client certificates required' "$out/daemonset-rdmad.log" \
+    || fail "rdmad did not serve its TCP port with mutual TLS from the Secret's files"
+  sock=$(stat -c '%a %g' "$ds/shared/rdmad.sock" 2>/dev/null)
+  [ "$sock" = "660 2000" ] || fail "the socket in the shared host directory is '$sock', not mode 660 group 2000"
+  [ -s "$ds/state/state.db" ] || fail "no state store in the state directory (/var/lib/rdmad/state.db)"
+  leaked=$(find "$ds/shared" -mindepth 1 ! -name rdmad.sock | head -n 3)
+  [ -z "$leaked" ] || fail "rdmad wrote more than its socket into the directory applications share: $leaked"
+  podman stop -t 40 rdmad-daemonset-try >/dev/null 2>&1
+  code=$(podman inspect rdmad-daemonset-try --format '{{.State.ExitCode}}')
+  [ "$code" = 0 ] || fail "rdmad exited $code on SIGTERM (podman stop), not 0"
+else
+  fail "podman run of the DaemonSet's container: $(tail -n 2 "$work/ds.err" | tr '\n' ' ')"
+fi
+podman rm -f rdmad-daemonset-try >/dev/null 2>&1
+ds_secs=$(( $(date +%s) - start ))
+finish deploy_daemonset.xml daemonset "$ds_secs" "$(IFS=";"; echo "${failures[*]:-}")"
+
 rm -rf "$work"
-if ((${#failures[@]})) || [ -n "$img_fail" ]; then log "FAILED (${#failures[@]} sidecar check(s))"; exit 1; fi
-log "passed: image ${image_secs}s, sidecar ${secs}s"
+if ((sidecar_failures + ${#failures[@]})) || [ -n "$img_fail" ]; then
+  log "FAILED (${sidecar_failures} sidecar and ${#failures[@]} DaemonSet check(s))"; exit 1
+fi
+log "passed: image ${image_secs}s, sidecar ${secs}s, DaemonSet container ${ds_secs}s"
