@@ -551,6 +551,15 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> RemoteRegion::Connect(const std::s
   return region;
 }
 
+absl::Status RemoteRegion::Reconnect(const v1::IssuedGrant& grant) {
+  absl::StatusOr<std::unique_ptr<RemoteRegion>> fresh = Open(grant, impl_->options);
+  if (!fresh.ok()) return fresh.status();
+  std::swap(impl_, (*fresh)->impl_);  // the old connection is released with `fresh`
+  key_ = (*fresh)->key_;
+  expiry_ = (*fresh)->expiry_;
+  return absl::OkStatus();
+}
+
 std::string RemoteRegion::grant_name() const { return absl::StrCat("grants/", key_.grant_id); }
 
 std::optional<wire::GrantMessage> RemoteRegion::ended() {

@@ -67,6 +67,13 @@ class RemoteRegion {
   RemoteRegion(const RemoteRegion&) = delete;
   RemoteRegion& operator=(const RemoteRegion&) = delete;
 
+  // Moves this object to a new grant (the control plane re-granted, e.g. after rdmad restarted and ended
+  // the old one with END_RESTARTED): opens a connection with `grant` (as Open, with this object's options)
+  // and, once it holds the new key, releases the old connection and takes the new one's place. Reads
+  // outstanding on the old connection are abandoned (call it with none outstanding). On failure this
+  // object is unchanged (still on its old grant, usable or not) and the error is Open's.
+  absl::Status Reconnect(const v1::IssuedGrant& grant);
+
   // The key from the ACTIVE message.
   const wire::GrantMessage& key() const { return key_; }
   std::string grant_name() const;       // "grants/9"

@@ -2,6 +2,10 @@
 #include "server/state/store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <utility>
 
@@ -33,6 +37,14 @@ absl::Status SqliteError(sqlite3* db, const std::string& path, const char* what)
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  // Its directory, if missing (one level: /var/lib/rdmad when systemd's StateDirectory did not make it).
+  if (const size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+    const std::string dir = path.substr(0, slash);
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state_file ", path, ": cannot create its directory: ", std::strerror(errno)));
+    }
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                                  nullptr);
