@@ -165,6 +165,12 @@ int Run(int argc, char** argv) {
   options.allowed_file_roots = config.allowed_file_roots;
   options.max_mr_bytes = config.max_mr_bytes;
   options.workers = config.pin_workers;
+  // What the kernel will let rdmad pin (its RLIMIT_MEMLOCK, unless it has CAP_IPC_LOCK): registrations past
+  // it are refused up front with the limit named (docs/operations.md).
+  options.memlock = Memlock::OfThisProcess();
+  RDMAD_LOG_INFO("pinned memory limit (RLIMIT_MEMLOCK%s): %s",
+                 options.memlock.limit() == Memlock::kUnlimited ? " or CAP_IPC_LOCK" : "",
+                 options.memlock.Describe().c_str());
   options.state = store.get();
   fabric::Fabric* fab = fabric->get();
   auto registry = std::make_unique<Registry>(std::move(fabric).value(), options);

@@ -118,8 +118,12 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   auto work = [this, pd, request, files, access = *access, done = std::move(done)]() mutable {
     absl::StatusOr<std::unique_ptr<Mapping>> mapping =
         MapSource(request.source(), *pd->device, "source", files, access);
+    // Within rdmad's RLIMIT_MEMLOCK (the kernel charges the pages to rdmad), said clearly either way.
+    absl::Status room =
+        mapping.ok() ? options_.memlock.Check((*mapping)->data(), (*mapping)->length(), "source") : mapping.status();
     absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
-        mapping.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : mapping.status();
+        room.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : room;
+    if (!mr.ok() && room.ok()) mr = options_.memlock.Explain(mr.status(), (*mapping)->length(), "source");
     absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
     {
       absl::MutexLock lock(&mu_);

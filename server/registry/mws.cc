@@ -180,7 +180,11 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
       qp.ok() ? w->pd->pd->RegMr(reinterpret_cast<void*>(addr), request.length(),
                                  mr_access & (fabric::kLocalWrite | fabric::kMwBind))
               : qp.status();
-  if (!bounds.ok() && qp.ok()) bounds = WithContext(bounds.status(), absl::StrCat("binding ", request.name(), ": bounds region"));
+  if (!bounds.ok() && qp.ok()) {
+    // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration.
+    bounds = WithContext(options_.memlock.Explain(bounds.status(), request.length(), "length"),
+                         absl::StrCat("binding ", request.name(), ": bounds region"));
+  }
   if (!bounds.ok()) return FinishBind(w, mr, user_qp, request, addr, bounds.status(), std::move(done));
   fabric::BindSpec spec;
   spec.mr = bounds->get();

@@ -50,6 +50,7 @@
 #include "server/memory/mapping.h"
 #include "server/registry/entries.h"
 #include "server/registry/rules.h"
+#include "server/memory/memlock.h"
 #include "server/state/names.h"
 #include "server/state/store.h"
 
@@ -71,6 +72,9 @@ class Registry {
     // persisted, names counted from 1). With it: names are never reused across restarts, PDs and MRs are
     // recorded at each commit (one store write, under mu_, after the fabric call succeeded).
     state::Store* state = nullptr;
+    // rdmad's RLIMIT_MEMLOCK (server/memory/memlock.h): a registration that would pass it is refused before
+    // anything is pinned (RESOURCE_EXHAUSTED on "source"). Default: no limit.
+    Memlock memlock;
   };
 
   Registry(std::unique_ptr<fabric::Fabric> fabric, Options options);

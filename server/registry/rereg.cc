@@ -155,8 +155,11 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
 
   if (!native) {
     // Register the new region first: if that fails, the old one is untouched and still valid.
+    // Both are pinned for a moment: the new region must fit under RLIMIT_MEMLOCK beside the old one.
+    absl::Status room = options_.memlock.Check(new_mapping->data(), new_mapping->length(), "source");
     absl::StatusOr<std::unique_ptr<fabric::Mr>> fresh =
-        plan.new_pd->pd->RegMr(new_mapping->data(), new_mapping->length(), plan.access);
+        room.ok() ? plan.new_pd->pd->RegMr(new_mapping->data(), new_mapping->length(), plan.access) : room;
+    if (!fresh.ok() && room.ok()) fresh = options_.memlock.Explain(fresh.status(), new_mapping->length(), "source");
     if (!fresh.ok()) {
       return WithOutcome(WithContext(fresh.status(), absl::StrCat("rereg ", name, " (emulated): registering the "
                                                                  "new region failed; ", name, " is unchanged")),
