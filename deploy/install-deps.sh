@@ -18,6 +18,10 @@ PKGS=(
   ibverbs-utils rdmacm-utils perftest
   # docs/examples/read_grant.py: a grant client on rdma-core's Python bindings alone
   python3-pyverbs
+  # Kubernetes (docs/operations.md#deployment-on-kubernetes): the image from Debian packages
+  # (deploy/image/build-image.sh), the sidecar Pod under podman (runc: crun refuses hybrid cgroups here;
+  # catatonit: the Pod's infra container), the manifests' schema (python3-kubernetes' typed models)
+  mmdebstrap podman runc catatonit python3-kubernetes python3-yaml
   # the ASan+UBSan build (--config=asan, docs/build.md#sanitizers): gcc 12's runtimes (g++ already pulls
   # them in through libgcc-12-dev; named here because the suite needs them)
   libasan8 libubsan1
