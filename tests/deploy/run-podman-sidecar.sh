@@ -100,18 +100,27 @@ fi
 img_fail=
 
 # --- can this machine run a container at all? Each installed OCI runtime is tried with a trivial one.
-runtime= errors=
+# A container that started but whose command is missing (exit 127, "not found") is the image's fault: a
+# failure, never a skip.
+runtime= errors= image_broken=
 for r in crun runc; do
   command -v "$r" >/dev/null || continue
   write_conf "$r"
-  if podman run --rm --network none --entrypoint /bin/true "$image" 2>"$work/$r.err"; then runtime=$r; break; fi
+  podman run --rm --network none --entrypoint /bin/true "$image" 2>"$work/$r.err"; rc=$?
+  if ((rc == 0)); then runtime=$r; break; fi
   errors+="$r: $(tail -n 1 "$work/$r.err"); "
+  if ((rc == 127)) || grep -q 'executable file not found\|no such file or directory' "$work/$r.err"; then image_broken=1; fi
 done
+if [ -z "$runtime" ] && [ -n "$image_broken" ]; then
+  msg="the image cannot run /bin/true: $errors"
+  log "FAIL: $msg"; finish deploy_image.xml image "$image_secs" "$msg"; finish deploy_sidecar.xml sidecar 0 "$msg"
+  finish deploy_daemonset.xml daemonset 0 "$msg"; rm -rf "$work"; exit 1
+fi
 if [ -z "$runtime" ]; then
+  finish deploy_image.xml image "$image_secs"  # built, and checked with ldd inside its root by the build
   SKIP_REASON="podman cannot run containers on this machine: ${errors:-no OCI runtime (crun, runc) installed}"
   log "SKIPPED: $SKIP_REASON"
-  finish deploy_image.xml image "$image_secs"; finish deploy_sidecar.xml sidecar 0
-  finish deploy_daemonset.xml daemonset 0; rm -rf "$work"; exit 0
+  finish deploy_sidecar.xml sidecar 0; finish deploy_daemonset.xml daemonset 0; rm -rf "$work"; exit 0
 fi
 log "runtime $runtime (nofile $nofile, nproc $nproc)"
 # The image holds the two binaries and everything they load (checked again on the imported image).
