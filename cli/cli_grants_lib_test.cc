@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "cli/commands.h"
 #include "cli/data_plane.h"
 #include "cli/output.h"
 #include "cli/parse.h"
@@ -85,6 +86,17 @@ v1::Grant SampleGrant() {
   g.set_qp("qps/7");
   g.set_window("mws/8");
   return g;
+}
+
+TEST(WatchGrantsTest, FromOldestReachesTheRequest) {
+  WatchGrantsOptions o;
+  EXPECT_FALSE(Validate(o).value().from_oldest());
+  o.from_oldest = true;
+  o.mr = "3";
+  v1::WatchGrantsRequest r = Validate(o).value();
+  EXPECT_TRUE(r.from_oldest());
+  EXPECT_EQ(r.mr(), "mrs/3");
+  EXPECT_EQ(GrantEndReasonString(v1::END_RESTARTED), "RESTARTED");
 }
 
 TEST(GrantOutputTest, EnumStrings) {

@@ -305,6 +305,7 @@ int RunGetGrants(const GetOptions& options, Context& ctx);
 struct WatchGrantsOptions {
   std::string mr;
   std::string principal;
+  bool from_oldest = false;  // every retained event of rdmad's run first (after a restart: its END_RESTARTED ends)
 };
 absl::StatusOr<v1::WatchGrantsRequest> Validate(const WatchGrantsOptions& options);
 int Run(const v1::WatchGrantsRequest& request, Context& ctx);

@@ -185,6 +185,7 @@ absl::StatusOr<v1::WatchGrantsRequest> Validate(const WatchGrantsOptions& o) {
     r.set_mr(mr);
   }
   r.set_principal(o.principal);
+  r.set_from_oldest(o.from_oldest);
   return r;
 }
 

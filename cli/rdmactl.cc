@@ -503,6 +503,8 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
                          "rdmad ends the stream (Ctrl-C to stop)");
     sub->add_option("--mr", o->mr, "only grants on this memory region (mrs/N)");
     sub->add_option("--for", o->principal, "only grants for this principal");
+    sub->add_flag("--from-oldest", o->from_oldest,
+                  "every event rdmad retains from its start first (after a restart: the grants it ended, RESTARTED)");
     Bind(sub, o, &action);
   }
   add_audit(watch->add_subcommand("audit",
