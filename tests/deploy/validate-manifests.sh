@@ -51,6 +51,7 @@ else
   echo "validate-manifests: deploy/k8s valid; 6 broken copies refused"
 fi
 if [ -n "$xml" ]; then
+  mkdir -p "$(dirname "$xml")"
   "$repo/tests/lib/junit-case.sh" "$xml" deploy_manifests validate_manifests "$(IFS='; '; echo "${failures[*]}")"
 fi
 ((${#failures[@]} == 0))
