@@ -122,14 +122,14 @@ Family Histogram::Snapshot() const {
   return f;
 }
 
-Counter* Registry::AddCounter(std::string name, std::string help, std::vector<std::string> label_names) {
+Counter* MetricRegistry::AddCounter(std::string name, std::string help, std::vector<std::string> label_names) {
   counters_.push_back(std::make_unique<Counter>(std::move(name), std::move(help), std::move(label_names)));
   Counter* c = counters_.back().get();
   owned_.push_back([c] { return c->Snapshot(); });
   return c;
 }
 
-Histogram* Registry::AddHistogram(std::string name, std::string help, std::vector<std::string> label_names,
+Histogram* MetricRegistry::AddHistogram(std::string name, std::string help, std::vector<std::string> label_names,
                                   std::vector<double> bounds) {
   histograms_.push_back(std::make_unique<Histogram>(std::move(name), std::move(help), std::move(label_names),
                                                     std::move(bounds)));
@@ -138,9 +138,9 @@ Histogram* Registry::AddHistogram(std::string name, std::string help, std::vecto
   return h;
 }
 
-void Registry::AddCollector(Collector collector) { collectors_.push_back(std::move(collector)); }
+void MetricRegistry::AddCollector(Collector collector) { collectors_.push_back(std::move(collector)); }
 
-std::vector<Family> Registry::Collect() const {
+std::vector<Family> MetricRegistry::Collect() const {
   std::vector<Family> out;
   for (const auto& snapshot : owned_) out.push_back(snapshot());
   for (const auto& collect : collectors_) collect(&out);

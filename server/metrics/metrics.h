@@ -3,7 +3,7 @@
 // of rdmad's own metrics (rdmad_metrics.h): this file only knows how to count and how to print.
 //
 // Threads: Counter::Add and Histogram::Observe from any thread (each family has its own mutex, a leaf
-// lock held for a map lookup and an addition); Registry::Render from the scraping thread: it copies each
+// lock held for a map lookup and an addition); MetricRegistry::Render from the scraping thread: it copies each
 // family under its lock, runs the collectors with no lock of this file held, then formats.
 #ifndef RDMAD_SERVER_METRICS_METRICS_H_
 #define RDMAD_SERVER_METRICS_METRICS_H_
@@ -81,7 +81,7 @@ class Histogram {
 
 // The families of one process: counters and histograms it owns, and collectors that compute families at
 // scrape time (gauges read from the registry, the NIC, ...). Add everything before the first Render.
-class Registry {
+class MetricRegistry {
  public:
   using Collector = std::function<void(std::vector<Family>* out)>;
 

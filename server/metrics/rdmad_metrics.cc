@@ -49,23 +49,23 @@ double MemlockLimit() {
 }  // namespace
 
 RdmadMetrics::RdmadMetrics() {
-  rpcs_ = registry_.AddCounter("rdmad_rpc_total", "RPCs of rdmad.v1 finished, by method and gRPC status code.",
+  rpcs_ = families_.AddCounter("rdmad_rpc_total", "RPCs of rdmad.v1 finished, by method and gRPC status code.",
                                {"method", "code"});
-  rpc_seconds_ = registry_.AddHistogram("rdmad_rpc_duration_seconds",
+  rpc_seconds_ = families_.AddHistogram("rdmad_rpc_duration_seconds",
                                         "Time from an RPC's admission to its answer, by method.", {"method"},
                                         kRpcBounds);
-  cm_events_ = registry_.AddCounter(
+  cm_events_ = families_.AddCounter(
       "rdmad_cm_events_total",
       "rdma_cm events rdmad dispatched, by type and channel (rdmad's own channels by name; users' as \"user\").",
       {"type", "channel"});
-  grant_events_ = registry_.AddCounter(
+  grant_events_ = families_.AddCounter(
       "rdmad_grant_events_total",
       "Grant events: issued, activated, renewed, revoked, expired; reason is the end reason of an ended grant.",
       {"event", "reason"});
-  rejects_ = registry_.AddCounter("rdmad_dataplane_rejections_total",
+  rejects_ = families_.AddCounter("rdmad_dataplane_rejections_total",
                                   "Data-plane connect requests rejected, by the reason sent (docs/PROTOCOL.md).",
                                   {"reason"});
-  accepts_ = registry_.AddCounter("rdmad_dataplane_accepted_total",
+  accepts_ = families_.AddCounter("rdmad_dataplane_accepted_total",
                                   "Data-plane connect requests accepted (token good, rdma_accept done).", {});
   accepts_->Add({}, 0);  // present from the start
 }
@@ -112,9 +112,9 @@ void RdmadMetrics::WatchEvents(cm::CmManager* cm, grants::GrantManager* grants) 
 
 void RdmadMetrics::SetSources(Sources sources) {
   sources_ = sources;
-  registry_.AddCollector([this](std::vector<Family>* out) { CollectObjects(out); });
-  registry_.AddCollector([this](std::vector<Family>* out) { CollectNic(out); });
-  registry_.AddCollector([](std::vector<Family>* out) {
+  families_.AddCollector([this](std::vector<Family>* out) { CollectObjects(out); });
+  families_.AddCollector([this](std::vector<Family>* out) { CollectNic(out); });
+  families_.AddCollector([](std::vector<Family>* out) {
     out->push_back({"rdmad_memlock_limit_bytes",
                     "rdmad's RLIMIT_MEMLOCK (soft): pinned memory the kernel lets it lock; +Inf when unlimited.",
                     "gauge",

@@ -36,7 +36,7 @@ class RdmadMetrics final : public cm::DataPlaneObserver {
  public:
   // What the scrape-time families read; each may be null (its families are then left out).
   struct Sources {
-    const ::rdmad::Registry* registry = nullptr;
+    const Registry* registry = nullptr;
     const cm::CmManager* cm = nullptr;
     const grants::GrantManager* grants = nullptr;
     cm::TokenStore* tokens = nullptr;
@@ -59,7 +59,7 @@ class RdmadMetrics final : public cm::DataPlaneObserver {
   // The scrape-time families. Call once, before the first Render.
   void SetSources(Sources sources);
 
-  std::string Render() const { return registry_.Render(); }
+  std::string Render() const { return families_.Render(); }
 
  private:
   void CountCmEvent(const v1::CmEvent& e);
@@ -67,7 +67,7 @@ class RdmadMetrics final : public cm::DataPlaneObserver {
   void CollectObjects(std::vector<Family>* out) const;
   void CollectNic(std::vector<Family>* out) const;
 
-  Registry registry_;
+  MetricRegistry families_;
   Counter* rpcs_;
   Histogram* rpc_seconds_;
   Counter* cm_events_;

@@ -15,7 +15,7 @@ namespace rdmad::metrics {
 namespace {
 
 TEST(MetricsText, CounterWithLabelsSortedByValues) {
-  Registry r;
+  MetricRegistry r;
   Counter* c = r.AddCounter("rdmad_rpc_total", "RPCs finished.", {"method", "code"});
   c->Add({"ListPds", "OK"});
   c->Add({"CreatePd", "NOT_FOUND"}, 2);
@@ -28,7 +28,7 @@ TEST(MetricsText, CounterWithLabelsSortedByValues) {
 }
 
 TEST(MetricsText, HistogramIsCumulativeWithSumAndCount) {
-  Registry r;
+  MetricRegistry r;
   Histogram* h = r.AddHistogram("rdmad_rpc_duration_seconds", "Latency.", {"method"}, {0.001, 0.5});
   h->Observe({"GetPd"}, 0.0009765625);  // 2^-10: the sum is exact
   h->Observe({"GetPd"}, 0.25);
@@ -58,7 +58,7 @@ TEST(MetricsText, EscapesAndSpecialValues) {
 }
 
 TEST(MetricsText, CollectorsComeAfterOwnedFamilies) {
-  Registry r;
+  MetricRegistry r;
   int scrapes = 0;
   r.AddCollector([&](std::vector<Family>* out) {
     ++scrapes;
