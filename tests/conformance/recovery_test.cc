@@ -1,7 +1,7 @@
 // Restart recovery on real rdmad (rxe0 in the Soft-RoCE guest; docs/operations.md#restart-recovery). The test
 // starts rdmad itself (RDMAD_BIN; a unix socket, the data-plane listener on RDMAD_GUEST_ADDR:7471 and a
 // state_file in a scratch directory), declares PDs, file-backed regions on /dev/shm, an anonymous region and
-// a grant with a connected client (RemoteRegion), kills rdmad with SIGKILL while another thread is creating
+// a grant with a connected client (RemoteRegion), as a tenant's caller (unix uid 0 -> tenant "t"), kills rdmad with SIGKILL while another thread is creating
 // and deleting PDs and regions, and checks:
 //   - after the kill: no verbs object of rdmad's is left on the device (`rdma resource show`, by its pid);
 //   - after the restart (same config): the PDs and file regions are back under the same names with new keys,
@@ -88,7 +88,10 @@ class Rdmad {
     sock_ = dir_ + "/rdmad.sock";
     std::ofstream(dir_ + "/rdmad.json")
         << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\"" << Env("RDMAD_GUEST_ADDR", "10.0.2.15")
-        << ":7471\"], \"grant_quarantine_ms\": 0, \"state_file\": \"" << dir_ << "/state.db\" }\n";
+        << ":7471\"], \"grant_quarantine_ms\": 0, \"state_file\": \"" << dir_ << "/state.db\", "
+        // The test (root) is tenant "t": its PDs must stay its own after the restart.
+        << "\"unix_principals\": [{\"uid\": 0, \"principal\": \"recovery-app\"}], "
+        << "\"tenants\": [{\"name\": \"t\", \"principals\": [\"recovery-app\"]}] }\n";
   }
   ~Rdmad() {
     Kill();
@@ -208,6 +211,7 @@ TEST(Recovery, KillNineInTheMiddleOfActivityThenRestart) {
   rdmad.Start();
   Client& c = rdmad.client();
   ASSERT_TRUE(c.Health().ok()) << rdmad.Log();
+  ASSERT_EQ(c.WhoAmI().value().tenant(), "t");
 
   Stage("started");
   // ---- what clients declare
@@ -323,6 +327,8 @@ TEST(Recovery, KillNineInTheMiddleOfActivityThenRestart) {
   EXPECT_TRUE(pd_names.count(pd_a.name()));
   EXPECT_TRUE(pd_names.count(pd_b.name()));
   EXPECT_FALSE(pd_names.count(pd_gone.name()));
+  // Still tenant t's: a PD of no tenant would be NOT_FOUND for a tenant's caller.
+  EXPECT_EQ(c2.WhoAmI().value().tenant(), "t");
   EXPECT_EQ(c2.GetPd(pd_a.name()).value().label(), "kept-a");
   // The file regions: same names, same source, new keys (rxe allocates MR indexes cyclically).
   for (const v1::MemoryRegion& before : {mr_file, mr_file2}) {
