@@ -43,6 +43,12 @@ step "host tests (bazel test //...)"
 bazel test --keep_going //... || rc=1
 mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
 
+step "Kubernetes: the manifests against the API's types, the image, the sidecar Pod under podman kube play"
+mkdir -p "$out/deploy"
+tests/deploy/validate-manifests.sh --xml "$out/deploy/deploy_manifests.xml" || rc=1
+tests/deploy/run-podman-sidecar.sh --out "$out/deploy" >"$out/deploy/podman.log" 2>&1 || rc=1
+grep "^run-podman-sidecar:" "$out/deploy/podman.log" | tail -n 8
+
 step "the Soft-RoCE guest harness checks itself (tests/guest/selftest.sh)"
 selftest_problem=""
 tests/guest/selftest.sh --all >"$out/guest-selftest.log" 2>&1 || selftest_problem="tests/guest/selftest.sh failed (see $out/guest-selftest.log)"
@@ -173,6 +179,7 @@ count() {  # prints "total failed skipped" for the XML files given
     /<testcase /        { total++; open = ($0 !~ /\/>[[:space:]]*$/); failed_here = 0
                           if ($0 ~ /status="notrun"/) { skipped++ } }
     /<failure|<error /  { if (open && !failed_here) { failed++; failed_here = 1 } }
+    /<skipped/          { if (open) skipped++ }
     /<\/testcase>/      { open = 0 }
     END                 { printf "%d %d %d\n", total, failed, skipped }' "$@" /dev/null
 }
@@ -198,6 +205,9 @@ for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_h
 done
 for x in drain.xml drain_resources.xml host_rxe.xml memlock.xml metrics.xml metrics_shutdown.xml; do
   if [ -f "$out/guest-ops/$x" ]; then xmls+=("$out/guest-ops/$x"); else echo "no $x from the operations guest (exit $ops_rc)" >&2; missing=$((missing + 1)); fi
+done
+for x in deploy_manifests.xml deploy_image.xml deploy_sidecar.xml deploy_daemonset.xml; do
+  if [ -f "$out/deploy/$x" ]; then xmls+=("$out/deploy/$x"); else echo "no $x from the Kubernetes checks (see $out/deploy/podman.log)" >&2; missing=$((missing + 1)); fi
 done
 xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml" "$out/install.xml")
 if [ "$sanitizers" != 0 ]; then
