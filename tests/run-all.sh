@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole rdmad test suite: host unit tests (bazel test), then the conformance suite on real verbs in
-# the Soft-RoCE guest, tenants with mutual TLS there, the API fuzzer, the two-machine tests (rdma_cm, grants end to end)
-# and the benchmarks' short forms.
+# The whole rdmad test suite: the install (deploy/install.sh), host unit tests (bazel test), the Kubernetes
+# checks (manifests, image, the sidecar under podman), then the conformance suite on real verbs in the
+# Soft-RoCE guest, tenants with mutual TLS there, the API fuzzer, the operations suite (drain, memlock,
+# Soft-RoCE on a host, metrics, restart recovery), the two-machine tests (rdma_cm, grants end to end) and
+# the benchmarks' short forms.
 # Then the host tests and the conformance suite again, built with ASan+LSan+UBSan (--config=asan, in an
 # output base of its own: tests/sanitizers/bazel-asan.sh); RDMAD_TEST_SANITIZERS=0 leaves those two out.
 # Prints one summary line "N passed, N failed" and exits non-zero on any failure.
@@ -203,7 +205,8 @@ for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_h
          guest-two/grant_bench.xml guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml; do
   if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi
 done
-for x in drain.xml drain_resources.xml host_rxe.xml memlock.xml metrics.xml metrics_shutdown.xml; do
+for x in drain.xml drain_resources.xml host_rxe.xml memlock.xml metrics.xml metrics_shutdown.xml recovery.xml \
+         recovery_resources.xml; do
   if [ -f "$out/guest-ops/$x" ]; then xmls+=("$out/guest-ops/$x"); else echo "no $x from the operations guest (exit $ops_rc)" >&2; missing=$((missing + 1)); fi
 done
 for x in deploy_manifests.xml deploy_image.xml deploy_sidecar.xml deploy_daemonset.xml; do
