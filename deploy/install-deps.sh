@@ -13,6 +13,8 @@ PKGS=(
   libssl-dev openssl
   # the /metrics endpoint (server/metrics/http.cc): cpp-httplib, a shared library in Debian (libcpp-httplib0.11)
   libcpp-httplib-dev
+  # the restart-recovery state store (server/state/, docs/operations.md#restart-recovery): SQLite (libsqlite3-0)
+  libsqlite3-dev
   # tests and the Soft-RoCE guest
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils iproute2 util-linux procps
   ibverbs-utils rdmacm-utils perftest
