@@ -103,6 +103,19 @@ TEST(StateStoreTest, CommittedWritesSurviveAKill) {
   EXPECT_EQ(snap->pds.size(), 20u);
 }
 
+// The cost of a write (one transaction, one fsync of the WAL): printed, for docs/operations.md and issue 9.
+TEST(StateStoreTest, WriteCost) {
+  test::TempDir dir;
+  auto store = OpenOrDie(dir.Sub("state.db"));
+  constexpr int kWrites = 200;
+  const absl::Time start = absl::Now();
+  for (int i = 1; i <= kWrites; ++i) ASSERT_TRUE(store->PutPd({static_cast<uint64_t>(i), "rxe0", "", ""}).ok());
+  const absl::Duration each = (absl::Now() - start) / kWrites;
+  std::printf("state store: %d PutPd in %s: %s each (%s)\n", kWrites, absl::FormatDuration(each * kWrites).c_str(),
+              absl::FormatDuration(each).c_str(), dir.path().c_str());
+  EXPECT_EQ(store->Load().value().pds.size(), static_cast<size_t>(kWrites));
+}
+
 TEST(NameCounterTest, NeverReusesANumberAfterARestart) {
   test::TempDir dir;
   const std::string path = dir.Sub("state.db");
