@@ -200,11 +200,11 @@ void RdmadMetrics::CollectObjects(std::vector<Family>* out) const {
   }
 }
 
-// The NIC's counters (sysfs hw_counters, read now): rdmad_nic_counter_total for all of them, and the sum of
+// The NIC's counters (sysfs hw_counters, read now): rdmad_nic_events_total for all of them, and the sum of
 // the ones that count remote accesses this NIC refused (server/fabric/hw_counters.h) per device.
 void RdmadMetrics::CollectNic(std::vector<Family>* out) const {
   if (sources_.fabric == nullptr) return;
-  Family all{"rdmad_nic_counter_total",
+  Family all{"rdmad_nic_events_total",
              "The NIC's own counters as the driver exposes them (sysfs hw_counters; port 0: device-level).",
              "counter", {}};
   Family refused{"rdmad_nic_remote_access_errors_total",

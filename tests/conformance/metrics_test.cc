@@ -145,7 +145,7 @@ TEST(Metrics, TheTextIsWellFormed) {
   for (const char* family : {"rdmad_objects", "rdmad_pinned_bytes", "rdmad_rpc_total", "rdmad_rpc_duration_seconds",
                              "rdmad_cm_events_total", "rdmad_dataplane_rejections_total",
                              "rdmad_dataplane_accepted_total", "rdmad_dataplane_connections",
-                             "rdmad_grant_events_total", "rdmad_nic_counter_total",
+                             "rdmad_grant_events_total", "rdmad_nic_events_total",
                              "rdmad_nic_remote_access_errors_total", "rdmad_memlock_limit_bytes"}) {
     EXPECT_TRUE(typed.count(family)) << family << " missing from:\n" << s.text;
   }
@@ -155,7 +155,7 @@ TEST(Metrics, TheTextIsWellFormed) {
   // and the sum of those that would is there, per device.
   int nic_series = 0;
   for (const auto& [series, v] : s.samples) {
-    nic_series += series.rfind("rdmad_nic_counter_total{device=\"" + Device() + "\"", 0) == 0;
+    nic_series += series.rfind("rdmad_nic_events_total{device=\"" + Device() + "\"", 0) == 0;
   }
   EXPECT_GT(nic_series, 0) << s.text;
   EXPECT_TRUE(s.Has("rdmad_nic_remote_access_errors_total{device=\"" + Device() + "\"}")) << s.text;
@@ -250,7 +250,7 @@ TEST(Metrics, DataPlaneRejectsAcceptsConnectionsAndCmEventsMove) {
     // Events on rdmad's own channels are labelled with the channel's name, never "user" here.
     EXPECT_EQ(connected.Sum("rdmad_cm_events_total", {"channel=\"user\""}), 0) << connected.text;
     // The NIC saw the connection's packets (the CM handshake runs over rxe's own QP1).
-    const std::string rcvd = "rdmad_nic_counter_total{device=\"" + Device() + "\",port=\"1\",counter=\"rcvd_pkts\"," +
+    const std::string rcvd = "rdmad_nic_events_total{device=\"" + Device() + "\",port=\"1\",counter=\"rcvd_pkts\"," +
                              "remote_access_error=\"false\"}";
     EXPECT_GT(connected[rcvd], before[rcvd]) << connected.text;
     EXPECT_EQ(peer.Disconnect(), "");

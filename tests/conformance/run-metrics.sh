@@ -7,7 +7,7 @@
 #
 # Usage: run-metrics.sh OUT_DIR [GTEST_ARGS...]
 #   OUT_DIR receives metrics.xml (gtest), metrics_shutdown.xml, rdmad-metrics.log, rdmad-metrics.json,
-#   metrics-last.txt (a scrape after the test), metrics-resources-{before,after}.txt.
+#   metrics-last.txt (a scrape after the test, linted by promtool if installed), metrics-resources-{before,after}.txt.
 # Binaries: bazel-bin/ of this checkout (build //server:rdmad and //tests/conformance:metrics_test first), or
 # $RDMAD_BIN_DIR if set.
 set -euo pipefail
@@ -74,6 +74,14 @@ grep -q "every resource released" "$out/rdmad-metrics.log" || problems+=("rdmad 
 grep -q "metrics on http://$metrics/metrics" "$out/rdmad-metrics.log" || problems+=("rdmad did not log its metrics endpoint")
 [ -s "$out/metrics-last.txt" ] || problems+=("no scrape answered after the test")
 if scrape >/dev/null 2>&1; then problems+=("the metrics endpoint still answers after rdmad exited"); fi
+# Prometheus' own linter, where it is installed (Debian's prometheus package; or PROMTOOL=path): the
+# format and the naming rules. metrics_test checks the format itself either way.
+promtool=${PROMTOOL:-$(command -v promtool || true)}
+if [ -n "$promtool" ] && [ -s "$out/metrics-last.txt" ]; then
+  lint=$("$promtool" check metrics <"$out/metrics-last.txt" 2>&1) || problems+=("promtool check metrics: $(echo "$lint" | tr '\n' ' ')")
+else
+  echo "run-metrics: promtool not installed: Prometheus' lint of the text skipped" >&2
+fi
 report=$(grep -m1 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$out/rdmad-metrics.log" || true)
 [ -z "$report" ] || problems+=("rdmad-metrics.log has a sanitizer report: $report")
 diff -q "$out/metrics-resources-before.txt" "$out/metrics-resources-after.txt" >/dev/null ||
