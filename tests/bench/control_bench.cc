@@ -4,14 +4,17 @@
 //   - verbs: DirectVerbs (direct_verbs.h), libibverbs on the same device in this process: mmap + ibv_reg_mr,
 //     ibv_dereg_mr + munmap, binds and invalidations with their completions busy-polled;
 //   - RPC: the same operation through rdmad's gRPC API over its unix socket (client/client.h);
-//   - no-op: GetDevice on the same channel, the RPC's own floor;
+//   - no-op: GetDevice (or --noop ListPds) on the same channel, the RPC's own floor; GetDevice reads the
+//     device's hardware counters from sysfs on each call, so the run first prints it beside ListPds;
 //   - ratio: the median of (RPC - the no-op RPC sampled just before it), over the verbs call's median: what
 //     rdmad adds beyond a no-op call per unit of verbs work (issue 9's goal: at most 1.2). Paired per sample,
 //     because the no-op's own spread under load is larger than many verbs calls.
 // IssueGrant -> first byte read is in first_byte.cc (its baseline: a plain librdmacm connection).
 // Usage: control_bench --target unix:/path [--device rxe0] [--sizes 4096,1048576,...] [--iters N]
 //                      [--big-iters N] [--mw-iters N] [--first-byte-iters N] [--baseline-addr 10.0.2.15]
+//                      [--noop GetDevice|ListPds]
 // Threads: one (the main thread); DirectVerbs and Client are used from it only.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -71,10 +74,33 @@ class Bench {
       : rdmad_(rdmad), direct_(direct), device_(std::move(device)) {}
 
   // The no-op RPC, its time appended to `row`.
-  void Noop(Row& row) {
+  void Noop(Row& row) { row.noop.push_back(list_pds_noop_ ? ListPds() : GetDevice()); }
+  void UseListPdsAsNoop() { list_pds_noop_ = true; }
+
+  double GetDevice() {
     const auto t = Clock::now();
     Must(rdmad_->GetDevice(device_), "GetDevice");
-    row.noop.push_back(UsSince(t));
+    return UsSince(t);
+  }
+  double ListPds() {
+    const auto t = Clock::now();
+    Must(rdmad_->ListPds(), "ListPds");
+    return UsSince(t);
+  }
+
+  // GetDevice is not free: rdmad reads the device's hardware counters from sysfs on every call. Beside
+  // ListPds (one PD listed), `iters` pairs: the median of GetDevice - ListPds tells what that adds.
+  void CompareNoops(int iters) {
+    std::vector<double> get, list, diff;
+    for (int i = 0; i < iters; ++i) {
+      list.push_back(ListPds());
+      get.push_back(GetDevice());
+      diff.push_back(get.back() - list.back());
+    }
+    std::printf("no-op candidates, %d pairs: GetDevice p50 %.0f us (p99 %.0f), ListPds p50 %.0f us (p99 %.0f), "
+                "median of GetDevice - ListPds %.0f us\n",
+                iters, Summarize(get).p50, Summarize(get).p99, Summarize(list).p50, Summarize(list).p99,
+                Summarize(diff).p50);
   }
 
   // RegisterMr / DeregisterMr of anonymous memory of `size` bytes, `iters` times each (one warm-up pair first).
@@ -219,6 +245,7 @@ class Bench {
   DirectVerbs* direct_;
   std::string device_;
   Row warm_;  // warm-up samples, dropped
+  bool list_pds_noop_ = false;
 };
 
 // The median over samples of (RPC - the no-op RPC just before it): what rdmad adds beyond a no-op call,
@@ -258,6 +285,9 @@ int main(int argc, char** argv) {
   app.add_option("--mw-iters", mw_iters, "samples per window operation")->check(CLI::PositiveNumber);
   app.add_option("--window", window, "window length in bytes (on a 64 KiB region)");
   app.add_option("--first-byte-iters", first_byte_iters, "IssueGrant -> first byte samples (0: skip)");
+  std::string noop = "GetDevice";
+  app.add_option("--noop", noop, "the no-op RPC: GetDevice (issue 9's choice) or ListPds")
+      ->check(CLI::IsMember({"GetDevice", "ListPds"}));
   app.add_option("--baseline-addr", baseline_addr, "this machine's RDMA address for the plain librdmacm baseline");
   CLI11_PARSE(app, argc, argv);
   std::vector<uint64_t> sizes;
@@ -280,6 +310,9 @@ int main(int argc, char** argv) {
   v1::ProtectionDomain pd = Must(rdmad.CreatePd(pdreq), "CreatePd");
 
   Bench bench(&rdmad, direct.get(), device);
+  bench.CompareNoops(std::max(iters, 20));
+  if (noop == "ListPds") bench.UseListPdsAsNoop();
+  std::printf("no-op in the table: %s\n", noop.c_str());
   std::vector<Row> rows;
   for (uint64_t size : sizes) {
     bench.Registration(size, size >= (16u << 20) ? big_iters : iters, pd.name(), &rows);

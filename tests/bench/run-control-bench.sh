@@ -35,9 +35,7 @@ cat >"$work/rdmad.json" <<JSON
 JSON
 "$bin/server/rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
-perf_pid=""
 cleanup() {
-  [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null && wait "$perf_pid" 2>/dev/null
   kill "$rdmad_pid" 2>/dev/null || true
   wait "$rdmad_pid" 2>/dev/null || true
   rm -rf "$work"
@@ -45,36 +43,32 @@ cleanup() {
 trap cleanup EXIT
 for _ in $(seq 1 300); do [ -S "$work/rdmad.sock" ] && break; sleep 0.1; done
 [ -S "$work/rdmad.sock" ] || { echo "rdmad did not start:"; cat "$work/rdmad.log"; exit 1; }
+perf=()
 if [ -n "$perf_dir" ]; then
   command -v perf >/dev/null || { echo "--perf: perf is not installed (Debian: linux-perf)"; exit 1; }
-  perf record -a -g -e cpu-clock -F 499 -o "$perf_dir/perf.data" >"$perf_dir/perf-record.log" 2>&1 &
-  perf_pid=$!
-  sleep 2
+  # Recorded in the guest's own tmpfs (perf mmaps its output, which fails on the 9p mount of --out), copied after.
+  perf=(perf record -a -g -e cpu-clock -F 499 -o "$work/perf.data" --)
 fi
 echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs)"
 status=0
-"$bin/tests/bench/control_bench" --target "unix:$work/rdmad.sock" --device rxe0 --baseline-addr 10.0.2.15 \
-  "${args[@]}" &
-bench_pid=$!
-wait "$bench_pid" || status=$?
+"${perf[@]}" "$bin/tests/bench/control_bench" --target "unix:$work/rdmad.sock" --device rxe0 \
+  --baseline-addr 10.0.2.15 "${args[@]}" || status=$?
 if [ "$status" != 0 ]; then
   echo "control_bench failed ($status); rdmad's log:"
   tail -n 40 "$work/rdmad.log"
 fi
-if [ -n "$perf_pid" ]; then
-  kill -INT "$perf_pid"
-  wait "$perf_pid" || true
-  perf_pid=""
+if [ -n "$perf_dir" ] && [ -s "$work/perf.data" ]; then
+  # Whole reports to files first: `perf report | head` would end in SIGPIPE, fatal under pipefail.
+  perf report -i "$work/perf.data" --no-children --stdio -g none --sort comm,dso >"$work/by-dso.txt" 2>/dev/null || true
+  perf report -i "$work/perf.data" --no-children --stdio -g none --sort comm,dso,sym >"$work/by-sym.txt" 2>/dev/null ||
+    true
   {
-    echo "== by process and shared object (all CPUs, cpu-clock samples)"
-    perf report -i "$perf_dir/perf.data" --no-children --sort comm,dso --stdio 2>/dev/null | grep -v '^$' | head -60
-    for who in "rdmad $rdmad_pid" "control_bench $bench_pid"; do
-      set -- $who
-      echo "== $1 (all its threads): hottest symbols (self)"
-      perf report -i "$perf_dir/perf.data" --no-children --pid "$2" --sort dso,sym --stdio -g none 2>/dev/null |
-        grep -v '^$' | head -60
-    done
+    echo "== by thread name and shared object (all CPUs, cpu-clock samples, self time)"
+    grep -v -e '^#' -e '^$' "$work/by-dso.txt" | head -40 || true
+    echo "== by thread name, shared object and symbol (self time)"
+    grep -v -e '^#' -e '^$' "$work/by-sym.txt" | head -80 || true
   } >"$perf_dir/perf-report.txt"
+  cp "$work/perf.data" "$perf_dir/perf.data"
   echo "perf: $perf_dir/perf.data, summary in $perf_dir/perf-report.txt"
 fi
 exit "$status"
