@@ -5,12 +5,13 @@
 //     time: a plain librdmacm client (address and route resolution, PD, CQ, QP, a registered 64-byte buffer,
 //     connect) to a plain librdmacm server in this process (a thread: it accepts with the address and rkey of
 //     an ordinary MR in the accept's private data), then one 64-byte rdma read;
-//   - the no-op RPC (GetDevice) beside both, as in the other rows.
+//   - the no-op RPC beside both, as in the other rows.
 // Threads: MeasureFirstByte runs on the caller's thread plus the baseline server's thread, which owns its
 // rdma_cm ids and verbs objects; they share nothing but the listening address.
 #ifndef RDMAD_TESTS_BENCH_FIRST_BYTE_H_
 #define RDMAD_TESTS_BENCH_FIRST_BYTE_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,14 +21,16 @@ namespace rdmad::bench {
 
 struct FirstByteFigures {
   std::vector<double> issue, open, read, total;  // through rdmad, per sample (us)
-  std::vector<double> baseline, noop;            // the plain librdmacm connection + read; GetDevice
+  std::vector<double> baseline, noop;            // the plain librdmacm connection + read; the no-op RPC
+  std::string noop_name;
   std::string error;                             // set if the measurement could not run
 };
 
 // `pd`: rdmad's PD in which a 64 KiB region is registered for the grants; `baseline_addr`: this machine's
 // IPv4 address on the RDMA device, where the baseline server listens (port 7472).
-// `device`: for the no-op RPC (GetDevice).
-FirstByteFigures MeasureFirstByte(client::Client* rdmad, const std::string& device, const std::string& pd,
+// `noop`: one no-op RPC, its time in us (named `noop_name` in the output).
+FirstByteFigures MeasureFirstByte(client::Client* rdmad, const std::function<double()>& noop,
+                                  const std::string& noop_name, const std::string& pd,
                                   const std::string& baseline_addr, int iters);
 void PrintFirstByte(const FirstByteFigures& f);
 

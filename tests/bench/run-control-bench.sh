@@ -11,7 +11,7 @@
 #     200 window operations, 50 first bytes;
 #   --perf DIR: profile the whole machine while the benchmark runs (perf record -a -g, cpu-clock: TCG has no
 #     hardware counters) into DIR/perf.data and write DIR/perf-report.txt (by process and shared object, then
-#     rdmad's and control_bench's hottest symbols). DIR must be writable from the guest (run-in-guest.sh --out);
+#     the hottest symbols by self time, then inclusive of their callees). DIR must be writable from the guest (run-in-guest.sh --out);
 #   -- ARGS: control_bench's arguments instead of the form's (e.g. -- --sizes '' --mw-iters 300 to profile the
 #     window operations alone).
 set -euo pipefail
@@ -62,11 +62,14 @@ if [ -n "$perf_dir" ] && [ -s "$work/perf.data" ]; then
   perf report -i "$work/perf.data" --no-children --stdio -g none --sort comm,dso >"$work/by-dso.txt" 2>/dev/null || true
   perf report -i "$work/perf.data" --no-children --stdio -g none --sort comm,dso,sym >"$work/by-sym.txt" 2>/dev/null ||
     true
+  perf report -i "$work/perf.data" --children --stdio -g none --sort comm,sym >"$work/inclusive.txt" 2>/dev/null || true
   {
     echo "== by thread name and shared object (all CPUs, cpu-clock samples, self time)"
     grep -v -e '^#' -e '^$' "$work/by-dso.txt" | head -40 || true
     echo "== by thread name, shared object and symbol (self time)"
     grep -v -e '^#' -e '^$' "$work/by-sym.txt" | head -80 || true
+    echo "== by thread name and symbol, inclusive (the time under each function, callees included)"
+    grep -v -e '^#' -e '^$' "$work/inclusive.txt" | head -150 || true
   } >"$perf_dir/perf-report.txt"
   cp "$work/perf.data" "$perf_dir/perf.data"
   echo "perf: $perf_dir/perf.data, summary in $perf_dir/perf-report.txt"
