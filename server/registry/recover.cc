@@ -52,8 +52,12 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
             ? absl::StatusOr<std::unique_ptr<Mapping>>(absl::DataLossError(
                   "anonymous memory: its contents died with the previous rdmad process"))
             : MapSource(row.source, *pd->second->device, "source", auth::FileAccess{}, row.access);
+    // Within RLIMIT_MEMLOCK, as any registration: past it the MR is lost, saying which limit.
+    absl::Status room = mapping.ok() ? options_.memlock.Check((*mapping)->data(), (*mapping)->length(), "source")
+                                     : mapping.status();
     absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
-        mapping.ok() ? pd->second->pd->RegMr((*mapping)->data(), (*mapping)->length(), row.access) : mapping.status();
+        room.ok() ? pd->second->pd->RegMr((*mapping)->data(), (*mapping)->length(), row.access) : room;
+    if (!mr.ok() && room.ok()) mr = options_.memlock.Explain(mr.status(), (*mapping)->length(), "source");
     auto e = std::make_unique<MrEntry>();
     e->id = row.id;
     e->pd = pd->second;
