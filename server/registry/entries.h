@@ -58,9 +58,16 @@ struct MrEntry {
   // After a native rereg left the MR unusable: every mapping it may still reference, kept until dereg.
   std::vector<std::shared_ptr<Mapping>> retained;
   std::unique_ptr<fabric::Mr> mr;  // declared after the mappings: deregistered before they are unmapped
-  // Cached attributes of `mr`.
+  // Cached attributes of `mr`, copied by CacheAttributes after each (re-)registration.
   uint64_t addr = 0, length = 0;
   uint32_t lkey = 0, rkey = 0, access = 0;
+  void CacheAttributes() {
+    addr = mr->addr();
+    length = mr->length();
+    lkey = mr->lkey();
+    rkey = mr->rkey();
+    access = mr->access();
+  }
   bool unusable = false;
   std::string unusable_reason;
   // Restart recovery could not bring it back (its memory died with the old process, its file is gone):

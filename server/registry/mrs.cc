@@ -137,11 +137,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
         e->source = request.source();
         e->mapping = std::move(mapping).value();
         e->mr = std::move(mr).value();
-        e->addr = e->mr->addr();
-        e->length = e->mr->length();
-        e->lkey = e->mr->lkey();
-        e->rkey = e->mr->rkey();
-        e->access = e->mr->access();
+        e->CacheAttributes();
         pd->mrs.emplace(e->id, e.get());
         PersistMr(*e);
         out = ToProto(*e);

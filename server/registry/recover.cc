@@ -66,11 +66,7 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
     if (mr.ok()) {
       e->mapping = std::move(mapping).value();
       e->mr = std::move(mr).value();
-      e->addr = e->mr->addr();
-      e->length = e->mr->length();
-      e->lkey = e->mr->lkey();
-      e->rkey = e->mr->rkey();
-      e->access = e->mr->access();
+      e->CacheAttributes();
       out.mrs.push_back(name);
       RDMAD_LOG_INFO("recovery: %s registered again in %s: %" PRIu64 " bytes, rkey 0x%x", name.c_str(),
                      Name("pds", row.pd).c_str(), e->length, e->rkey);

@@ -142,11 +142,7 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
       e->mapping = new_mapping;
       e->source = plan.new_source;
     }
-    e->addr = e->mr->addr();
-    e->length = e->mr->length();
-    e->lkey = e->mr->lkey();
-    e->rkey = e->mr->rkey();
-    e->access = e->mr->access();
+    e->CacheAttributes();
     e->generation++;
     PersistMr(*e);  // its PD, source or access may have changed
     *response.mutable_mr() = ToProto(*e);
