@@ -13,13 +13,14 @@
 // IssueGrant -> first byte read is in first_byte.cc (its baseline: a plain librdmacm connection).
 // Usage: control_bench --target unix:/path [--device rxe0] [--sizes 4096,1048576,...] [--iters N]
 //                      [--big-iters N] [--mw-iters N] [--first-byte-iters N] [--baseline-addr 10.0.2.15]
-//                      [--noop ListPds|GetDevice]
+//                      [--noop ListPds|GetDevice] [--pause-us 2000]
 // Threads: one (the main thread); DirectVerbs and Client are used from it only.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -75,7 +76,18 @@ class Bench {
       : rdmad_(rdmad), direct_(direct), device_(std::move(device)) {}
 
   // The no-op RPC, its time appended to `row`.
-  double Noop() { return get_device_noop_ ? GetDevice() : ListPds(); }
+  // Each timed call starts after a short pause, so that the previous call's trailing work (rdmad's threads
+  // finishing after the reply, the kernel's) does not land in it: without it, a direct bind measured right
+  // after an RPC took up to twice as long as one measured after another direct call.
+  void Settle() const {
+    if (pause_.count() > 0) std::this_thread::sleep_for(pause_);
+  }
+  void SetPause(std::chrono::microseconds pause) { pause_ = pause; }
+
+  double Noop() {
+    Settle();
+    return get_device_noop_ ? GetDevice() : ListPds();
+  }
   void Noop(Row& row) { row.noop.push_back(Noop()); }
   void UseGetDeviceAsNoop() { get_device_noop_ = true; }
 
@@ -121,12 +133,16 @@ class Bench {
       Row& d = i < 0 ? warm_ : dereg;
       Noop(r);
       ibv_mr* mr = nullptr;
+      Settle();
       r.verbs.push_back(Must(direct_->RegMr(size, access, &mr, &error), error));
+      Settle();
       auto t = Clock::now();
       v1::MemoryRegion m = Must(rdmad_->RegisterMr(req), "RegisterMr");
       r.rpc.push_back(UsSince(t));
       Noop(d);
+      Settle();
       d.verbs.push_back(Must(direct_->DeregMr(mr, &error), error));
+      Settle();
       t = Clock::now();
       if (absl::Status s = rdmad_->DeregisterMr(m.name()); !s.ok()) Die("DeregisterMr: " + s.ToString());
       d.rpc.push_back(UsSince(t));
@@ -185,17 +201,20 @@ class Bench {
       b.set_length(window);
       b.add_access(v1::REMOTE_READ);
       b.set_qp(on_qp);
+      Settle();
       const auto t = Clock::now();
       Must(rdmad_->BindMw(b), "BindMw " + w.name());
       row.rpc.push_back(UsSince(t));
     };
     auto rpc_invalidate = [&](const v1::MemoryWindow& w, Row& row) {
+      Settle();
       const auto t = Clock::now();
       Must(rdmad_->InvalidateMw(w.name()), "InvalidateMw " + w.name());
       row.rpc.push_back(UsSince(t));
     };
     // The direct bind with the bounds region rdmad registers first (deregistered, untimed, after its unbind).
     auto bounded_bind = [&](ibv_mw* mw, Row& row) {
+      Settle();
       const auto t = Clock::now();
       ibv_mr* bounds = ibv_reg_mr(direct_->pd(), mr->addr, window, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
       if (bounds == nullptr) Die("ibv_reg_mr (bounds)");
@@ -211,15 +230,19 @@ class Bench {
       Row& rb2 = warm ? warm_ : b2;
       Row& ri2 = warm ? warm_ : i2;
       Noop(rb1);
+      Settle();
       rb1.verbs.push_back(Must(direct_->Bind(d1, mr, addr, window, &error), error));
       rpc_bind(w1, "", rb1);
       Noop(ri1);
+      Settle();
       ri1.verbs.push_back(Must(direct_->Invalidate(d1, mr, &error), error));
       rpc_invalidate(w1, ri1);
       Noop(rb2);
+      Settle();
       rb2.verbs.push_back(Must(direct_->Bind(d2, mr, addr, window, &error), error));
       rpc_bind(w2, qp.name(), rb2);
       Noop(ri2);
+      Settle();
       ri2.verbs.push_back(Must(direct_->Invalidate(d2, mr, &error), error));
       rpc_invalidate(w2, ri2);
       if (!warm) {
@@ -248,6 +271,7 @@ class Bench {
   std::string device_;
   Row warm_;  // warm-up samples, dropped
   bool get_device_noop_ = false;
+  std::chrono::microseconds pause_{2000};
 };
 
 // The median over samples of (RPC - the no-op RPC just before it): what rdmad adds beyond a no-op call,
@@ -290,6 +314,8 @@ int main(int argc, char** argv) {
   std::string noop = "ListPds";
   app.add_option("--noop", noop, "the no-op RPC: ListPds (default) or GetDevice (issue 9's choice, which reads hardware counters)")
       ->check(CLI::IsMember({"GetDevice", "ListPds"}));
+  int pause_us = 2000;
+  app.add_option("--pause-us", pause_us, "pause before each timed call (0: none)")->check(CLI::NonNegativeNumber);
   app.add_option("--baseline-addr", baseline_addr, "this machine's RDMA address for the plain librdmacm baseline");
   CLI11_PARSE(app, argc, argv);
   std::vector<uint64_t> sizes;
@@ -312,9 +338,11 @@ int main(int argc, char** argv) {
   v1::ProtectionDomain pd = Must(rdmad.CreatePd(pdreq), "CreatePd");
 
   Bench bench(&rdmad, direct.get(), device);
+  bench.SetPause(std::chrono::microseconds(pause_us));
   bench.CompareNoops(std::max(iters, 20));
   if (noop == "GetDevice") bench.UseGetDeviceAsNoop();
   std::printf("no-op in the table: %s\n", noop.c_str());
+  std::fflush(stdout);
   std::vector<Row> rows;
   for (uint64_t size : sizes) {
     bench.Registration(size, size >= (16u << 20) ? big_iters : iters, pd.name(), &rows);

@@ -5,13 +5,15 @@
 # run).
 # Usage (from the host):
 #   tests/guest/run-in-guest.sh --timeout 900 [--out DIR] -- tests/bench/run-control-bench.sh [--full]
-#       [--perf DIR] [-- CONTROL_BENCH_ARGS...]
+#       [--perf DIR] [--no-audit] [-- CONTROL_BENCH_ARGS...]
 #   default: a short form (RegisterMr at 4 KiB, 1 MiB, 16 MiB; 5 samples per operation, 2 at 16 MiB, 5 first
 #     bytes), as CI runs it so it cannot rot; --full: 4 KiB .. 256 MiB, 200 samples (20 at 16 MiB and above),
 #     200 window operations, 50 first bytes;
 #   --perf DIR: profile the whole machine while the benchmark runs (perf record -a -g, cpu-clock: TCG has no
-#     hardware counters) into DIR/perf.data and write DIR/perf-report.txt (by process and shared object, then
-#     the hottest symbols by self time, then inclusive of their callees). DIR must be writable from the guest (run-in-guest.sh --out);
+#     hardware counters) into DIR/perf.data and write DIR/perf-report.txt (by thread and shared object, the
+#     hottest symbols by self time, then inclusive of their callees). DIR must be writable from the guest
+#     (run-in-guest.sh --out);
+#   --no-audit: rdmad with its audit trail off ("audit": ""; on by default, to stdout), to see its share;
 #   -- ARGS: control_bench's arguments instead of the form's (e.g. -- --sizes '' --mw-iters 300 to profile the
 #     window operations alone).
 set -euo pipefail
@@ -19,19 +21,21 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$root/bazel-bin
 args=(--sizes 4096,1048576,16777216 --iters 5 --big-iters 2 --mw-iters 5 --first-byte-iters 5)
 perf_dir=""
+audit='"-"'
 while [ $# -gt 0 ]; do
   case "$1" in
     --full) args=(--sizes 4096,1048576,16777216,268435456 --iters 200 --big-iters 20 --mw-iters 200
                   --first-byte-iters 50) ;;
     --perf) perf_dir=$2; shift ;;
+    --no-audit) audit='""' ;;
     --) shift; args=("$@"); break ;;
-    *) echo "usage: $0 [--full] [--perf DIR] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--full] [--perf DIR] [--no-audit] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
   esac
   shift
 done
 work=$(mktemp -d /tmp/rdmad-control-bench.XXXXXX)
 cat >"$work/rdmad.json" <<JSON
-{ "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7471"], "log_level": "warning" }
+{ "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7471"], "log_level": "warning", "audit": $audit }
 JSON
 "$bin/server/rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
@@ -49,7 +53,7 @@ if [ -n "$perf_dir" ]; then
   # Recorded in the guest's own tmpfs (perf mmaps its output, which fails on the 9p mount of --out), copied after.
   perf=(perf record -a -g -e cpu-clock -F 499 -o "$work/perf.data" --)
 fi
-echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs)"
+echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs, rdmad audit: $audit)"
 status=0
 "${perf[@]}" "$bin/tests/bench/control_bench" --target "unix:$work/rdmad.sock" --device rxe0 \
   --baseline-addr 10.0.2.15 "${args[@]}" || status=$?
