@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/remote_region.h"
+#include "tests/conformance/rdmad_process.h"
 #include "tests/fuzz/dp_peer.h"
 
 namespace rdmad {
@@ -60,21 +61,7 @@ class Rdmad {
         << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\""
         << Env("RDMAD_GUEST_ADDR", "10.0.2.15") << ":7471\"], \"grant_quarantine_ms\": 0, "
         << "\"shutdown_deadline_s\": " << deadline_s << " }\n";
-    const std::string bin = Env("RDMAD_BIN", "bazel-bin/server/rdmad");
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string config = dir_ + "/rdmad.json";
-      FILE* out = freopen(log_.c_str(), "w", stderr);
-      (void)out;
-      dup2(fileno(stderr), STDOUT_FILENO);
-      execl(bin.c_str(), bin.c_str(), "--config", config.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      struct stat st;
-      if (stat(sock_.c_str(), &st) == 0) break;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
+    pid_ = test::StartRdmad(dir_ + "/rdmad.json", log_, sock_);
     Client::Options o;
     o.target = "unix:" + sock_;
     o.timeout = std::chrono::milliseconds(10000);

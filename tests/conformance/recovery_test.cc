@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/remote_region.h"
+#include "tests/conformance/rdmad_process.h"
 
 namespace rdmad {
 namespace {
@@ -101,23 +102,8 @@ class Rdmad {
 
   void Start() {
     ++runs_;
-    const std::string bin = Env("RDMAD_BIN", "bazel-bin/server/rdmad");
-    const std::string log = absl::StrCat(dir_, "/rdmad-", runs_, ".log");
     unlink(sock_.c_str());
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string config = dir_ + "/rdmad.json";
-      FILE* out = freopen(log.c_str(), "w", stderr);
-      (void)out;
-      dup2(fileno(stderr), STDOUT_FILENO);
-      execl(bin.c_str(), bin.c_str(), "--config", config.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      struct stat st;
-      if (stat(sock_.c_str(), &st) == 0) break;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
+    pid_ = test::StartRdmad(dir_ + "/rdmad.json", absl::StrCat(dir_, "/rdmad-", runs_, ".log"), sock_);
     Client::Options o;
     o.target = "unix:" + sock_;
     o.timeout = std::chrono::milliseconds(10000);
