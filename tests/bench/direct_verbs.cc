@@ -82,7 +82,8 @@ std::unique_ptr<DirectVerbs> DirectVerbs::Open(const std::string& device, std::s
   if (list) ibv_free_device_list(list);
   if (!d->ctx_) return *error = "cannot open device " + device, nullptr;
   if (!(d->pd_ = ibv_alloc_pd(d->ctx_))) return *error = Errno("ibv_alloc_pd", errno), nullptr;
-  if (!(d->cq_ = ibv_create_cq(d->ctx_, 64, nullptr, nullptr, 0))) return *error = Errno("ibv_create_cq", errno), nullptr;
+  d->cq_ = ibv_create_cq(d->ctx_, 64, nullptr, nullptr, 0);
+  if (!d->cq_) return *error = Errno("ibv_create_cq", errno), nullptr;
   ibv_qp_init_attr init{};
   init.send_cq = init.recv_cq = d->cq_;
   init.qp_type = IBV_QPT_RC;
