@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs control_bench inside the Soft-RoCE guest: starts rdmad on rxe0 (gRPC on a unix socket, data-plane
-# listener on 10.0.2.15:7471 for the grants), runs the benchmark (direct verbs, the RPCs and the no-op RPC in
+# listener on 10.0.2.15:7475 for the grants: not 7471, where run-cm-bench.sh's rdmad may still be draining
+# when run-short.sh runs both in one boot), runs the benchmark (direct verbs, the RPCs and the no-op RPC in
 # one process), stops rdmad. Prints figures; judges nothing (exits non-zero only if the benchmark could not
 # run).
 # Usage (from the host):
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 work=$(mktemp -d /tmp/rdmad-control-bench.XXXXXX)
 cat >"$work/rdmad.json" <<JSON
-{ "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7471"], "log_level": "warning", "audit": $audit }
+{ "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7475"], "log_level": "warning", "audit": $audit }
 JSON
 "$bin/server/rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
