@@ -1,6 +1,7 @@
 // Watchdog: see drain_watchdog.h.
 #include "server/drain_watchdog.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -26,6 +27,7 @@ void Watchdog::Stop() {
 }
 
 void Watchdog::Run() {
+  pthread_setname_np(pthread_self(), "drain-watchdog");
   while (!stop_.load()) {
     timespec slice{0, 100 * 1000 * 1000};
     const int sig = sigtimedwait(&signals_, nullptr, &slice);
