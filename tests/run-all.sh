@@ -15,7 +15,7 @@ out=${RDMAD_TEST_OUT:-out/test}
 rm -rf "$out"
 mkdir -p "$out/guest" "$out/guest-tenancy" "$out/guest-cm" "$out/guest-two" "$out/guest-asan"
 rc=0
-step() { printf '\n=== %s ===\n' "$*"; }
+step() { printf '\n=== %s === (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "build"
 if ! bazel build //...; then
@@ -229,5 +229,6 @@ failed=$((failed + missing))
 passed=$((total - failed + missing - skipped))
 ((failed == 0)) || rc=1
 echo
+echo "(the whole suite took $((SECONDS / 60))m$((SECONDS % 60))s)"
 if ((skipped)); then echo "$passed passed, $failed failed, $skipped skipped"; else echo "$passed passed, $failed failed"; fi
 exit "$rc"
