@@ -18,7 +18,7 @@ for a in "$@"; do
     args+=(//:all)
     for d in */; do
       d=${d%/}
-      [[ -L $d || $d == bazel-* ]] && continue
+      [[ -L $d || $d == bazel-* || $d == out ]] && continue  # out/: .bazelignore'd test outputs
       [[ -n $(find "$d" \( -name BUILD -o -name BUILD.bazel \) -print -quit) ]] && args+=("//$d/...")
     done
   else
