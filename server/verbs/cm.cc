@@ -46,6 +46,11 @@ constexpr uint8_t kRetryCount = 7;
 // (at most 655 ms each), the QP goes to the error state, and revocation deallocates the window (found by
 // the API fuzzer: docs/fuzzing.md).
 constexpr uint8_t kRnrRetryCount = 6;
+// The local ACK timeout of rdmad's connections (4.096 us * 2^17 = 537 ms per try, so a peer that vanished
+// without a disconnect fails a SEND after about 8 tries, 4.3 s). rdma_cm's default on rxe gave about 40 s:
+// a grant whose client was destroyed while its key's SEND was out held a RevokeGrant (and a DeregisterMr
+// or ReregisterMr with revoke_grants) that long (API fuzzer, seed 916275166).
+constexpr uint8_t kAckTimeout = 17;
 
 void* KeyToContext(uint64_t key) { return reinterpret_cast<void*>(static_cast<uintptr_t>(key)); }
 uint64_t ContextToKey(const void* context) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(context)); }
@@ -237,14 +242,24 @@ rdma_conn_param VerbsCmId::ConnParam(const std::string& private_data) const {
   return param;
 }
 
+void VerbsCmId::SetAckTimeout() {
+  uint8_t timeout = kAckTimeout;
+  if (rdma_set_option(id_, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, sizeof timeout) != 0) {
+    RDMAD_LOG_WARN("rdma_set_option(ACK_TIMEOUT): %s: the connection keeps rdma_cm's default timeout",
+                   ErrnoName(errno).c_str());
+  }
+}
+
 absl::Status VerbsCmId::Connect(const std::string& private_data) {
   RDMAD_RETURN_IF_ERROR(CheckPrivateData(private_data, fabric::kConnectPrivateDataMax, "a connect request"));
+  SetAckTimeout();
   rdma_conn_param param = ConnParam(private_data);
   return FromRdmaCm("rdma_connect", rdma_connect(id_, &param));
 }
 
 absl::Status VerbsCmId::Accept(const std::string& private_data) {
   RDMAD_RETURN_IF_ERROR(CheckPrivateData(private_data, fabric::kAcceptPrivateDataMax, "an accept"));
+  SetAckTimeout();
   rdma_conn_param param = ConnParam(private_data);
   return FromRdmaCm("rdma_accept", rdma_accept(id_, &param));
 }

@@ -90,6 +90,8 @@ class VerbsCmId final : public fabric::CmId {
 
  private:
   Device* verbs_device() const;
+  // Before rdma_connect/rdma_accept: kAckTimeout (cm.cc); a failure is logged, not fatal.
+  void SetAckTimeout();
   rdma_conn_param ConnParam(const std::string& private_data) const;
 
   VerbsFabric* const fabric_;
