@@ -38,11 +38,6 @@ namespace {
 using client::Client;
 using client::RemoteRegion;
 
-std::string Env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -59,7 +54,7 @@ class Rdmad {
     log_ = dir_ + "/rdmad.log";
     std::ofstream(dir_ + "/rdmad.json")
         << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\""
-        << Env("RDMAD_GUEST_ADDR", "10.0.2.15") << ":7471\"], \"grant_quarantine_ms\": 0, "
+        << test::EnvOr("RDMAD_GUEST_ADDR", "10.0.2.15") << ":7471\"], \"grant_quarantine_ms\": 0, "
         << "\"shutdown_deadline_s\": " << deadline_s << " }\n";
     pid_ = test::StartRdmad(dir_ + "/rdmad.json", log_, sock_);
     Client::Options o;
@@ -91,7 +86,7 @@ class Rdmad {
   // A PD, 1 MiB of rdmad's memory and a grant over 64 KiB of it.
   v1::IssuedGrant Grant() {
     v1::CreatePdRequest pd;
-    pd.set_device(Env("RDMAD_DEVICE", "rxe0"));
+    pd.set_device(test::EnvOr("RDMAD_DEVICE", "rxe0"));
     absl::StatusOr<v1::ProtectionDomain> p = client_->CreatePd(pd);
     EXPECT_TRUE(p.ok()) << p.status();
     v1::RegisterMrRequest mr;

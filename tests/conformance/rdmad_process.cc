@@ -12,9 +12,13 @@
 
 namespace rdmad::test {
 
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
 pid_t StartRdmad(const std::string& config, const std::string& log, const std::string& socket) {
-  const char* env = std::getenv("RDMAD_BIN");
-  const std::string bin = env != nullptr && *env != '\0' ? env : "bazel-bin/server/rdmad";
+  const std::string bin = EnvOr("RDMAD_BIN", "bazel-bin/server/rdmad");
   const pid_t pid = fork();
   if (pid == 0) {
     FILE* out = freopen(log.c_str(), "w", stderr);

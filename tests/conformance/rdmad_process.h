@@ -10,6 +10,9 @@
 
 namespace rdmad::test {
 
+// $NAME, or `fallback` when it is unset or empty.
+std::string EnvOr(const char* name, const char* fallback);
+
 // Starts `rdmad --config CONFIG` with its stdout and stderr in LOG, then waits (up to 10 s) for SOCKET to
 // appear. Returns the child's pid (its socket may still be missing if it failed: the test's first call says).
 pid_t StartRdmad(const std::string& config, const std::string& log, const std::string& socket);

@@ -49,11 +49,6 @@ namespace {
 using client::Client;
 using client::RemoteRegion;
 
-std::string Env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-
 std::string Shell(const std::string& command) {
   std::string out;
   FILE* p = popen(command.c_str(), "r");
@@ -88,7 +83,7 @@ class Rdmad {
     dir_ = mkdtemp(tmpl);
     sock_ = dir_ + "/rdmad.sock";
     std::ofstream(dir_ + "/rdmad.json")
-        << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\"" << Env("RDMAD_GUEST_ADDR", "10.0.2.15")
+        << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\"" << test::EnvOr("RDMAD_GUEST_ADDR", "10.0.2.15")
         << ":7471\"], \"grant_quarantine_ms\": 0, \"state_file\": \"" << dir_ << "/state.db\", "
         // The test (root) is tenant "t": its PDs must stay its own after the restart.
         << "\"unix_principals\": [{\"uid\": 0, \"principal\": \"recovery-app\"}], "
@@ -191,7 +186,7 @@ void ExpectFileBytes(RemoteRegion& region) {
 }
 
 TEST(Recovery, KillNineInTheMiddleOfActivityThenRestart) {
-  const std::string device = Env("RDMAD_DEVICE", "rxe0");
+  const std::string device = test::EnvOr("RDMAD_DEVICE", "rxe0");
   const std::string file = MakeFile(), file2 = MakeFile();
   Rdmad rdmad;
   rdmad.Start();
