@@ -10,6 +10,9 @@
 //      librdmacm client, tests/conformance/cm_peer.cc); and RevokeGrant beside the InvalidateMw RPC.
 // Usage: grant_bench --target 10.0.3.1:50051 [--sizes 64,4096,65536] [--lat-iters N] [--bw-iters N]
 //                    [--depth 16] [--first-byte-iters N] [--perftest-lat 64=604.1,...] [--perftest-bw 64=1.2,...]
+//                    [--markdown FILE]
+//   --sizes '': no read table (run-grant-bench.sh measures reads with `rdmactl bench read`); --markdown: the
+//   first-byte table, for docs/performance.md (tests/bench/regenerate.sh).
 //   --perftest-lat: ib_read_lat t_typical per size (us); --perftest-bw: ib_read_bw BW average (MiB/s).
 #include <algorithm>
 #include <chrono>
@@ -282,7 +285,7 @@ PlainBind TimePlainBind(Client& a, const std::string& pd, const std::string& mr,
 int main(int argc, char** argv) {
   CLI::App app{"grants data plane beside perftest and a plain bind (prints figures, judges nothing)"};
   std::string target = "10.0.3.1:50051", sizes_text = "64,4096,65536", lat_text, bw_text,
-              self = "10.0.3.2";
+              self = "10.0.3.2", markdown;
   int lat_iters = 300, bw_iters = 1000, first_iters = 10;
   size_t depth = 16;
   app.add_option("--target", target, "rdmad A's gRPC address");
@@ -294,6 +297,7 @@ int main(int argc, char** argv) {
   app.add_option("--first-byte-iters", first_iters, "IssueGrant -> first byte runs (and plain binds)");
   app.add_option("--perftest-lat", lat_text, "ib_read_lat t_typical per size: 64=604.1,...");
   app.add_option("--perftest-bw", bw_text, "ib_read_bw BW average (MiB/s) per size: 64=1.2,...");
+  app.add_option("--markdown", markdown, "also write the first-byte table to this file (markdown)");
   CLI11_PARSE(app, argc, argv);
   const std::map<uint64_t, double> pt_lat = ParseFigures(lat_text), pt_bw = ParseFigures(bw_text);
   std::vector<uint64_t> sizes;
@@ -326,35 +330,37 @@ int main(int argc, char** argv) {
   if (!mr.ok()) Die("RegisterMr", mr.status());
 
   Bench bench(&a, mr->name(), mr->length());
-  std::printf("grant reads from B through rdmad A's grants (client::RemoteRegion) beside perftest in the same run\n");
-  std::printf("%-8s | %14s %14s %8s %10s | %14s %14s %8s\n", "size", "ib_read_lat", "grant p50", "ratio",
-              "grant p99", "ib_read_bw", "grant", "ratio");
-  std::printf("%-8s | %14s %14s %8s %10s | %14s %14s %8s\n", "", "typical (us)", "(us)", "", "(us)",
-              "(MiB/s)", "(MiB/s)", "");
-  for (uint64_t size : sizes) {
-    const Stats lat = bench.Latency(size, lat_iters);
-    const double bw = bench.Bandwidth(size, bw_iters, depth);
-    auto fig = [](const std::map<uint64_t, double>& m, uint64_t k) {
-      auto it = m.find(k);
-      return it == m.end() ? -1.0 : it->second;
-    };
-    const double plat = fig(pt_lat, size), pbw = fig(pt_bw, size);
-    char lat_ratio[32] = "n/a", bw_ratio[32] = "n/a", plat_s[32] = "n/a", pbw_s[32] = "n/a";
-    if (plat > 0) {
-      std::snprintf(plat_s, sizeof plat_s, "%.1f", plat);
-      std::snprintf(lat_ratio, sizeof lat_ratio, "%.2fx", lat.p50 / plat);
+  if (!sizes.empty()) {  // without sizes: the first byte only (run-grant-bench.sh reads with rdmactl bench read)
+    std::printf("grant reads from B through rdmad A's grants (client::RemoteRegion) beside perftest in the same run\n");
+    std::printf("%-8s | %14s %14s %8s %10s | %14s %14s %8s\n", "size", "ib_read_lat", "grant p50", "ratio",
+                "grant p99", "ib_read_bw", "grant", "ratio");
+    std::printf("%-8s | %14s %14s %8s %10s | %14s %14s %8s\n", "", "typical (us)", "(us)", "", "(us)",
+                "(MiB/s)", "(MiB/s)", "");
+    for (uint64_t size : sizes) {
+      const Stats lat = bench.Latency(size, lat_iters);
+      const double bw = bench.Bandwidth(size, bw_iters, depth);
+      auto fig = [](const std::map<uint64_t, double>& m, uint64_t k) {
+        auto it = m.find(k);
+        return it == m.end() ? -1.0 : it->second;
+      };
+      const double plat = fig(pt_lat, size), pbw = fig(pt_bw, size);
+      char lat_ratio[32] = "n/a", bw_ratio[32] = "n/a", plat_s[32] = "n/a", pbw_s[32] = "n/a";
+      if (plat > 0) {
+        std::snprintf(plat_s, sizeof plat_s, "%.1f", plat);
+        std::snprintf(lat_ratio, sizeof lat_ratio, "%.2fx", lat.p50 / plat);
+      }
+      if (pbw > 0) {
+        std::snprintf(pbw_s, sizeof pbw_s, "%.2f", pbw);
+        std::snprintf(bw_ratio, sizeof bw_ratio, "%.2fx", bw / pbw);
+      }
+      std::printf("%-8s | %14s %14.1f %8s %10.1f | %14s %14.2f %8s\n", SizeName(size).c_str(), plat_s, lat.p50,
+                  lat_ratio, lat.p99, pbw_s, bw, bw_ratio);
+      std::fflush(stdout);
     }
-    if (pbw > 0) {
-      std::snprintf(pbw_s, sizeof pbw_s, "%.2f", pbw);
-      std::snprintf(bw_ratio, sizeof bw_ratio, "%.2fx", bw / pbw);
-    }
-    std::printf("%-8s | %14s %14.1f %8s %10.1f | %14s %14.2f %8s\n", SizeName(size).c_str(), plat_s, lat.p50,
-                lat_ratio, lat.p99, pbw_s, bw, bw_ratio);
-    std::fflush(stdout);
+    std::printf("(latency: depth 1, %d reads per size after 20 warm-up; bandwidth: %zu outstanding, %d reads per "
+                "size; ratio: grant / perftest)\n",
+                lat_iters, depth, bw_iters);
   }
-  std::printf("(latency: depth 1, %d reads per size after 20 warm-up; bandwidth: %zu outstanding, %d reads per "
-              "size; ratio: grant / perftest)\n",
-              lat_iters, depth, bw_iters);
 
   // IssueGrant -> first byte, beside a plain type 2 bind on a connected QP.
   Bench::FirstByte f = bench.TimeToFirstByte(first_iters);
@@ -376,6 +382,29 @@ int main(int argc, char** argv) {
   } else {
     std::printf("  plain BindMw: not measured: %s\n", plain.error.c_str());
     std::printf("  RevokeGrant RPC            %10.0f / %-10.0f\n", revoke.p50, revoke.p99);
+  }
+
+  if (!markdown.empty()) {
+    std::FILE* md = std::fopen(markdown.c_str(), "w");
+    if (md == nullptr) Die("--markdown", absl::InternalError("cannot write " + markdown));
+    std::fprintf(md, "From `IssueGrant` to the first byte read (64 B), %d runs, beside a plain type 2 bind:\n\n",
+                 first_iters);
+    std::fprintf(md, "| step | p50 (us) | p99 (us) |\n| --- | --- | --- |\n");
+    auto row = [md](const char* what, const Stats& st) {
+      std::fprintf(md, "| %s | %.0f | %.0f |\n", what, st.p50, st.p99);
+    };
+    row("`IssueGrant` -> first byte, of which", total);
+    row("&nbsp;&nbsp;the `IssueGrant` RPC (gRPC over the wire)", issue);
+    row("&nbsp;&nbsp;`RemoteRegion::Open`: rdma_cm connect, token check, bind on the client's QP, the key's SEND",
+        open);
+    row("&nbsp;&nbsp;the first 64-byte read", read);
+    if (plain.error.empty()) row("plain `BindMw` RPC, type 2, on a connected QP of the same PD", bind);
+    row("`RevokeGrant` (returns once the key is dead at the NIC)", revoke);
+    if (plain.error.empty()) row("plain `InvalidateMw` RPC", inv);
+    if (plain.error.empty() && bind.p50 > 0) {
+      std::fprintf(md, "\nFirst byte / plain bind, p50: %.1fx\n", total.p50 / bind.p50);
+    }
+    std::fclose(md);
   }
 
   (void)a.DeregisterMr(mr->name(), true);

@@ -10,7 +10,8 @@
 #   -v, --verbose    progress and timings on stderr
 #   -h, --help       this text
 # For a guest that is one end of a private wire (run-two-guests.sh uses these):
-#   --net MODE       eth0's network: user (the default), listen:HOST:PORT or connect:HOST:PORT
+#   --net MODE       eth0's network: user (the default), unix-listen:PATH or unix-connect:PATH (a wire to
+#                    another guest over a UNIX socket), listen:HOST:PORT or connect:HOST:PORT (over TCP)
 #                    (QEMU socket networking: a wire to the one guest at the other end, nothing else)
 #   --addr CIDR      eth0's address (default 10.0.2.15/24)
 #   --mac MAC        eth0's MAC address (default QEMU's, the same in every guest)
@@ -68,7 +69,8 @@ while (($#)); do
 done
 (($#)) || usage_error "no COMMAND given"
 check_common_options
-[[ $net =~ ^(user|(listen|connect):[A-Za-z0-9.-]+:[0-9]+)$ ]] || usage_error "--net must be user, listen:HOST:PORT or connect:HOST:PORT, got '$net'"
+[[ $net =~ ^(user|(listen|connect):[A-Za-z0-9.-]+:[0-9]+|unix-(listen|connect):/[^,]+)$ ]] ||
+  usage_error "--net must be user, unix-listen:PATH, unix-connect:PATH (absolute), listen:HOST:PORT or connect:HOST:PORT, got '$net'"
 [[ $addr =~ ^[0-9]+(\.[0-9]+){3}/[0-9]+$ ]] || usage_error "--addr must be an IPv4 CIDR like 10.0.3.1/24, got '$addr'"
 [[ -z $mac || $mac =~ ^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$ ]] || usage_error "--mac must look like 52:54:00:12:34:56, got '$mac'"
 [[ -z $guest_name || $guest_name =~ ^[A-Za-z0-9_-]+$ ]] || usage_error "--name must be letters, digits, - or _, got '$guest_name'"
@@ -164,6 +166,12 @@ console=$out_dir/guest-console${guest_name:+-$guest_name}.log
 # eth0: QEMU user networking (no way out), or one end of a socket wire.
 if [[ $net == user ]]; then
   nic=(-nic "user,model=virtio-net-pci,restrict=on${mac:+,mac=$mac}")
+elif [[ $net == unix-listen:* || $net == unix-connect:* ]]; then
+  # A stream over a UNIX socket (QEMU 7.2's -netdev stream): no Nagle, no delayed ACK, flow-controlled.
+  server=off
+  [[ $net == unix-listen:* ]] && server=on
+  nic=(-netdev "stream,id=n0,server=$server,addr.type=unix,addr.path=$(qesc "${net#*:}")"
+       -device "virtio-net-pci,netdev=n0${mac:+,mac=$mac}")
 else
   nic=(-netdev "socket,id=n0,${net%%:*}=${net#*:}" -device "virtio-net-pci,netdev=n0${mac:+,mac=$mac}")
 fi

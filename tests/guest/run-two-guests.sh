@@ -13,7 +13,9 @@
 #   -v, --verbose     progress and timings on stderr
 #   -h, --help        this text
 #
-# The wire: QEMU socket networking over 127.0.0.1 on a free port, A listening, B connecting. eth0 is
+# The wire: a QEMU stream over a UNIX socket in the harness's own directory (-netdev stream), A
+# listening, B connecting. (QEMU's TCP socket wire, used before, delays frames that follow one another
+# closely by the host's delayed ACK, ~40 ms: its listening side does not set TCP_NODELAY.) eth0 is
 # 10.0.3.1/24 in A and 10.0.3.2/24 in B (MACs 52:54:00:00:03:01 and :02), rxe0 is ACTIVE on eth0 in
 # each, and nothing else is reachable. A boots first; B is started once A's command is running,
 # so a server started by A has a head start of one boot (clients should still retry).
@@ -151,34 +153,12 @@ launch() {
   pid[$s]=$!
 }
 
-# A port nobody listens on, below the ephemeral range (outgoing connections never take it).
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 12000))
-    [[ -z $(ss -Hltn "sport = :$p") ]] && { echo "$p"; return 0; }
-  done
-  return 1
-}
-
-# ---- A: boot until its command runs (another port if one was taken meanwhile) --------------------
-for port_try in 1 2 3; do
-  port=$(free_port) || { err "no free TCP port found on 127.0.0.1"; exit "$EXIT_HARNESS"; }
-  info "A listens on 127.0.0.1:$port; booting A"
-  launch a "listen:127.0.0.1:$port"
-  while running a && [[ ! -e $ctl/a.ready ]] && (($(now) < hard_deadline)); do sleep 0.1; done
-  [[ -e $ctl/a.ready ]] && break
-  running a && exit "$EXIT_TIMEOUT" # cleanup stops it
-  reap a
-  if [[ ${status[a]} == "$EXIT_HARNESS" && $port_try -lt 3 ]] &&
-     grep -q 'Address already in use' "$out_dir/guest-a.stderr"; then
-    warn "port $port was taken before A's QEMU could listen on it; trying another"
-    rm -f -- "$out_dir/guest-a.status"
-    status[a]=
-    continue
-  fi
-  break
-done
+# ---- A: boot until its command runs ------------------------------------------------------------------
+wire=$ctl/wire.sock
+info "A listens on $wire; booting A"
+launch a "unix-listen:$wire"
+while running a && [[ ! -e $ctl/a.ready ]] && (($(now) < hard_deadline)); do sleep 0.1; done
+[[ -e $ctl/a.ready ]] || { running a && exit "$EXIT_TIMEOUT"; reap a; } # cleanup stops a running A
 start_tails a
 if [[ ! -e $ctl/a.ready ]]; then
   note[b]="A never got ready"
@@ -189,7 +169,7 @@ info "A ready (rxe0 ACTIVE, command started) after $(secs $((t_a - t_start))) s;
 
 # ---- B: boot on the wire to A ----------------------------------------------------------------------
 running a || warn "A's command ended before B was started: B is alone on the wire"
-launch b "connect:127.0.0.1:$port"
+launch b "unix-connect:$wire"
 start_tails b
 
 # ---- wait for both sides ---------------------------------------------------------------------------
