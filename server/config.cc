@@ -89,13 +89,20 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
         return InvalidArgument(key, "must be an absolute path, or \"\" (no state kept across restarts)");
       }
       c.state_file = value.get<std::string>();
+    } else if (key == "mw_bounds_region") {
+      const std::string v = value.is_string() ? value.get<std::string>() : "";
+      if (v != "auto" && v != "always" && v != "never") {
+        return InvalidArgument(key, "must be \"auto\", \"always\" or \"never\"");
+      }
+      c.mw_bounds_region = v;
     } else if (absl::Status s; ParseSecurityKey(key, value, &c, &s)) {
       RDMAD_RETURN_IF_ERROR(s);
     } else {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, max_mr_bytes, log_level, "
                                   "rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
                                   "grant_quarantine_ms, grant_window_pool, shutdown_deadline_s, state_file, insecure_tcp, "
-                                  "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen)");
+                                  "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
+                                  "mw_bounds_region)");
     }
   }
   return c;

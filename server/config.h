@@ -70,6 +70,9 @@ struct Config {
   // The crash-safe state store (SQLite; docs/operations.md#restart-recovery): PDs, file-backed MRs, grants
   // and the name marks survive a restart. "": nothing is kept (names start at 1 again after a restart).
   std::string state_file;
+  // Bind each memory window to a private bounds region over its range: "auto" (where the device's start-up
+  // probe did not see it enforce window bounds), "always", "never" (unsafe where it does not: warned).
+  std::string mw_bounds_region = "auto";
 
   bool insecure_tcp = false;  // a TCP listener without TLS is refused at start-up unless this is set
   TlsConfig tls;

@@ -84,6 +84,25 @@ void LogDevices(const fabric::Fabric& fabric) {
   }
 }
 
+// Per device: whether windows get a bounds region (docs/api.md#memory-windows). "never" on a device whose
+// probe did not see it enforce window bounds is allowed (to measure, or where the operator knows better)
+// but warned: there a window exposes its whole MR.
+void LogBoundsRegions(const fabric::Fabric& fabric, MwBoundsRegion mode, const std::string& setting) {
+  for (const fabric::Device* d : fabric.devices()) {
+    const fabric::DeviceInfo& i = d->info();
+    const bool uses = UsesBoundsRegion(mode, i);
+    if (!uses && !i.mw_bounds_enforced) {
+      RDMAD_LOG_WARN("device %s: mw_bounds_region \"never\", but the device is not known to enforce window bounds "
+                     "(%s): UNSAFE, a window's key gives access to its whole memory region", i.name.c_str(),
+                     i.mw_bounds_probe.c_str());
+      continue;
+    }
+    RDMAD_LOG_INFO("device %s: windows %s a bounds region (mw_bounds_region \"%s\"; probe: %s)", i.name.c_str(),
+                   uses ? "are bound to" : "are bound directly, without", setting.c_str(),
+                   i.mw_bounds_probe.c_str());
+  }
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"rdmad: RDMA resource manager daemon (gRPC API rdmad.v1)"};
   std::string config_path;
@@ -162,6 +181,10 @@ int Run(int argc, char** argv) {
   }
   LogDevices(**fabric);
   Registry::Options options;
+  options.mw_bounds_region = config.mw_bounds_region == "always" ? MwBoundsRegion::kAlways
+                             : config.mw_bounds_region == "never" ? MwBoundsRegion::kNever
+                                                                  : MwBoundsRegion::kAuto;
+  LogBoundsRegions(**fabric, options.mw_bounds_region, config.mw_bounds_region);
   options.allowed_file_roots = config.allowed_file_roots;
   options.max_mr_bytes = config.max_mr_bytes;
   options.workers = config.pin_workers;

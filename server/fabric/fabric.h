@@ -92,6 +92,11 @@ struct DeviceInfo {
   bool mw_type2b = false;
   bool native_rereg = false;
   std::string native_rereg_probe;
+  // The device checks an access through a window against the window's own range (not only the bounds of
+  // the MR it is bound to). Probed once at start-up (server/verbs/mw_probe.h); false where the probe could
+  // not run: the safe answer, which keeps the registry's bounds region (server/registry/entries.h).
+  bool mw_bounds_enforced = false;
+  std::string mw_bounds_probe;  // what the probe saw, e.g. "read past the window succeeded"
 };
 
 // One counter of the NIC's own, as the driver exposes it in sysfs (server/fabric/hw_counters.h).

@@ -106,12 +106,14 @@ struct MwEntry {
   PdEntry* pd = nullptr;
   fabric::MwType type = fabric::MwType::kType1;
   uint32_t rkey = 0;  // published only after a bind's completion succeeded
-  // While bound: an MR registered over exactly the window's range (access: the parent MR's LOCAL_WRITE
-  // and MW_BIND, no remote access of its own), which the window is bound to instead of the parent MR.
-  // Some devices check a window access against the bounds of the window's MR only (rxe in Linux 6.1:
-  // rxe_resp.c check_rkey calls mr_check_range(mw->mr, ...)); this makes the window's own range the
-  // enforced one everywhere. Declared before `mw`, so the window is deallocated before it is
-  // deregistered (ibv_dereg_mr fails while a window is bound).
+  // While bound, on a device that needs it (UsesBoundsRegion, registry.h): an MR registered over exactly
+  // the window's range (access: the parent MR's LOCAL_WRITE and MW_BIND, no remote access of its own),
+  // which the window is bound to instead of the parent MR. Some devices check a window access against the
+  // bounds of the window's MR only (rxe in Linux 6.1: rxe_resp.c check_rkey calls mr_check_range(mw->mr,
+  // ...)); this makes the window's own range the enforced one there. Null where the device enforces window
+  // bounds itself (start-up probe, server/verbs/mw_probe.h): the window is bound to the parent MR.
+  // Declared before `mw`, so the window is deallocated before it is deregistered (ibv_dereg_mr fails while
+  // a window is bound).
   std::unique_ptr<fabric::Mr> bounds_mr;
   // The bounds region of a bind in flight, held here (not by the completion callback) so that teardown
   // releases it in order even if the completion never arrives. Owned by the bind's reservation.

@@ -12,6 +12,10 @@
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/fabric/fabric.h"
 
+namespace rdmad {
+enum class MwBoundsRegion;  // registry.h
+}  // namespace rdmad
+
 namespace rdmad::registry_internal {
 
 inline constexpr size_t kMaxLabel = 128;
@@ -25,8 +29,9 @@ absl::Status WithOutcome(absl::Status s, v1::ReregOutcome outcome);
 v1::QpState ToProto(fabric::QpState s);
 v1::QpEndpoint ToProto(const fabric::QpEndpoint& e);
 v1::Device ToProto(const fabric::DeviceInfo& info);
-// The device's info, and with `counters` its hardware counters read now (Device::ReadCounters).
-v1::Device ToProto(const fabric::Device& device, bool counters);
+// The device's info, and with `counters` its hardware counters read now (Device::ReadCounters); `bounds`:
+// the configured mw_bounds_region, which decides caps.mw_bounds_region.
+v1::Device ToProto(const fabric::Device& device, bool counters, MwBoundsRegion bounds);
 
 // Runs an asynchronous operation (a function taking its Done callback) and waits for its result.
 template <typename T, typename Start>

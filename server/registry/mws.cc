@@ -118,6 +118,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   QpEntry* user_qp = nullptr;
   uint32_t access = 0, mr_access = 0;
   uint64_t addr = 0;
+  fabric::Mr* parent = nullptr;  // the MR's registration: stays while the reservation links the window to it
   bool queued = false;
   absl::Status refused = [&]() -> absl::Status {
     absl::MutexLock lock(&mu_);
@@ -169,29 +170,33 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     if (user_qp && !type1) user_qp->type2_windows++;
     mr_access = mr->access;
     addr = mr->addr + request.offset();
+    parent = mr->mr.get();
     return absl::OkStatus();
   }();
   if (queued) return;
   if (!refused.ok()) return std::move(done)(refused);
 
-  // Without the lock: the bind QP (type 1), the bounds region, the post. The completion finishes it.
+  // Without the lock: the bind QP (type 1), the bounds region where the device needs one (the PD's device
+  // and the options never change), the post. The completion finishes it.
   absl::StatusOr<fabric::Qp*> qp = user_qp ? user_qp->get() : PrepareBindQp(*w->pd);
-  absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds =
-      qp.ok() ? w->pd->pd->RegMr(reinterpret_cast<void*>(addr), request.length(),
-                                 mr_access & (fabric::kLocalWrite | fabric::kMwBind))
-              : qp.status();
-  if (!bounds.ok() && qp.ok()) {
-    // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration.
-    bounds = WithContext(options_.memlock.Explain(bounds.status(), request.length(), "length"),
-                         absl::StrCat("binding ", request.name(), ": bounds region"));
-  }
-  if (!bounds.ok()) return FinishBind(w, mr, user_qp, request, addr, bounds.status(), std::move(done));
+  if (!qp.ok()) return FinishBind(w, mr, user_qp, request, addr, qp.status(), std::move(done));
   fabric::BindSpec spec;
-  spec.mr = bounds->get();
+  spec.mr = parent;
+  if (UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info())) {
+    absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds = w->pd->pd->RegMr(
+        reinterpret_cast<void*>(addr), request.length(), mr_access & (fabric::kLocalWrite | fabric::kMwBind));
+    if (!bounds.ok()) {
+      // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration.
+      absl::Status s = WithContext(options_.memlock.Explain(bounds.status(), request.length(), "length"),
+                                   absl::StrCat("binding ", request.name(), ": bounds region"));
+      return FinishBind(w, mr, user_qp, request, addr, s, std::move(done));
+    }
+    spec.mr = bounds->get();
+    w->binding_bounds_mr = std::move(bounds).value();  // the reservation holds it until FinishBind
+  }
   spec.addr = addr;
   spec.length = request.length();
   spec.access = access;
-  w->binding_bounds_mr = std::move(bounds).value();  // the reservation holds it until FinishBind
   auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
   absl::Status posted = (*qp)->PostBind(*w->mw, spec, [=](absl::StatusOr<uint32_t> rkey) mutable {
     FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
@@ -265,6 +270,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::BindMw(const v1::BindMwRequest& reque
 
 void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done, const std::string& owner) {
   MwEntry* w = nullptr;
+  fabric::Mr* bound_to = nullptr;  // the bounds region, or the MR itself where the device needs none
   bool queued = false;
   bool qp_in_error = false;  // type 2: its QP is known to be in the error state
   absl::StatusOr<v1::MemoryWindow> early = absl::UnknownError("");
@@ -285,6 +291,7 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
       return absl::OkStatus();
     }
     w->busy = "InvalidateMw";
+    bound_to = w->bounds_mr ? w->bounds_mr.get() : w->mr->mr.get();
     qp_in_error = w->type == fabric::MwType::kType2 && w->qp != nullptr && w->qp->state == fabric::QpState::kError;
     return absl::OkStatus();
   }();
@@ -311,7 +318,7 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
   };
   if (!qp.ok()) return finish(qp.status(), std::move(done));
   auto shared = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
-  absl::Status posted = (*qp)->PostInvalidate(*w->mw, *w->bounds_mr, [finish, shared](absl::Status s) mutable {
+  absl::Status posted = (*qp)->PostInvalidate(*w->mw, *bound_to, [finish, shared](absl::Status s) mutable {
     finish(std::move(s), std::move(*shared));
   });
   if (!posted.ok()) finish(posted, std::move(*shared));

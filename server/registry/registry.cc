@@ -84,11 +84,14 @@ v1::Device ToProto(const fabric::DeviceInfo& info) {
   caps->set_mw_type2b(info.mw_type2b);
   caps->set_native_rereg(info.native_rereg);
   caps->set_native_rereg_probe(info.native_rereg_probe);
+  caps->set_mw_bounds_enforced(info.mw_bounds_enforced);
+  caps->set_mw_bounds_probe(info.mw_bounds_probe);
   return d;
 }
 
-v1::Device ToProto(const fabric::Device& device, bool counters) {
+v1::Device ToProto(const fabric::Device& device, bool counters, MwBoundsRegion bounds) {
   v1::Device d = ToProto(device.info());
+  d.mutable_caps()->set_mw_bounds_region(UsesBoundsRegion(bounds, device.info()));
   if (!counters) return d;
   for (const fabric::HwCounterValue& c : device.ReadCounters()) {
     v1::HwCounter* out = d.add_hw_counters();
@@ -169,13 +172,22 @@ RDMAD_DEFINE_FIND(FindMw, MwEntry, mws_, "mws")
 // wait for the driver's refresh).
 std::vector<v1::Device> Registry::ListDevices() const {
   std::vector<v1::Device> out;
-  for (fabric::Device* d : fabric_->devices()) out.push_back(registry_internal::ToProto(*d, /*counters=*/true));
+  for (fabric::Device* d : fabric_->devices()) out.push_back(registry_internal::ToProto(*d, /*counters=*/true, options_.mw_bounds_region));
   return out;
 }
 
 absl::StatusOr<v1::Device> Registry::GetDevice(const std::string& name, bool with_counters) const {
   RDMAD_ASSIGN_OR_RETURN(fabric::Device * d, FindDevice(name, "name"));
-  return registry_internal::ToProto(*d, with_counters);
+  return registry_internal::ToProto(*d, with_counters, options_.mw_bounds_region);
+}
+
+bool UsesBoundsRegion(MwBoundsRegion mode, const fabric::DeviceInfo& info) {
+  switch (mode) {
+    case MwBoundsRegion::kAlways: return true;
+    case MwBoundsRegion::kNever: return false;
+    case MwBoundsRegion::kAuto: break;
+  }
+  return !info.mw_bounds_enforced;
 }
 
 }  // namespace rdmad

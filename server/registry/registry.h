@@ -59,6 +59,13 @@ namespace rdmad {
 template <typename T>
 using Done = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
 
+// Whether a window is bound to a private bounds region over exactly its range (entries.h MwEntry::bounds_mr)
+// instead of to its MR directly: kAuto where the device's start-up probe did not see it enforce window
+// bounds (DeviceInfo::mw_bounds_enforced), kAlways everywhere, kNever nowhere (unsafe on a device that does
+// not enforce them: a window would expose its whole MR). Config key mw_bounds_region (docs/config.md).
+enum class MwBoundsRegion { kAuto, kAlways, kNever };
+bool UsesBoundsRegion(MwBoundsRegion mode, const fabric::DeviceInfo& info);
+
 class Registry {
  public:
   struct Options {
@@ -75,6 +82,7 @@ class Registry {
     // rdmad's RLIMIT_MEMLOCK (server/memory/memlock.h): a registration that would pass it is refused before
     // anything is pinned (RESOURCE_EXHAUSTED on "source"). Default: no limit.
     Memlock memlock;
+    MwBoundsRegion mw_bounds_region = MwBoundsRegion::kAuto;
   };
 
   Registry(std::unique_ptr<fabric::Fabric> fabric, Options options);

@@ -17,6 +17,7 @@
 #include "server/common/status.h"
 #include "server/verbs/cm.h"
 #include "server/verbs/gid.h"
+#include "server/verbs/mw_probe.h"
 #include "server/verbs/pd.h"
 #include "server/verbs/qp.h"
 
@@ -92,6 +93,12 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(ibv_context* context, bool 
   int flags = fcntl(d->channel_->fd, F_GETFL);
   if (fcntl(d->channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) return FromErrno("fcntl(O_NONBLOCK)", d->info_.name);
   d->ProbeRereg();
+  MwBoundsProbe bounds = ProbeMwBounds(context, d->info_);
+  d->info_.mw_bounds_enforced = bounds.enforced;
+  d->info_.mw_bounds_probe = std::move(bounds.what);
+  RDMAD_LOG_INFO("%s: window bounds %s (%s)", d->info_.name.c_str(),
+                 d->info_.mw_bounds_enforced ? "enforced by the device" : "not known to be enforced",
+                 d->info_.mw_bounds_probe.c_str());
   return d;
 }
 

@@ -34,7 +34,7 @@ namespace rdmad::verbs {
 class Device final : public fabric::Device {
  public:
   // Opens the device, queries ports, GID table and caps, and probes native ibv_rereg_mr once on a
-  // throwaway MR in a throwaway PD.
+  // throwaway MR in a throwaway PD, and whether it enforces window bounds (mw_probe.h).
   // `owned`: the context was opened by rdmad (ibv_open_device) and is closed by the destructor.
   // `sysfs_root`: where ReadCounters looks for the device's hw_counters (/sys/class/infiniband).
   static absl::StatusOr<std::unique_ptr<Device>> Open(ibv_context* context, bool owned,

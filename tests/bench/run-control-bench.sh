@@ -6,7 +6,7 @@
 # run).
 # Usage (from the host):
 #   tests/guest/run-in-guest.sh --timeout 900 [--out DIR] -- tests/bench/run-control-bench.sh [--full]
-#       [--perf DIR] [--no-audit] [-- CONTROL_BENCH_ARGS...]
+#       [--perf DIR] [--no-audit] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]
 #   default: a short form (RegisterMr at 4 KiB, 1 MiB, 16 MiB; 5 samples per operation, 2 at 16 MiB, 5 first
 #     bytes), as CI runs it so it cannot rot; --full: 4 KiB .. 256 MiB, 200 samples (20 at 16 MiB and above),
 #     200 window operations, 50 first bytes;
@@ -15,6 +15,8 @@
 #     hottest symbols by self time, then inclusive of their callees). DIR must be writable from the guest
 #     (run-in-guest.sh --out);
 #   --no-audit: rdmad with its audit trail off ("audit": ""; on by default, to stdout), to see its share;
+#   --bounds MODE: rdmad's mw_bounds_region (auto, always, never; docs/config.md). "never" on rxe is UNSAFE
+#     (rxe does not enforce window bounds): only to measure rdmad's bind without the bounds region;
 #   -- ARGS: control_bench's arguments instead of the form's (e.g. -- --sizes '' --mw-iters 300 to profile the
 #     window operations alone).
 set -euo pipefail
@@ -23,20 +25,23 @@ bin=$root/bazel-bin
 args=(--sizes 4096,1048576,16777216 --iters 5 --big-iters 2 --mw-iters 5 --first-byte-iters 5)
 perf_dir=""
 audit='"-"'
+bounds=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --full) args=(--sizes 4096,1048576,16777216,268435456 --iters 200 --big-iters 20 --mw-iters 200
                   --first-byte-iters 50) ;;
     --perf) perf_dir=$2; shift ;;
     --no-audit) audit='""' ;;
+    --bounds) bounds=$2; shift ;;
     --) shift; args=("$@"); break ;;
-    *) echo "usage: $0 [--full] [--perf DIR] [--no-audit] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--full] [--perf DIR] [--no-audit] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
   esac
   shift
 done
 work=$(mktemp -d /tmp/rdmad-control-bench.XXXXXX)
 cat >"$work/rdmad.json" <<JSON
-{ "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7475"], "log_level": "warning", "audit": $audit }
+{ "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7475"], "log_level": "warning", "audit": $audit,
+  "mw_bounds_region": "$bounds" }
 JSON
 "$bin/server/rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
@@ -54,7 +59,7 @@ if [ -n "$perf_dir" ]; then
   # Recorded in the guest's own tmpfs (perf mmaps its output, which fails on the 9p mount of --out), copied after.
   perf=(perf record -a -g -e cpu-clock -F 499 -o "$work/perf.data" --)
 fi
-echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs, rdmad audit: $audit)"
+echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs, rdmad audit: $audit, mw_bounds_region: $bounds)"
 status=0
 "${perf[@]}" "$bin/tests/bench/control_bench" --target "unix:$work/rdmad.sock" --device rxe0 \
   --baseline-addr 10.0.2.15 "${args[@]}" || status=$?

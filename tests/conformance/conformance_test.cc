@@ -330,6 +330,13 @@ TEST_F(Conformance, DeviceReportsPortsGidsAndCaps) {
   // rxe has no ibv_rereg_mr (softroce-vm.md): the probe must have seen it, and said why.
   EXPECT_FALSE(d.caps().native_rereg());
   EXPECT_NE(d.caps().native_rereg_probe().find("EOPNOTSUPP"), std::string::npos) << d.caps().native_rereg_probe();
+  // rxe in Linux 6.1 checks an access through a window against its MR's bounds only: the start-up probe
+  // ran (not "could not run") and saw a read past a window succeed, so (mw_bounds_region "auto") rdmad
+  // binds windows to bounds regions on it; Type1WindowReadsExactlyItsRange shows they hold.
+  EXPECT_FALSE(d.caps().mw_bounds_enforced()) << d.caps().mw_bounds_probe();
+  EXPECT_NE(d.caps().mw_bounds_probe().find("past the window (inside its MR) succeeded"), std::string::npos)
+      << d.caps().mw_bounds_probe();
+  EXPECT_TRUE(d.caps().mw_bounds_region());
   ExpectError(Rdmad().GetDevice("devices/nosuch0").status(), kNotFound, "name");
 }
 

@@ -314,5 +314,20 @@ TEST(ParseConfigTest, MetricsListen) {
   }
 }
 
+TEST(ParseConfigTest, MwBoundsRegion) {
+  absl::StatusOr<Config> none = ParseConfig("{}");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->mw_bounds_region, "auto");  // the device's start-up probe decides
+  for (const char* mode : {"auto", "always", "never"}) {
+    absl::StatusOr<Config> c = ParseConfig(std::string(R"({"mw_bounds_region": ")") + mode + "\"}");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->mw_bounds_region, mode);
+  }
+  for (const char* bad : {R"({"mw_bounds_region": "sometimes"})", R"({"mw_bounds_region": true})",
+                          R"({"mw_bounds_region": ""})"}) {
+    EXPECT_TRUE(IsError(ParseConfig(bad), absl::StatusCode::kInvalidArgument, "mw_bounds_region")) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace rdmad

@@ -13,7 +13,7 @@
 
 namespace rdmad::fake {
 
-fabric::DeviceInfo MakeDeviceInfo(const std::string& name, bool native_rereg) {
+fabric::DeviceInfo MakeDeviceInfo(const std::string& name, bool native_rereg, bool mw_bounds_enforced) {
   fabric::DeviceInfo info;
   info.name = name;
   info.node_guid = "0011:2233:4455:6677";
@@ -40,6 +40,12 @@ fabric::DeviceInfo MakeDeviceInfo(const std::string& name, bool native_rereg) {
   info.mw_type2b = true;
   info.native_rereg = native_rereg;
   info.native_rereg_probe = native_rereg ? "OK" : "IBV_REREG_MR_ERR_CMD, errno 95 (EOPNOTSUPP)";
+  // Both answers of the window-bounds probe (server/verbs/mw_probe.h), in its words.
+  info.mw_bounds_enforced = mw_bounds_enforced;
+  info.mw_bounds_probe = mw_bounds_enforced
+                             ? "a read past the window (inside its MR) was refused (remote access error): "
+                               "window bounds enforced"
+                             : "a read past the window (inside its MR) succeeded: window bounds not enforced";
   return info;
 }
 

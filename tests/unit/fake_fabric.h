@@ -62,8 +62,10 @@ namespace rdmad::fake {
 inline uint32_t IncRkey(uint32_t rkey) { return (rkey & 0xffffff00u) | ((rkey + 1) & 0xffu); }
 
 // A device description with sensible defaults: one active Ethernet port with a link-local RoCEv2 GID at
-// index 0 and an IPv4-mapped RoCEv2 GID at index 1, type 1 and type 2B windows, no native rereg.
-fabric::DeviceInfo MakeDeviceInfo(const std::string& name, bool native_rereg = false);
+// index 0 and an IPv4-mapped RoCEv2 GID at index 1, type 1 and type 2B windows, no native rereg, and
+// window bounds not enforced (rxe's answer to the start-up probe; `mw_bounds_enforced` models the other).
+fabric::DeviceInfo MakeDeviceInfo(const std::string& name, bool native_rereg = false,
+                                  bool mw_bounds_enforced = false);
 
 class FakeLedger {
  public:

@@ -1,0 +1,220 @@
+// The bounds region of memory windows (server/registry/entries.h MwEntry::bounds_mr) against the device's
+// answer to the start-up window-bounds probe (server/verbs/mw_probe.h) and the mw_bounds_region setting:
+// a bind registers a private region over the window's range only where it is needed; without it, binds,
+// rebinds, invalidations (type 1 and 2), deallocation, the PD cascade and the destructor work on the parent
+// MR directly, in the order ibv_dereg_mr(3) requires (the fake refuses to deregister an MR a window is
+// bound to, and records any violation). GetDevice says which applies.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/registry/registry.h"
+#include "tests/unit/fake_fabric.h"
+#include "tests/unit/test_util.h"
+
+namespace rdmad {
+namespace {
+
+using ::rdmad::fake::FakeLedger;
+using ::rdmad::test::IsError;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr uint64_t kPage = 4096;
+constexpr char kRxe[] = "devices/rxe0";      // the probe: window bounds not enforced (rxe's answer)
+constexpr char kEnforcing[] = "devices/hca0";  // the probe: enforced
+
+template <typename T>
+T Ok(absl::StatusOr<T> s) {
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : T();
+}
+
+class BoundsRegionTest : public ::testing::TestWithParam<MwBoundsRegion> {
+ protected:
+  void SetUp() override {
+    ledger_ = std::make_shared<FakeLedger>();
+    Registry::Options options;
+    options.mw_bounds_region = GetParam();
+    registry_ = std::make_unique<Registry>(
+        std::make_unique<fake::FakeFabric>(
+            std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0"),
+                                            fake::MakeDeviceInfo("hca0", false, /*mw_bounds_enforced=*/true)},
+            ledger_),
+        options);
+  }
+  void TearDown() override {
+    registry_.reset();  // children before parents; the fake records any out-of-order release
+    EXPECT_THAT(ledger_->violations(), IsEmpty());
+    FakeLedger::Counts c = ledger_->live();
+    EXPECT_EQ(c.pds + c.mrs + c.mws + c.qps + c.devices, 0);
+  }
+
+  // Whether binds on `device` should register a bounds region under the parameter.
+  bool Expected(const std::string& device) const {
+    switch (GetParam()) {
+      case MwBoundsRegion::kAlways: return true;
+      case MwBoundsRegion::kNever: return false;
+      case MwBoundsRegion::kAuto: return device == kRxe;
+    }
+    return true;
+  }
+
+  std::string NewPd(const std::string& device) {
+    v1::CreatePdRequest r;
+    r.set_device(device);
+    return Ok(registry_->CreatePd(r)).name();
+  }
+  v1::MemoryRegion NewMr(const std::string& pd, uint64_t size) {
+    v1::RegisterMrRequest r;
+    r.set_pd(pd);
+    r.mutable_source()->mutable_anonymous()->set_size(size);
+    for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::REMOTE_WRITE, v1::MW_BIND}) r.add_access(a);
+    return Ok(registry_->RegisterMr(r));
+  }
+  std::string NewMw(const std::string& pd, v1::MwType type) {
+    v1::AllocMwRequest r;
+    r.set_pd(pd);
+    r.set_type(type);
+    return Ok(registry_->AllocMw(r)).name();
+  }
+  std::string NewQp(const std::string& pd) {
+    v1::CreateQpRequest r;
+    r.set_pd(pd);
+    v1::ConnectQpRequest c;
+    c.set_name(Ok(registry_->CreateQp(r)).name());
+    c.mutable_remote()->set_qpn(0x4242);
+    c.mutable_remote()->set_psn(7);
+    c.mutable_remote()->set_gid("0000:0000:0000:0000:0000:ffff:0a00:0002");
+    return Ok(registry_->ConnectQp(c)).name();
+  }
+  static v1::BindMwRequest Bind(const std::string& mw, const std::string& mr, uint64_t offset, uint64_t length,
+                                const std::string& qp = "") {
+    v1::BindMwRequest r;
+    r.set_name(mw);
+    r.set_mr(mr);
+    r.set_offset(offset);
+    r.set_length(length);
+    r.add_access(v1::REMOTE_READ);
+    r.set_qp(qp);
+    return r;
+  }
+
+  std::shared_ptr<FakeLedger> ledger_;
+  std::unique_ptr<Registry> registry_;
+};
+
+TEST_P(BoundsRegionTest, GetDeviceSaysWhatTheProbeSawAndWhetherWindowsGetABoundsRegion) {
+  for (const char* device : {kRxe, kEnforcing}) {
+    v1::Device d = Ok(registry_->GetDevice(device, /*with_counters=*/false));
+    EXPECT_EQ(d.caps().mw_bounds_enforced(), std::string(device) == kEnforcing) << device;
+    EXPECT_THAT(d.caps().mw_bounds_probe(), ::testing::HasSubstr("read past the window")) << device;
+    EXPECT_EQ(d.caps().mw_bounds_region(), Expected(device)) << device;
+  }
+}
+
+TEST_P(BoundsRegionTest, Type1BindRebindInvalidateAndDeallocUseTheParentMrUnlessABoundsRegionIsNeeded) {
+  for (const char* device : {kRxe, kEnforcing}) {
+    SCOPED_TRACE(device);
+    const bool bounds = Expected(device);
+    const std::string pd = NewPd(device);
+    const v1::MemoryRegion mr = NewMr(pd, 4 * kPage);
+    const uint64_t parent = ledger_->MrIdByLkey(mr.lkey());
+    const std::string w = NewMw(pd, v1::TYPE_1);
+    const int regs = ledger_->calls("reg_mr");
+
+    v1::MemoryWindow bound = Ok(registry_->BindMw(Bind(w, mr.name(), kPage, kPage)));
+    uint64_t fake_mw = ledger_->MwIdByRkey(bound.rkey());
+    const FakeLedger::MrView to = ledger_->Mr(ledger_->MwBoundMr(fake_mw));
+    EXPECT_EQ(ledger_->calls("reg_mr") - regs, bounds ? 1 : 0);
+    if (bounds) {
+      EXPECT_NE(to.id, parent);
+      EXPECT_EQ(to.addr, mr.addr() + kPage);  // exactly the window's range
+      EXPECT_EQ(to.length, kPage);
+      EXPECT_EQ(ledger_->MrBoundWindows(parent), 0);
+    } else {
+      EXPECT_EQ(to.id, parent);  // bound to the MR itself
+      EXPECT_EQ(ledger_->MrBoundWindows(parent), 1);
+    }
+    EXPECT_EQ(bound.binding().addr(), mr.addr() + kPage);
+
+    // Bound again (type 1): the previous bounds region, if any, goes after the new bind completed.
+    bound = Ok(registry_->BindMw(Bind(w, mr.name(), 0, 2 * kPage)));
+    EXPECT_EQ(ledger_->calls("reg_mr") - regs, bounds ? 2 : 0);
+    EXPECT_EQ(ledger_->live().mrs, bounds ? 2 : 1) << "one MR, and the current bounds region";
+
+    // A bound window keeps its MR registered (EBUSY, before the fabric).
+    EXPECT_TRUE(IsError(registry_->DeregisterMr(mr.name()), absl::StatusCode::kFailedPrecondition, "name"));
+
+    // Invalidation (a zero-length bind naming the MR the window is bound to) releases the bounds region.
+    v1::MemoryWindow unbound = Ok(registry_->InvalidateMw(w));
+    EXPECT_FALSE(unbound.bound());
+    EXPECT_EQ(ledger_->MwBoundMr(ledger_->MwIdByRkey(unbound.rkey())), 0u);
+    EXPECT_EQ(ledger_->live().mrs, 1);
+
+    // Bound again, then deallocated: the window goes before any region it referenced.
+    bound = Ok(registry_->BindMw(Bind(w, mr.name(), 0, kPage)));
+    fake_mw = ledger_->MwIdByRkey(bound.rkey());
+    ledger_->ClearEvents();
+    ASSERT_TRUE(registry_->DeallocMw(w).ok());
+    if (bounds) {
+      ASSERT_EQ(ledger_->events_of({"dealloc_mw", "dereg_mr"}).size(), 2u);
+      EXPECT_EQ(ledger_->events_of({"dealloc_mw", "dereg_mr"})[0], absl::StrCat("dealloc_mw ", fake_mw));
+    } else {
+      EXPECT_THAT(ledger_->events_of({"dealloc_mw", "dereg_mr"}), ElementsAre(absl::StrCat("dealloc_mw ", fake_mw)));
+    }
+    EXPECT_EQ(ledger_->MrBoundWindows(parent), 0);
+    ASSERT_TRUE(registry_->DeregisterMr(mr.name()).ok());
+  }
+}
+
+TEST_P(BoundsRegionTest, Type2WindowsAndThePdCascadeWorkWithoutABoundsRegion) {
+  for (const char* device : {kRxe, kEnforcing}) {
+    SCOPED_TRACE(device);
+    const bool bounds = Expected(device);
+    const std::string pd = NewPd(device);
+    const v1::MemoryRegion mr = NewMr(pd, 4 * kPage);
+    const std::string qp = NewQp(pd);
+    const std::string w2 = NewMw(pd, v1::TYPE_2);
+    const std::string w1 = NewMw(pd, v1::TYPE_1);
+    const int regs = ledger_->calls("reg_mr");
+    Ok(registry_->BindMw(Bind(w2, mr.name(), 0, kPage, qp)));
+    Ok(registry_->InvalidateMw(w2));  // LOCAL_INV on its QP
+    Ok(registry_->BindMw(Bind(w2, mr.name(), 2 * kPage, kPage, qp)));
+    Ok(registry_->BindMw(Bind(w1, mr.name(), kPage, kPage)));
+    EXPECT_EQ(ledger_->calls("reg_mr") - regs, bounds ? 3 : 0);
+    EXPECT_EQ(ledger_->MrBoundWindows(ledger_->MrIdByLkey(mr.lkey())), bounds ? 0 : 2);
+    // The cascade: windows before the regions they are bound to (the fake would refuse and record it).
+    v1::DeletePdRequest del;
+    del.set_name(pd);
+    del.set_cascade(true);
+    Ok(registry_->DeletePd(del));
+    EXPECT_THAT(ledger_->violations(), IsEmpty());
+    EXPECT_EQ(ledger_->live().mws, 0);
+  }
+}
+
+TEST_P(BoundsRegionTest, TheDestructorReleasesBoundWindowsBeforeTheirRegions) {
+  for (const char* device : {kRxe, kEnforcing}) {
+    const std::string pd = NewPd(device);
+    const v1::MemoryRegion mr = NewMr(pd, 2 * kPage);
+    Ok(registry_->BindMw(Bind(NewMw(pd, v1::TYPE_1), mr.name(), 0, kPage)));
+    Ok(registry_->BindMw(Bind(NewMw(pd, v1::TYPE_2), mr.name(), kPage, kPage, NewQp(pd))));
+  }
+  // TearDown: no violation, nothing left.
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, BoundsRegionTest,
+                         ::testing::Values(MwBoundsRegion::kAuto, MwBoundsRegion::kAlways, MwBoundsRegion::kNever),
+                         [](const ::testing::TestParamInfo<MwBoundsRegion>& i) {
+                           return i.param == MwBoundsRegion::kAuto     ? std::string("Auto")
+                                  : i.param == MwBoundsRegion::kAlways ? std::string("Always")
+                                                                       : std::string("Never");
+                         });
+
+}  // namespace
+}  // namespace rdmad
