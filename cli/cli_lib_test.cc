@@ -372,6 +372,13 @@ TEST(ResourceTablesTest, DevicesAndGids) {
   EXPECT_THAT(table, HasSubstr("devices/rxe0   InfiniBand   1       ACTIVE   1024   Ethernet   1      1,2b       no"));
   const std::string gids = GidsTable(devices).Render();
   EXPECT_THAT(gids, HasSubstr("devices/rxe0   1      1       RoCEv2   0000:0000:0000:0000:0000:ffff:c0a8:0105"));
+  // MW-BOUNDS (wide): who keeps a window's key to its range.
+  EXPECT_THAT(DevicesTable(devices, true).Render(), HasSubstr("   UNSAFE   "));
+  d->mutable_caps()->set_mw_bounds_region(true);
+  EXPECT_THAT(DevicesTable(devices, true).Render(), HasSubstr("   bounds-region   "));
+  d->mutable_caps()->set_mw_bounds_region(false);
+  d->mutable_caps()->set_mw_bounds_enforced(true);
+  EXPECT_THAT(DevicesTable(devices, true).Render(), HasSubstr("   device   "));
 }
 
 TEST(ResourceTablesTest, HwCountersMarkRemoteAccessErrors) {

@@ -159,11 +159,23 @@ std::string SourceString(const v1::MemorySource& source) {
   }
 }
 
+namespace {
+
+// Who keeps a window's key to its range: the device itself, rdmad's bounds region, or nobody (mw_bounds_region
+// "never" on a device whose probe did not see it enforce window bounds).
+std::string MwBounds(const v1::DeviceCaps& caps) {
+  if (caps.mw_bounds_region()) return "bounds-region";
+  return caps.mw_bounds_enforced() ? "device" : "UNSAFE";
+}
+
+}  // namespace
+
 Table DevicesTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices, bool wide) {
   std::vector<std::string> header = {"NAME", "TRANSPORT", "PORTS",    "STATE",       "MTU",
                                      "LINK", "GIDS",      "MW-TYPES", "NATIVE-REREG"};
   if (wide) {
-    for (const char* h : {"NODE-TYPE", "GUID", "FIRMWARE", "MAX-MR-SIZE", "MAX-MR", "MAX-MW", "REREG-PROBE"}) {
+    for (const char* h :
+         {"NODE-TYPE", "GUID", "FIRMWARE", "MAX-MR-SIZE", "MAX-MR", "MAX-MW", "MW-BOUNDS", "REREG-PROBE"}) {
       header.push_back(h);
     }
   }
@@ -185,7 +197,8 @@ Table DevicesTable(const google::protobuf::RepeatedPtrField<v1::Device>& devices
     if (wide) {
       for (std::string cell :
            {d.node_type(), d.node_guid(), d.firmware(), FormatSize(d.caps().max_mr_size()),
-            absl::StrCat(d.caps().max_mr()), absl::StrCat(d.caps().max_mw()), d.caps().native_rereg_probe()}) {
+            absl::StrCat(d.caps().max_mr()), absl::StrCat(d.caps().max_mw()), MwBounds(d.caps()),
+            d.caps().native_rereg_probe()}) {
         row.push_back(std::move(cell));
       }
     }
