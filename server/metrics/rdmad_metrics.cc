@@ -225,6 +225,21 @@ void RdmadMetrics::CollectNic(std::vector<Family>* out) const {
   }
   out->push_back(std::move(all));
   out->push_back(std::move(refused));
+  if (sources_.registry == nullptr) return;
+  // The window-bounds probe's answer and what rdmad made of it (docs/api.md#memory-windows).
+  Family bounds{"rdmad_mw_bounds_region",
+                "1 if rdmad binds this device's memory windows to a bounds region over their range; `enforced`: "
+                "whether the start-up probe saw the device enforce window bounds itself.",
+                "gauge", {}};
+  for (const fabric::Device* d : sources_.fabric->devices()) {
+    absl::StatusOr<v1::Device> info = sources_.registry->GetDevice(d->info().name, /*with_counters=*/false);
+    if (!info.ok()) continue;
+    bounds.samples.push_back({"",
+                              {{"device", d->info().name},
+                               {"enforced", info->caps().mw_bounds_enforced() ? "true" : "false"}},
+                              info->caps().mw_bounds_region() ? 1.0 : 0.0});
+  }
+  out->push_back(std::move(bounds));
 }
 
 }  // namespace rdmad::metrics

@@ -84,6 +84,8 @@ TEST_F(RdmadMetricsTest, ObjectsPinnedBytesAndGrantEventsByTenant) {
   EXPECT_TRUE(Contains(empty, "rdmad_pinned_bytes{tenant=\"t\"} 0")) << empty;
   EXPECT_TRUE(Contains(empty, "rdmad_dataplane_connections 0")) << empty;
   EXPECT_TRUE(Contains(empty, "rdmad_nic_remote_access_errors_total{device=\"rxe0\"} 0")) << empty;
+  // The fake's rxe0 answers the window-bounds probe as rxe does: not enforced, so a bounds region ("auto").
+  EXPECT_TRUE(Contains(empty, "rdmad_mw_bounds_region{device=\"rxe0\",enforced=\"false\"} 1")) << empty;
 
   v1::CreatePdRequest pr;
   pr.set_device("rxe0");
