@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
   app.add_option("--rdmad-port", rdmad_port);
   app.add_option("--rping-port", rping_port);
   app.add_option("--connections", connections)->check(CLI::PositiveNumber);
+  std::string markdown, caption;
+  app.add_option("--markdown", markdown, "also write the table to this file (docs/performance.md's fragment)");
+  app.add_option("--caption", caption, "with --markdown: the fragment's first line (what ran, where)");
   CLI11_PARSE(app, argc, argv);
 
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
@@ -146,5 +149,25 @@ int main(int argc, char** argv) {
   std::printf("\nevent delivery to a WatchEvents stream (rdmad's publication -> the client's read), %zu events:\n",
               d.n);
   std::printf("p50 %.0f us, p99 %.0f us, mean %.0f us\n", d.p50, d.p99, d.mean);
+  if (!markdown.empty()) {
+    std::FILE* md = std::fopen(markdown.c_str(), "w");
+    if (md == nullptr) {
+      std::fprintf(stderr, "cm_bench: cannot write %s\n", markdown.c_str());
+      return 1;
+    }
+    if (!caption.empty()) std::fprintf(md, "%s\n\n", caption.c_str());
+    std::fprintf(md, "| listener | connect -> ESTABLISHED p50 | p99 | mean | dial loops/s |\n");
+    std::fprintf(md, "| --- | --- | --- | --- | --- |\n");
+    std::fprintf(md, "| `rping -s -P` (baseline) | %.0f us | %.0f us | %.0f us | %.1f |\n", b.p50, b.p99, b.mean,
+                 base.seconds > 0 ? base.latency_us.size() / base.seconds : 0.0);
+    std::fprintf(md, "| rdmad data-plane listener | %.0f us | %.0f us | %.0f us | %.1f |\n", o.p50, o.p99, o.mean,
+                 ours.seconds > 0 ? ours.latency_us.size() / ours.seconds : 0.0);
+    if (b.p50 > 0 && b.p99 > 0 && b.mean > 0) {
+      std::fprintf(md, "| ratio | %.2fx | %.2fx | %.2fx | |\n", o.p50 / b.p50, o.p99 / b.p99, o.mean / b.mean);
+    }
+    std::fprintf(md, "\nEvent delivery to a `WatchEvents` stream, %zu events: p50 %.0f us, p99 %.0f us, mean %.0f us.\n",
+                 d.n, d.p50, d.p99, d.mean);
+    std::fclose(md);
+  }
   return base.failures + ours.failures > 0 ? 1 : 0;
 }

@@ -13,11 +13,14 @@
 // IssueGrant -> first byte read is in first_byte.cc (its baseline: a plain librdmacm connection).
 // Usage: control_bench --target unix:/path [--device rxe0] [--sizes 4096,1048576,...] [--iters N]
 //                      [--big-iters N] [--mw-iters N] [--first-byte-iters N] [--baseline-addr 10.0.2.15]
-//                      [--noop ListPds|GetDevice] [--pause-us 2000]
+//                      [--noop ListPds|GetDevice] [--pause-us 2000] [--markdown FILE [--caption LINE]]
+//                      [--data-prefix PREFIX] [--metrics HOST:PORT]
 // Threads: one (the main thread); DirectVerbs and Client are used from it only.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,11 +28,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "tests/bench/direct_verbs.h"
 #include "tests/bench/first_byte.h"
+#include "tests/bench/rdmad_time.h"
 #include "tests/bench/stats.h"
 
 namespace {
@@ -282,17 +287,81 @@ double MedianExtra(const std::vector<double>& rpc, const std::vector<double>& no
   return Summarize(extra).p50;
 }
 
-void Print(const std::vector<Row>& rows) {
-  std::printf("\n| operation | n | verbs p50 | verbs p99 | RPC p50 | RPC p99 | no-op p50 | no-op p99 | "
-              "RPC - no-op, p50 | (RPC - no-op) / verbs (goal <= 1.2) |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+void Print(const std::vector<Row>& rows, std::FILE* out) {
+  std::fprintf(out, "\n| operation | n | verbs p50 | verbs p99 | RPC p50 | RPC p99 | no-op p50 | no-op p99 | "
+                    "RPC - no-op, p50 | (RPC - no-op) / verbs (goal <= 1.2) |\n");
+  std::fprintf(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const Row& r : rows) {
     const Stats v = Summarize(r.verbs), c = Summarize(r.rpc), n = Summarize(r.noop);
     const double extra = MedianExtra(r.rpc, r.noop);
-    std::printf("| %s | %zu | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.2fx |\n",
-                r.op.c_str(), v.n, v.p50, v.p99, c.p50, c.p99, n.p50, n.p99, extra, v.p50 > 0 ? extra / v.p50 : 0);
+    std::fprintf(out, "| %s | %zu | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.2fx |\n",
+                 r.op.c_str(), v.n, v.p50, v.p99, c.p50, c.p99, n.p50, n.p99, extra, v.p50 > 0 ? extra / v.p50 : 0);
   }
-  std::fflush(stdout);
+  std::fflush(out);
+}
+
+// For the plot of cost against size: per RegisterMr size, the verbs call's, the RPC's and the no-op's p50.
+void WriteSizeData(const std::vector<Row>& rows, const std::vector<uint64_t>& sizes, const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) Die("cannot write " + path);
+  std::fprintf(f, "# size_bytes RegisterMr: verbs_p50_us rpc_p50_us noop_p50_us rpc_minus_noop_p50_us\n");
+  for (uint64_t size : sizes) {
+    for (const Row& r : rows) {
+      if (r.op != "RegisterMr " + SizeName(size)) continue;
+      std::fprintf(f, "%llu %.1f %.1f %.1f %.1f\n", static_cast<unsigned long long>(size), Summarize(r.verbs).p50,
+                   Summarize(r.rpc).p50, Summarize(r.noop).p50, MedianExtra(r.rpc, r.noop));
+    }
+  }
+  std::fclose(f);
+}
+
+// One group of rows (a registration size, or the window operations) with rdmad's RPC times around it.
+struct Group {
+  size_t first = 0, end = 0;  // rows [first, end)
+  rdmad::bench::MethodTimes before, after;
+};
+
+// Where an RPC's time goes: rdmad's own time per call (admission -> answer handed to gRPC, from its
+// /metrics) beside what the client saw (means over each group, both window types together since /metrics
+// has one series per method), for each operation and for the no-op.
+void PrintSplit(const std::vector<Row>& rows, const std::vector<Group>& groups, std::FILE* out) {
+  std::fprintf(out, "\nWhere the time goes (means per call; rdmad's own: from its `rdmad_rpc_duration_seconds`, "
+                    "admission to the answer handed to gRPC; outside: gRPC, the transport and the threads the answer "
+                    "crosses):\n\n");
+  std::fprintf(out, "| operation | RPC mean | of which in rdmad | outside rdmad | no-op mean | no-op in rdmad | "
+                    "RPC - no-op: in rdmad | RPC - no-op: outside |\n");
+  std::fprintf(out, "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const Group& g : groups) {
+    std::map<std::string, std::pair<std::string, std::vector<double>>> by_method;  // method -> (label, samples)
+    std::vector<double> noop;
+    std::vector<std::string> order;
+    for (size_t i = g.first; i < g.end; ++i) {
+      const Row& r = rows[i];
+      if (absl::StartsWith(r.op, "&nbsp;")) continue;  // shares its samples with the row above
+      const std::string method = r.op.substr(0, r.op.find(' '));
+      auto [it, added] = by_method.try_emplace(method, r.op, std::vector<double>());
+      if (added) order.push_back(method);
+      else it->second.first = method + " (types 1 and 2)";
+      it->second.second.insert(it->second.second.end(), r.rpc.begin(), r.rpc.end());
+      noop.insert(noop.end(), r.noop.begin(), r.noop.end());
+    }
+    const double noop_client = Summarize(noop).mean;
+    const double noop_rdmad = rdmad::bench::MeanBetween(g.before, g.after, "ListPds") * 1e6;
+    for (const std::string& method : order) {
+      const auto& [label, samples] = by_method[method];
+      const double client = Summarize(samples).mean;
+      const double rdmad = rdmad::bench::MeanBetween(g.before, g.after, method) * 1e6;
+      if (rdmad < 0 || noop_rdmad < 0) {
+        std::fprintf(out, "| %s | %.0f us | n/a | n/a | %.0f us | n/a | n/a | n/a |\n", label.c_str(), client,
+                     noop_client);
+        continue;
+      }
+      std::fprintf(out, "| %s | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us |\n",
+                   label.c_str(), client, rdmad, client - rdmad, noop_client, noop_rdmad, rdmad - noop_rdmad,
+                   (client - rdmad) - (noop_client - noop_rdmad));
+    }
+  }
+  std::fflush(out);
 }
 
 }  // namespace
@@ -318,6 +387,12 @@ int main(int argc, char** argv) {
   int pause_us = 2000;
   app.add_option("--pause-us", pause_us, "pause before each timed call (0: none)")->check(CLI::NonNegativeNumber);
   app.add_option("--baseline-addr", baseline_addr, "this machine's RDMA address for the plain librdmacm baseline");
+  std::string markdown, data_prefix, caption, metrics;
+  app.add_option("--metrics", metrics,
+                 "rdmad's metrics_listen (host:port): also split each RPC's time into rdmad's own and the rest");
+  app.add_option("--markdown", markdown, "also write the tables to this file (docs/performance.md's fragment)");
+  app.add_option("--caption", caption, "with --markdown: the fragment's first line (what ran, where)");
+  app.add_option("--data-prefix", data_prefix, "also write PREFIX-size.dat (RegisterMr p50s by size, for gnuplot)");
   CLI11_PARSE(app, argc, argv);
   std::vector<uint64_t> sizes;
   for (absl::string_view s : absl::StrSplit(sizes_text, ',', absl::SkipEmpty())) {
@@ -345,18 +420,44 @@ int main(int argc, char** argv) {
   std::printf("no-op in the table: %s\n", noop.c_str());
   std::fflush(stdout);
   std::vector<Row> rows;
+  std::vector<Group> groups;
+  auto scrape = [&metrics]() {
+    if (metrics.empty()) return rdmad::bench::MethodTimes();
+    return Must(rdmad::bench::ScrapeRpcTimes(metrics), "--metrics");
+  };
+  auto measure = [&](const std::function<void()>& run) {
+    Group g;
+    g.first = rows.size();
+    g.before = scrape();
+    run();
+    g.after = scrape();
+    g.end = rows.size();
+    groups.push_back(std::move(g));
+  };
   for (uint64_t size : sizes) {
-    bench.Registration(size, size >= (16u << 20) ? big_iters : iters, pd.name(), &rows);
+    measure([&] { bench.Registration(size, size >= (16u << 20) ? big_iters : iters, pd.name(), &rows); });
     std::fprintf(stderr, "control_bench: %s done\n", SizeName(size).c_str());
   }
-  bench.Windows(mw_iters, pd.name(), window, &rows);
-  Print(rows);
+  measure([&] { bench.Windows(mw_iters, pd.name(), window, &rows); });
+  Print(rows, stdout);
+  if (!metrics.empty()) PrintSplit(rows, groups, stdout);
+  std::FILE* md = nullptr;
+  if (!markdown.empty()) {
+    md = std::fopen(markdown.c_str(), "w");
+    if (md == nullptr) Die("cannot write " + markdown);
+    if (!caption.empty()) std::fprintf(md, "%s\n", caption.c_str());
+    Print(rows, md);
+    if (!metrics.empty()) PrintSplit(rows, groups, md);
+  }
+  if (!data_prefix.empty()) WriteSizeData(rows, sizes, data_prefix + "-size.dat");
   if (first_byte_iters > 0) {
     rdmad::bench::FirstByteFigures f = rdmad::bench::MeasureFirstByte(
         &rdmad, [&bench] { return bench.Noop(); }, noop, pd.name(), baseline_addr, first_byte_iters);
     if (!f.error.empty()) Die("first byte: " + f.error);
     rdmad::bench::PrintFirstByte(f);
+    if (md != nullptr) rdmad::bench::PrintFirstByte(f, md);
   }
+  if (md != nullptr) std::fclose(md);
   (void)rdmad.DeletePd(pd.name(), /*cascade=*/true);
   return 0;
 }

@@ -248,16 +248,16 @@ FirstByteFigures MeasureFirstByte(client::Client* rdmad, const std::function<dou
   return f;
 }
 
-void PrintFirstByte(const FirstByteFigures& f) {
+void PrintFirstByte(const FirstByteFigures& f, std::FILE* out) {
   const Stats total = Summarize(f.total), base = Summarize(f.baseline);
   std::vector<double> extra;  // paired per sample, as in control_bench's table
   for (size_t i = 0; i < f.total.size() && i < f.noop.size(); ++i) extra.push_back(f.total[i] - f.noop[i]);
   const double median_extra = Summarize(extra).p50;
-  std::printf("\nIssueGrant -> first byte read (64 B), %zu samples:\n\n", total.n);
-  std::printf("| step | p50 | p99 |\n| --- | --- | --- |\n");
-  auto line = [](const char* what, const std::vector<double>& v) {
+  std::fprintf(out, "\nIssueGrant -> first byte read (64 B), %zu samples:\n\n", total.n);
+  std::fprintf(out, "| step | p50 | p99 |\n| --- | --- | --- |\n");
+  auto line = [out](const char* what, const std::vector<double>& v) {
     const Stats s = Summarize(v);
-    std::printf("| %s | %.0f us | %.0f us |\n", what, s.p50, s.p99);
+    std::fprintf(out, "| %s | %.0f us | %.0f us |\n", what, s.p50, s.p99);
   };
   line("IssueGrant -> first byte, of which", f.total);
   line("&nbsp;&nbsp;the IssueGrant RPC", f.issue);
@@ -265,9 +265,9 @@ void PrintFirstByte(const FirstByteFigures& f) {
   line("&nbsp;&nbsp;the first read", f.read);
   line("baseline: plain librdmacm connect (key in the accept) + first read", f.baseline);
   line(("no-op RPC (" + f.noop_name + ")").c_str(), f.noop);
-  std::printf("\n(total - no-op) / baseline: %.0f us / %.0f us = %.2fx (goal <= 1.2)\n", median_extra, base.p50,
+  std::fprintf(out, "\n(total - no-op) / baseline: %.0f us / %.0f us = %.2fx (goal <= 1.2)\n", median_extra, base.p50,
               base.p50 > 0 ? median_extra / base.p50 : 0);
-  std::fflush(stdout);
+  std::fflush(out);
 }
 
 }  // namespace rdmad::bench

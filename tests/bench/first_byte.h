@@ -11,6 +11,7 @@
 #ifndef RDMAD_TESTS_BENCH_FIRST_BYTE_H_
 #define RDMAD_TESTS_BENCH_FIRST_BYTE_H_
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -32,7 +33,8 @@ struct FirstByteFigures {
 FirstByteFigures MeasureFirstByte(client::Client* rdmad, const std::function<double()>& noop,
                                   const std::string& noop_name, const std::string& pd,
                                   const std::string& baseline_addr, int iters);
-void PrintFirstByte(const FirstByteFigures& f);
+// The table, in markdown, to `out` (stdout, or control_bench --markdown's file).
+void PrintFirstByte(const FirstByteFigures& f, std::FILE* out = stdout);
 
 }  // namespace rdmad::bench
 

@@ -20,4 +20,7 @@ rping_pid=$!
 trap 'kill $rdmad_pid $rping_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 300); do [ -S "$work/rdmad.sock" ] && break; sleep 0.1; done
 sleep 1  # rping -s binds asynchronously
-"$bin/tests/bench/cm_bench" --target "unix:$work/rdmad.sock" --addr 10.0.2.15 --connections "$n"
+results=()  # tests/bench/regenerate.sh: the table as a markdown fragment
+[ -n "${RDMAD_BENCH_RESULTS:-}" ] && results=(--markdown "$RDMAD_BENCH_RESULTS/cm.md"
+  --caption "Measured $(date -u +%F), $(uname -r), $(nproc) vCPUs (Soft-RoCE guest), $n connections each")
+"$bin/tests/bench/cm_bench" --target "unix:$work/rdmad.sock" --addr 10.0.2.15 --connections "$n" "${results[@]}"

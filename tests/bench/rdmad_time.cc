@@ -1,0 +1,67 @@
+// See rdmad_time.h.
+#include "tests/bench/rdmad_time.h"
+
+
+#include <httplib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace rdmad::bench {
+namespace {
+
+constexpr absl::string_view kSum = "rdmad_rpc_duration_seconds_sum{";
+constexpr absl::string_view kCount = "rdmad_rpc_duration_seconds_count{";
+
+// `{method="X"} 1.5` after the metric's name: X and the value.
+bool MethodAndValue(absl::string_view rest, std::string* method, double* value) {
+  const size_t open = rest.find("method=\"");
+  if (open == absl::string_view::npos) return false;
+  const size_t from = open + 8, to = rest.find('"', from);
+  const size_t close = rest.find("} ", to == absl::string_view::npos ? 0 : to);
+  if (to == absl::string_view::npos || close == absl::string_view::npos) return false;
+  *method = std::string(rest.substr(from, to - from));
+  return absl::SimpleAtod(rest.substr(close + 2), value);
+}
+
+}  // namespace
+
+MethodTimes ParseRpcTimes(const std::string& text) {
+  MethodTimes out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    const bool sum = absl::StartsWith(line, kSum), count = absl::StartsWith(line, kCount);
+    if (!sum && !count) continue;
+    std::string method;
+    double value = 0;
+    if (!MethodAndValue(line.substr(sum ? kSum.size() - 1 : kCount.size() - 1), &method, &value)) continue;
+    (sum ? out[method].seconds : out[method].calls) = value;
+  }
+  return out;
+}
+
+absl::StatusOr<MethodTimes> ScrapeRpcTimes(const std::string& host_port) {
+  const size_t colon = host_port.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(host_port.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics: not host:port: ", host_port));
+  }
+  httplib::Client http(host_port.substr(0, colon), port);
+  httplib::Result r = http.Get("/metrics");
+  if (!r) return absl::UnavailableError(absl::StrCat("GET http://", host_port, "/metrics: ", httplib::to_string(r.error())));
+  if (r->status != 200) return absl::UnavailableError(absl::StrCat("GET /metrics: HTTP ", r->status));
+  return ParseRpcTimes(r->body);
+}
+
+double MeanBetween(const MethodTimes& before, const MethodTimes& after, const std::string& method) {
+  auto a = after.find(method);
+  if (a == after.end()) return -1;
+  MethodTime b;
+  if (auto it = before.find(method); it != before.end()) b = it->second;
+  const double calls = a->second.calls - b.calls;
+  return calls > 0 ? (a->second.seconds - b.seconds) / calls : -1;
+}
+
+}  // namespace rdmad::bench

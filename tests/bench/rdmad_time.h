@@ -1,0 +1,34 @@
+// What rdmad itself spends on its RPCs, read from its Prometheus endpoint (control_bench --metrics, issue 9):
+// rdmad_rpc_duration_seconds' _sum and _count per method, scraped before and after a group of calls. Their
+// difference over the group is the mean time from the call's admission in rdmad to the answer handed to gRPC
+// (server/rpc/call.h, Ending); what a client sees beyond it is gRPC, the transport and the threads the answer
+// crosses. Prints nothing; judges nothing.
+// Threads: one (the caller's).
+#ifndef RDMAD_TESTS_BENCH_RDMAD_TIME_H_
+#define RDMAD_TESTS_BENCH_RDMAD_TIME_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace rdmad::bench {
+
+struct MethodTime {
+  double seconds = 0;  // rdmad_rpc_duration_seconds_sum
+  double calls = 0;    // rdmad_rpc_duration_seconds_count
+};
+using MethodTimes = std::map<std::string, MethodTime>;  // by method
+
+// GET http://host:port/metrics and parse the histogram's _sum and _count lines.
+absl::StatusOr<MethodTimes> ScrapeRpcTimes(const std::string& host_port);
+
+// Parses the exposition text (exposed for the unit test).
+MethodTimes ParseRpcTimes(const std::string& text);
+
+// Mean seconds per call of `method` between two scrapes; -1 if no call of it finished in between.
+double MeanBetween(const MethodTimes& before, const MethodTimes& after, const std::string& method);
+
+}  // namespace rdmad::bench
+
+#endif  // RDMAD_TESTS_BENCH_RDMAD_TIME_H_
