@@ -6,7 +6,7 @@
 # run).
 # Usage (from the host):
 #   tests/guest/run-in-guest.sh --timeout 900 [--out DIR] -- tests/bench/run-control-bench.sh [--full]
-#       [--perf DIR] [--no-audit] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]
+#       [--perf DIR] [--no-audit] [--rdmad PATH] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]
 #   default: a short form (RegisterMr at 4 KiB, 1 MiB, 16 MiB; 5 samples per operation, 2 at 16 MiB, 5 first
 #     bytes), as CI runs it so it cannot rot; --full: 4 KiB .. 256 MiB, 200 samples (20 at 16 MiB and above),
 #     200 window operations, 50 first bytes;
@@ -14,9 +14,12 @@
 #     hardware counters) into DIR/perf.data and write DIR/perf-report.txt (by thread and shared object, the
 #     hottest symbols by self time, then inclusive of their callees). DIR must be writable from the guest
 #     (run-in-guest.sh --out);
+#   --rdmad PATH: another rdmad binary (e.g. one built with other flags, to compare two builds in one boot);
 #   --no-audit: rdmad with its audit trail off ("audit": ""; on by default, to stdout), to see its share;
 #   --bounds MODE: rdmad's mw_bounds_region (auto, always, never; docs/config.md). "never" on rxe is UNSAFE
 #     (rxe does not enforce window bounds): only to measure rdmad's bind without the bounds region;
+#   RDMAD_BENCH_RESULTS=DIR (a dir the guest can write: run-in-guest.sh --out): also write DIR/control.md (the
+#     tables, for docs/performance.md) and DIR/control-size.dat (tests/bench/regenerate.sh);
 #   -- ARGS: control_bench's arguments instead of the form's (e.g. -- --sizes '' --mw-iters 300 to profile the
 #     window operations alone).
 set -euo pipefail
@@ -25,6 +28,7 @@ bin=$root/bazel-bin
 args=(--sizes 4096,1048576,16777216 --iters 5 --big-iters 2 --mw-iters 5 --first-byte-iters 5)
 perf_dir=""
 audit='"-"'
+rdmad=$bin/server/rdmad
 bounds=auto
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,18 +36,20 @@ while [ $# -gt 0 ]; do
                   --first-byte-iters 50) ;;
     --perf) perf_dir=$2; shift ;;
     --no-audit) audit='""' ;;
+    --rdmad) rdmad=$2; shift ;;
     --bounds) bounds=$2; shift ;;
     --) shift; args=("$@"); break ;;
-    *) echo "usage: $0 [--full] [--perf DIR] [--no-audit] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--full] [--perf DIR] [--no-audit] [--rdmad PATH] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
   esac
   shift
 done
 work=$(mktemp -d /tmp/rdmad-control-bench.XXXXXX)
 cat >"$work/rdmad.json" <<JSON
 { "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7475"], "log_level": "warning", "audit": $audit,
+  "metrics_listen": "127.0.0.1:9475",
   "mw_bounds_region": "$bounds" }
 JSON
-"$bin/server/rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
+"$rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
 cleanup() {
   kill "$rdmad_pid" 2>/dev/null || true
@@ -60,9 +66,15 @@ if [ -n "$perf_dir" ]; then
   perf=(perf record -a -g -e cpu-clock -F 499 -o "$work/perf.data" --)
 fi
 echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs, rdmad audit: $audit, mw_bounds_region: $bounds)"
+# tests/bench/regenerate.sh: the tables as a markdown fragment and the RegisterMr figures for the plot.
+results=()
+if [ -n "${RDMAD_BENCH_RESULTS:-}" ]; then
+  results=(--markdown "$RDMAD_BENCH_RESULTS/control.md" --data-prefix "$RDMAD_BENCH_RESULTS/control"
+           --caption "Measured $(date -u +%F), $(uname -r), $(nproc) vCPUs (Soft-RoCE guest), control_bench ${args[*]}, audit: $audit, mw_bounds_region: $bounds")
+fi
 status=0
 "${perf[@]}" "$bin/tests/bench/control_bench" --target "unix:$work/rdmad.sock" --device rxe0 \
-  --baseline-addr 10.0.2.15 "${args[@]}" || status=$?
+  --baseline-addr 10.0.2.15 --metrics 127.0.0.1:9475 "${results[@]}" "${args[@]}" || status=$?
 if [ "$status" != 0 ]; then
   echo "control_bench failed ($status); rdmad's log:"
   tail -n 40 "$work/rdmad.log"
