@@ -40,7 +40,7 @@ depths=(1 16)
 # Runs per figure: perftest's iterations (fewer at 1 MiB, where one read takes tens of ms on these guests),
 # rdmactl bench read's seconds per size and depth, IssueGrant -> first byte runs.
 if ((full)); then lat_n=1000 lat_big_n=200 bw_n=5000 bw_big_n=300 bench_s=10 first_n=50
-else lat_n=100 lat_big_n=10 bw_n=500 bw_big_n=20 bench_s=1 first_n=10; fi
+else lat_n=100 lat_big_n=10 bw_n=500 bw_big_n=40 bench_s=1 first_n=10; fi
 # The perftest runs, in order (both sides walk the same list): tool size depth.
 tests=()
 for s in "${sizes[@]}"; do tests+=("lat $s 1"); done
