@@ -43,6 +43,7 @@
 #include "server/fabric/cm.h"
 #include "server/grants/manager.h"
 #include "server/metrics/http.h"
+#include "server/memory/prefault.h"
 #include "server/metrics/rdmad_metrics.h"
 #include "server/registry/registry.h"
 #include "server/audit/audit_log.h"
@@ -191,6 +192,7 @@ int Run(int argc, char** argv) {
   // What the kernel will let rdmad pin (its RLIMIT_MEMLOCK, unless it has CAP_IPC_LOCK): registrations past
   // it are refused up front with the limit named (docs/operations.md).
   options.memlock = Memlock::OfThisProcess();
+  options.prefault_threads = PrefaultThreads();
   RDMAD_LOG_INFO("pinned memory limit (RLIMIT_MEMLOCK%s): %s",
                  options.memlock.limit() == Memlock::kUnlimited ? " or CAP_IPC_LOCK" : "",
                  options.memlock.Describe().c_str());

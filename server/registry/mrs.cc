@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/memory/prefault.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 #include "server/registry/internal.h"
@@ -121,6 +122,12 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     // Within rdmad's RLIMIT_MEMLOCK (the kernel charges the pages to rdmad), said clearly either way.
     absl::Status room =
         mapping.ok() ? options_.memlock.Check((*mapping)->data(), (*mapping)->length(), "source") : mapping.status();
+    // A large anonymous region (4 KiB pages) is faulted in from several threads first: ibv_reg_mr alone
+    // would fault and zero it on this one.
+    if (room.ok() && request.source().has_anonymous() && !request.source().anonymous().huge_pages()) {
+      Prefault((*mapping)->data(), (*mapping)->length(), static_cast<uint64_t>(sysconf(_SC_PAGESIZE)),
+               options_.prefault_threads);
+    }
     absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
         room.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : room;
     if (!mr.ok() && room.ok()) mr = options_.memlock.Explain(mr.status(), (*mapping)->length(), "source");

@@ -83,6 +83,9 @@ class Registry {
     // anything is pinned (RESOURCE_EXHAUSTED on "source"). Default: no limit.
     Memlock memlock;
     MwBoundsRegion mw_bounds_region = MwBoundsRegion::kAuto;
+    // Anonymous regions of at least kPrefaultMinBytes are faulted in by this many threads before
+    // ibv_reg_mr pins them (server/memory/prefault.h); below 2: not at all. rdmad: PrefaultThreads().
+    int prefault_threads = 0;
   };
 
   Registry(std::unique_ptr<fabric::Fabric> fabric, Options options);
