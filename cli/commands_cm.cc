@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "cli/command_util.h"
 #include "cli/commands.h"
+#include "proto/wire/wall_clock.h"
 
 namespace rdmad::cli {
 namespace {
@@ -235,7 +236,7 @@ int Run(const v1::IssueConnectTokenRequest& request, Context& ctx) {
   if (!token.ok()) return ctx.Fail(token.status());
   ctx.err() << "note: the token is a secret: it admits one connection to " << request.pd()
             << " until it expires; give it only to that peer (the private data of its connect request)\n";
-  std::string text = TokenText(*token, request.pd(), absl::Now());
+  std::string text = TokenText(*token, request.pd(), wire::WallNow());
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return PrintResult(ctx, *token, {token->name()}, text);
 }

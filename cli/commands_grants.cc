@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "cli/command_util.h"
 #include "cli/commands.h"
+#include "proto/wire/wall_clock.h"
 
 namespace rdmad::cli {
 namespace {
@@ -117,7 +118,7 @@ int Run(const GrantPlan& plan, Context& ctx) {
   }
   v1::IssuedGrant shown = *issued;
   if (!plan.token_file.empty()) shown.clear_token();  // in the file only
-  std::string text = IssuedGrantText(*issued, absl::Now(), plan.token_file);
+  std::string text = IssuedGrantText(*issued, wire::WallNow(), plan.token_file);
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return PrintResult(ctx, shown, {name}, text);
 }
@@ -139,7 +140,7 @@ int Run(const v1::RenewGrantRequest& request, Context& ctx) {
   if (!g.ok()) return ctx.Fail(g.status());
   return PrintResult(ctx, *g, {g->name()},
                      absl::StrCat(ShortName(g->name()), " renewed (expires ", FormatExpiry(g->expire_time_unix_nanos()),
-                                  ", ", ExpiresIn(g->expire_time_unix_nanos(), absl::Now()), "; ", g->renewals(),
+                                  ", ", ExpiresIn(g->expire_time_unix_nanos(), wire::WallNow()), "; ", g->renewals(),
                                   " renewal(s))"));
 }
 
@@ -158,7 +159,7 @@ int RunRevokeGrant(const NamedOptions& o, Context& ctx) {
 // ---- get grants
 
 int RunGetGrants(const GetOptions& o, Context& ctx) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = wire::WallNow();
   auto table = [now](const google::protobuf::RepeatedPtrField<v1::Grant>& grants, bool wide) {
     return GrantsTable(grants, wide, now);
   };

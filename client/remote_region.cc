@@ -35,6 +35,7 @@
 #include "absl/time/clock.h"
 #include "client/read_status.h"
 #include "proto/wire/handshake.h"
+#include "proto/wire/wall_clock.h"
 
 namespace rdmad::client {
 namespace {
@@ -409,7 +410,7 @@ absl::StatusOr<int> RemoteRegion::Impl::DrainSendCq(absl::Time expiry) {
       view.length = granted_length;
       view.expiry = expiry;
       if (ended) view.ended_reason = ended->reason;
-      op->status = internal::CompleteRead(sticky, wc.status, op->offset, op->length, view, absl::Now());
+      op->status = internal::CompleteRead(sticky, wc.status, op->offset, op->length, view, wire::WallNow());
     }
     ready.push_back(op);
   }

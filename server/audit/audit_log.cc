@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "proto/wire/wall_clock.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 
@@ -118,7 +119,7 @@ void AuditLog::Record(const Event& event) {
 
   absl::MutexLock lock(&mu_);
   r.set_sequence(next_sequence_++);
-  r.set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  r.set_time_unix_nanos(absl::ToUnixNanos(wire::WallNow()));
   r.set_json(ToJson(r));
   const int err = fd_ >= 0 ? WriteAll(fd_, absl::StrCat(r.json(), "\n")) : EBADF;
   if (err != 0) {

@@ -40,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/wire/handshake.h"
+#include "proto/wire/wall_clock.h"
 #include "server/state/names.h"
 
 namespace rdmad::cm {
@@ -102,7 +103,7 @@ class TokenStore {
     // early (they then read as UNKNOWN: still rejected).
     size_t max_finished = 4 * 65536;
     // Called with the store's mutex held: must not call back into the store.
-    std::function<absl::Time()> clock = [] { return absl::Now(); };
+    std::function<absl::Time()> clock = [] { return wire::WallNow(); };  // not absl::Now(): see wall_clock.h
     // The crash-safe state store (not owned; may be null): token ids are never reused across restarts
     // (a token of the previous run then reads as UNKNOWN, never as another token).
     state::Store* state = nullptr;

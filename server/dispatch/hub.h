@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "proto/wire/wall_clock.h"
 #include "server/common/status.h"
 
 namespace rdmad::dispatch {
@@ -148,7 +149,7 @@ class Hub {
         next_sequence_ = event.sequence() + 1;
       } else {
         event.set_sequence(next_sequence_++);
-        event.set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
+        event.set_time_unix_nanos(absl::ToUnixNanos(wire::WallNow()));
       }
       retained_.push_back(event);
       if (retained_.size() > options_.retained) retained_.pop_front();

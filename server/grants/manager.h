@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/wire/wall_clock.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/audit/sink.h"
 #include "server/cm/manager.h"
@@ -70,7 +71,7 @@ class GrantManager final : public cm::GrantConnections {
     size_t max_ended = 1024;                        // ended grants remembered for Get/List
     size_t max_batch = 1024;                        // IssueGrants
     size_t watch_buffer = 1024;
-    std::function<absl::Time()> clock = [] { return absl::Now(); };
+    std::function<absl::Time()> clock = [] { return wire::WallNow(); };  // not absl::Now(): see wall_clock.h
     // The crash-safe state store (not owned; may be null): grant names are never reused across restarts,
     // and each live grant is recorded (issued, renewed; removed when it ends) so a restart can report it.
     state::Store* state = nullptr;

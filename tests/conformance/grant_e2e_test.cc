@@ -59,6 +59,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/remote_region.h"
+#include "proto/wire/wall_clock.h"
 
 namespace rdmad::testing {
 namespace {
@@ -190,9 +191,9 @@ RemoteRegion::Options Opts(size_t depth, size_t max_read) {
 int64_t ClockOffsetNs(const Region& r, int64_t* uncertainty) {
   int64_t best_rtt = INT64_MAX, offset = 0;
   for (int i = 0; i < 5; ++i) {
-    const absl::Time sent = absl::Now();
+    const absl::Time sent = wire::WallNow();
     absl::StatusOr<v1::IssuedGrant> probe = Issue(r, 0, 1, 5000, "clock-probe");
-    const absl::Time got = absl::Now();
+    const absl::Time got = wire::WallNow();
     if (!probe.ok()) continue;
     const int64_t rtt = absl::ToInt64Nanoseconds(got - sent);
     if (rtt < best_rtt) {
@@ -227,12 +228,12 @@ void SyncClockToA(const Region& r) {
 
 // Polls GetGrant until the grant is ENDED (or `timeout`); returns the last answer.
 v1::Grant WaitEnded(const std::string& name, absl::Duration timeout = absl::Seconds(30)) {
-  const absl::Time until = absl::Now() + timeout;
+  const absl::Time until = wire::WallNow() + timeout;
   v1::Grant g;
   while (true) {
     absl::StatusOr<v1::Grant> got = A().GetGrant(name);
     if (got.ok()) g = *got;
-    if ((got.ok() && got->state() == v1::GRANT_ENDED) || absl::Now() >= until) return g;
+    if ((got.ok() && got->state() == v1::GRANT_ENDED) || wire::WallNow() >= until) return g;
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
@@ -249,9 +250,9 @@ std::vector<v1::CmId> MyConnections() {
 }
 // Waits until A holds no connection from this guest; returns how many remain.
 size_t WaitNoConnections(absl::Duration timeout = absl::Seconds(30)) {
-  const absl::Time until = absl::Now() + timeout;
+  const absl::Time until = wire::WallNow() + timeout;
   size_t n = 0;
-  while ((n = MyConnections().size()) > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
+  while ((n = MyConnections().size()) > 0 && wire::WallNow() < until) absl::SleepFor(absl::Milliseconds(50));
   return n;
 }
 // Live (not ENDED) grants on the MR.
@@ -293,9 +294,9 @@ std::map<std::string, long> SnapshotA(const std::string& label) {
   const std::string tmp = absl::StrCat(dir, "/.tmp-", label);  // never matches A's snap-req-* glob
   { std::ofstream(tmp).put('\n'); }
   if (std::rename(tmp.c_str(), req.c_str()) != 0) return counts;
-  const absl::Time until = absl::Now() + absl::Seconds(30);
+  const absl::Time until = wire::WallNow() + absl::Seconds(30);
   while (access(done.c_str(), F_OK) != 0) {
-    if (absl::Now() >= until) return counts;
+    if (wire::WallNow() >= until) return counts;
     absl::SleepFor(absl::Milliseconds(50));
   }
   std::ifstream in(absl::StrCat(dir, "/a-res-", label, ".txt"));
@@ -350,9 +351,9 @@ class Reader {
     for (uint64_t i = 0; !stop_ && records_.size() < 500000; ++i) {
       ReadRecord rec;
       rec.offset = ((i * 7) % slots) * size_;
-      rec.start = absl::Now();
+      rec.start = wire::WallNow();
       rec.status = region_->Read(rec.offset, size_, buf.data());
-      rec.end = absl::Now();
+      rec.end = wire::WallNow();
       if (rec.status.ok()) {
         rec.mismatch = Compare(buf.data(), size_, mr_offset_ + rec.offset);
         ++successes_;
@@ -375,9 +376,9 @@ class Reader {
 // Waits (bounded) until `pred` holds.
 template <typename Pred>
 bool WaitFor(Pred pred, absl::Duration timeout) {
-  const absl::Time until = absl::Now() + timeout;
+  const absl::Time until = wire::WallNow() + timeout;
   while (!pred()) {
-    if (absl::Now() >= until) return false;
+    if (wire::WallNow() >= until) return false;
     absl::SleepFor(absl::Milliseconds(5));
   }
   return true;
@@ -416,10 +417,10 @@ TEST_F(GrantE2e, FileWrittenInAReadsBackOverRdmaFromB) {
       op.destination = got.data() + off;
       ops.push_back(op);
     }
-    const absl::Time t0 = absl::Now();
+    const absl::Time t0 = wire::WallNow();
     absl::Status read = (*region)->ReadBatch(absl::MakeSpan(ops));
     ASSERT_TRUE(read.ok()) << read;
-    const absl::Duration took = absl::Now() - t0;
+    const absl::Duration took = wire::WallNow() - t0;
     EXPECT_EQ(Compare(got.data(), got.size(), 0), "");
     std::printf("[          ] %s: the whole region (%llu bytes) in %s\n", (*region)->grant_name().c_str(),
                 static_cast<unsigned long long>(r->length), absl::FormatDuration(took).c_str());
@@ -561,9 +562,9 @@ TEST_F(GrantE2e, RevokeDuringAStreamOfReads) {
   reader.Start();
   ASSERT_TRUE(WaitFor([&] { return reader.successes() >= 50 || reader.failures() > 0; }, absl::Seconds(30)));
   ASSERT_EQ(reader.failures(), 0) << "a read failed before the revoke";
-  const absl::Time called = absl::Now();
+  const absl::Time called = wire::WallNow();
   absl::StatusOr<v1::Grant> revoked = A().RevokeGrant(issued->grant().name());
-  const absl::Time returned = absl::Now();
+  const absl::Time returned = wire::WallNow();
   ASSERT_TRUE(revoked.ok()) << revoked.status();
   EXPECT_EQ(revoked->state(), v1::GRANT_ENDED);
   EXPECT_EQ(revoked->end_reason(), v1::END_REVOKED);
@@ -599,10 +600,13 @@ TEST_F(GrantE2e, RevokeDuringAStreamOfReads) {
 }
 
 // The same with the lease running out: every read that started once A had ended the grant fails as expired
-// (DEADLINE_EXCEEDED). A's times are moved to this guest's clock with the measured offset.
+// (DEADLINE_EXCEEDED). Checked twice:
+// - without clocks: every read started after this guest saw the grant ENDED (GetGrant's answer) must fail;
+// - to the millisecond: A's end time moved to this guest's clock with the offset measured before the lease
+//   and again after it; the margin is the larger measurement uncertainty plus how far the offset moved.
 TEST_F(GrantE2e, ExpiryDuringAStreamOfReads) {
   REGION_OR_FAIL(r);
-  int64_t uncertainty = 0;
+  int64_t uncertainty = 0, uncertainty_after = 0;
   const int64_t offset_ns = ClockOffsetNs(*r, &uncertainty);
   std::printf("[          ] A's clock - B's clock: %+.3f ms (+-%.3f ms)\n", offset_ns / 1e6, uncertainty / 1e6);
   ASSERT_EQ(WaitNoConnections(), 0u);
@@ -616,41 +620,54 @@ TEST_F(GrantE2e, ExpiryDuringAStreamOfReads) {
   Reader reader(region->get(), offset, length, 4096);
   reader.Start();
   v1::Grant ended = WaitEnded(name, absl::Seconds(30));
+  const absl::Time seen_ended = wire::WallNow();  // causally after A ended the grant
   WaitFor([&] { return reader.failures() >= 20; }, absl::Seconds(10));
   absl::SleepFor(absl::Milliseconds(100));
   reader.Stop();
   ASSERT_EQ(ended.state(), v1::GRANT_ENDED);
   EXPECT_EQ(ended.end_reason(), v1::END_EXPIRED) << ended.end_detail();
+  const int64_t offset_after_ns = ClockOffsetNs(*r, &uncertainty_after);
+  std::printf("[          ] after the lease: A's clock - B's clock: %+.3f ms (+-%.3f ms)\n", offset_after_ns / 1e6,
+              uncertainty_after / 1e6);
 
   // A's times on this guest's clock.
   const absl::Time expiry = absl::FromUnixNanos(ended.expire_time_unix_nanos() - offset_ns);
   const absl::Time end = absl::FromUnixNanos(ended.end_time_unix_nanos() - offset_ns);
-  const absl::Duration margin = absl::Nanoseconds(uncertainty) + absl::Milliseconds(1);
-  int ok_before = 0, ok_after_expiry = 0, after_end = 0;
+  const absl::Duration margin = absl::Nanoseconds(std::max(uncertainty, uncertainty_after)) +
+                                absl::Nanoseconds(std::llabs(offset_after_ns - offset_ns)) + absl::Milliseconds(1);
+  int ok_before = 0, ok_after_expiry = 0, after_end = 0, after_seen = 0;
   const ReadRecord* first_failure = nullptr;
   for (const ReadRecord& rec : reader.records()) {
     EXPECT_EQ(rec.mismatch, "") << "read at " << rec.offset;
     if (!rec.status.ok() && first_failure == nullptr) first_failure = &rec;
     if (rec.status.ok()) (rec.start < expiry ? ok_before : ok_after_expiry)++;
+    if (rec.start >= seen_ended) {
+      ++after_seen;
+      EXPECT_FALSE(rec.status.ok()) << "a read started " << absl::FormatDuration(rec.start - seen_ended)
+                                    << " after GetGrant answered ENDED succeeded";
+    }
     if (rec.start >= end + margin) {
       ++after_end;
       EXPECT_FALSE(rec.status.ok()) << "a read started " << absl::FormatDuration(rec.start - end)
-                                    << " after A ended the grant succeeded";
+                                    << " after A ended the grant succeeded (margin " << absl::FormatDuration(margin)
+                                    << ")";
       EXPECT_EQ(rec.status.code(), absl::StatusCode::kDeadlineExceeded) << rec.status;
     }
   }
   EXPECT_GT(ok_before, 0);
+  EXPECT_GT(after_seen, 0) << "no read started after GetGrant answered ENDED";
   EXPECT_GT(after_end, 0) << "no read started after the grant ended";
   ASSERT_NE(first_failure, nullptr);
   EXPECT_EQ(first_failure->status.code(), absl::StatusCode::kDeadlineExceeded) << first_failure->status;
   EXPECT_TRUE(absl::StrContains(absl::AsciiStrToLower(first_failure->status.message()), "expired"))
       << first_failure->status;
   std::printf("[          ] lease end -> key dead in A: %s; first failed read started %s after the lease's end; %d "
-              "reads ok before it, %d ok after it (the key still live); first error: %s\n",
+              "reads ok before it, %d ok after it (the key still live), %d started after ENDED was seen (all "
+              "failed); margin %s; first error: %s\n",
               absl::FormatDuration(absl::Nanoseconds(ended.end_time_unix_nanos() - ended.expire_time_unix_nanos()))
                   .c_str(),
-              absl::FormatDuration(first_failure->start - expiry).c_str(), ok_before, ok_after_expiry,
-              first_failure->status.ToString().c_str());
+              absl::FormatDuration(first_failure->start - expiry).c_str(), ok_before, ok_after_expiry, after_seen,
+              absl::FormatDuration(margin).c_str(), first_failure->status.ToString().c_str());
 }
 
 // A lease renewed before it runs out keeps working past its first end; the region learns the new end with
@@ -678,8 +695,8 @@ TEST_F(GrantE2e, RenewedGrantKeepsWorkingPastItsFirstExpiry) {
     return s;
   };
   uint64_t i = 0;
-  const absl::Time started = absl::Now();
-  while (absl::Now() < started + absl::Milliseconds(700)) {
+  const absl::Time started = wire::WallNow();
+  while (wire::WallNow() < started + absl::Milliseconds(700)) {
     ASSERT_TRUE(read_one(i++).ok());
   }
   absl::StatusOr<v1::Grant> renewed = A().RenewGrant(name, std::chrono::milliseconds(5000));
@@ -691,11 +708,11 @@ TEST_F(GrantE2e, RenewedGrantKeepsWorkingPastItsFirstExpiry) {
   // Well past the first end (A's time, on this guest's clock).
   const absl::Time first_end_here = first_expiry - skew, second_end_here = second_expiry - skew;
   int n_past_first = 0;
-  while (absl::Now() < first_end_here + absl::Milliseconds(1500)) {
+  while (wire::WallNow() < first_end_here + absl::Milliseconds(1500)) {
     absl::Status s = read_one(i++);
-    ASSERT_TRUE(s.ok()) << "a read " << absl::FormatDuration(absl::Now() - first_end_here)
+    ASSERT_TRUE(s.ok()) << "a read " << absl::FormatDuration(wire::WallNow() - first_end_here)
                         << " after the first expiry failed: " << s;
-    n_past_first += absl::Now() > first_end_here;
+    n_past_first += wire::WallNow() > first_end_here;
   }
   EXPECT_GT(n_past_first, 0);
   absl::StatusOr<v1::Grant> still = A().GetGrant(name);
@@ -704,8 +721,8 @@ TEST_F(GrantE2e, RenewedGrantKeepsWorkingPastItsFirstExpiry) {
   // Then the renewed lease runs out.
   absl::Status last;
   absl::Time failed_at;
-  while (absl::Now() < second_end_here + absl::Seconds(15)) {
-    failed_at = absl::Now();
+  while (wire::WallNow() < second_end_here + absl::Seconds(15)) {
+    failed_at = wire::WallNow();
     last = read_one(i++);
     if (!last.ok()) break;
   }
@@ -754,9 +771,9 @@ TEST_F(GrantE2e, KilledClientsGrantEndsDisconnectedAndEverythingIsReleased) {
   close(out[1]);
   std::string line;
   {
-    const absl::Time until = absl::Now() + absl::Seconds(60);
+    const absl::Time until = wire::WallNow() + absl::Seconds(60);
     char ch;
-    while (absl::Now() < until && line.find('\n') == std::string::npos) {
+    while (wire::WallNow() < until && line.find('\n') == std::string::npos) {
       pollfd pfd{out[0], POLLIN, 0};
       if (poll(&pfd, 1, 100) > 0) {
         if (read(out[0], &ch, 1) != 1) break;
@@ -769,7 +786,7 @@ TEST_F(GrantE2e, KilledClientsGrantEndsDisconnectedAndEverythingIsReleased) {
   absl::StatusOr<v1::Grant> active = A().GetGrant(name);
   if (held && snapshots) during = SnapshotA("kill-during");
   kill(child, SIGKILL);
-  const absl::Time killed = absl::Now();
+  const absl::Time killed = wire::WallNow();
   int wstatus = 0;
   waitpid(child, &wstatus, 0);
   ASSERT_TRUE(held) << "the child did not report its grant: '" << line << "'";
@@ -786,7 +803,7 @@ TEST_F(GrantE2e, KilledClientsGrantEndsDisconnectedAndEverythingIsReleased) {
   }
 
   v1::Grant ended = WaitEnded(name, absl::Seconds(60));
-  const absl::Duration to_end = absl::Now() - killed;
+  const absl::Duration to_end = wire::WallNow() - killed;
   ASSERT_EQ(ended.state(), v1::GRANT_ENDED) << "the grant of a killed client is still " << ended.ShortDebugString();
   EXPECT_EQ(ended.end_reason(), v1::END_DISCONNECTED) << ended.end_detail();
   EXPECT_TRUE(WaitFor([&] { return !HasCmId(cm_id); }, absl::Seconds(30))) << cm_id << " is still in ListCmIds";
@@ -842,7 +859,7 @@ TEST_F(GrantE2e, ThirtyTwoClientsAtOnceFromOneBatch) {
   std::vector<std::string> errors(n);
   std::vector<uint64_t> bytes_read(n, 0);
   std::vector<std::thread> threads;
-  const absl::Time t0 = absl::Now();
+  const absl::Time t0 = wire::WallNow();
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       const v1::IssuedGrant& g = issued->grants(i);
@@ -885,21 +902,21 @@ TEST_F(GrantE2e, ThirtyTwoClientsAtOnceFromOneBatch) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait_for(lock, std::chrono::seconds(120), [&] { return opened + open_failed == n; });
   }
-  const absl::Duration open_time = absl::Now() - t0;
+  const absl::Duration open_time = wire::WallNow() - t0;
   // All of them live at once in A.
   int active = 0;
   absl::StatusOr<v1::ListGrantsResponse> listed = A().ListGrants(r->mr);
   ASSERT_TRUE(listed.ok()) << listed.status();
   for (const v1::Grant& g : listed->grants()) active += names.count(g.name()) && g.state() == v1::GRANT_ACTIVE;
   const size_t connections = MyConnections().size();
-  const absl::Time t1 = absl::Now();
+  const absl::Time t1 = wire::WallNow();
   {
     std::lock_guard<std::mutex> lock(mu);
     go = true;
     cv.notify_all();
   }
   for (std::thread& t : threads) t.join();
-  const absl::Duration read_time = absl::Now() - t1;
+  const absl::Duration read_time = wire::WallNow() - t1;
   EXPECT_EQ(opened, n);
   EXPECT_EQ(active, n) << "grants ACTIVE at once in A";
   EXPECT_EQ(connections, static_cast<size_t>(n)) << "data-plane connections from this guest in A";
