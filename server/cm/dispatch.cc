@@ -85,20 +85,20 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
     data_plane = id->data_plane;
     switch (event.type) {
       case CmEventType::kAddrResolved:
-        id->state = v1::CM_ADDR_RESOLVED;
+        SetStateLocked(id, v1::CM_ADDR_RESOLVED);
         id->device = device;
         break;
       case CmEventType::kRouteResolved:
-        id->state = v1::CM_ROUTE_RESOLVED;
+        SetStateLocked(id, v1::CM_ROUTE_RESOLVED);
         break;
       case CmEventType::kEstablished:
-        id->state = v1::CM_CONNECTED;
+        SetStateLocked(id, v1::CM_CONNECTED);
         break;
       case CmEventType::kDisconnected:
-        id->state = v1::CM_DISCONNECTED;
+        SetStateLocked(id, v1::CM_DISCONNECTED);
         break;
       case CmEventType::kRejected:
-        id->state = v1::CM_REJECTED;
+        SetStateLocked(id, v1::CM_REJECTED);
         id->error = absl::StrCat("rejected by the peer (status ", event.status, "): ", DescribeReject(event.private_data));
         break;
       case CmEventType::kAddrError:
@@ -106,7 +106,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       case CmEventType::kConnectError:
       case CmEventType::kUnreachable:
       case CmEventType::kDeviceRemoval:
-        id->state = v1::CM_ERROR;
+        SetStateLocked(id, v1::CM_ERROR);
         id->error = absl::StrCat(fabric::CmEventName(event.type), " (status ", event.status, ")");
         break;
       default:
@@ -127,7 +127,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         if (s.ok()) s = id->cm->Connect(id->connect_data);
         if (!s.ok()) return FinishConnect(id, s);
         absl::MutexLock lock(&mu_);
-        id->state = v1::CM_CONNECTING;
+        SetStateLocked(id, v1::CM_CONNECTING);
       }
       break;
     case CmEventType::kEstablished: {
@@ -233,6 +233,7 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
       e->last_event = fabric::CmEventName(event.type);
       id = e.get();
       ch->ids.insert(e->id);
+      AccountLocked(*e, +1);
       ids_.emplace(e->id, std::move(e));
     }
   }
@@ -314,7 +315,9 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   {
     absl::MutexLock lock(&mu_);
     owner = id->channel;
+    AccountLocked(*id, -1);
     id->pd = r.claims->pd;
+    AccountLocked(*id, +1);
     id->grant = r.claims->grant;
   }
   record.principal = r.claims->principal;
@@ -344,7 +347,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     }
     {
       absl::MutexLock lock(&mu_);
-      id->state = v1::CM_CONNECTING;
+      SetStateLocked(id, v1::CM_CONNECTING);
     }
     if (observer_ != nullptr) observer_->OnDataPlaneAccepted();
     if (audit_ != nullptr) {
@@ -430,7 +433,7 @@ void CmManager::FinishConnect(Id* id, absl::Status status) {
   id->connect_data.clear();
   if (!status.ok()) {
     absl::MutexLock lock(&mu_);
-    if (id->state != v1::CM_REJECTED) id->state = v1::CM_ERROR;
+    if (id->state != v1::CM_REJECTED) SetStateLocked(id, v1::CM_ERROR);
     if (id->error.empty()) id->error = std::string(status.message());
   }
   if (!done) return;
@@ -457,6 +460,7 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
     id->qp.clear();
     last = ToProto(*id);
     id->channel->ids.erase(id->id);
+    AccountLocked(*id, -1);
     owned = std::move(ids_[id->id]);
     ids_.erase(id->id);
   }

@@ -42,6 +42,29 @@ v1::CmIdState CmManager::StateOf(const Id* id) const {
   return id->state;
 }
 
+void CmManager::AccountLocked(const Id& id, int sign) {
+  if (id.pd.empty()) return;  // rdmad's own listener, or a data-plane id not yet redeemed
+  const bool connection =
+      id.state == v1::CM_CONNECTED || id.state == v1::CM_CONNECTING || id.state == v1::CM_CONNECT_REQUEST;
+  if (id.data_plane && !connection) return;
+  PdUsage& u = usage_[id.pd];
+  if (!id.data_plane) u.ids += sign;
+  if (connection) u.connections += sign;
+  if (u.ids == 0 && u.connections == 0) usage_.erase(id.pd);
+}
+
+void CmManager::SetStateLocked(Id* id, v1::CmIdState state) {
+  AccountLocked(*id, -1);
+  id->state = state;
+  AccountLocked(*id, +1);
+}
+
+CmManager::PdUsage CmManager::UsageOfPd(const std::string& pd) const {
+  absl::MutexLock lock(&mu_);
+  auto it = usage_.find(pd);
+  return it == usage_.end() ? PdUsage{} : it->second;
+}
+
 void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done) {
   if (cm_ == nullptr) return std::move(done)(absl::UnavailableError("rdma_cm is unavailable on this host"));
   if (!request.pd().empty()) {
@@ -59,6 +82,7 @@ void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> 
     id->channel = ch;
     id->pd = request.pd();
     ch->ids.insert(n);
+    AccountLocked(*id, +1);
     ids_.emplace(n, std::move(id));
     return absl::OkStatus();
   }();
@@ -112,7 +136,7 @@ void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done) {
     const std::string device = id->cm->device() ? absl::StrCat("devices/", id->cm->device()->info().name) : "";
     {
       absl::MutexLock lock(&mu_);
-      id->state = v1::CM_LISTENING;
+      SetStateLocked(id, v1::CM_LISTENING);
       id->local = local;
       id->device = device;
     }
@@ -179,7 +203,7 @@ void CmManager::Accept(const v1::AcceptRequest& request, Done<v1::CmId> done) {
     if (!s.ok()) return std::move(done)(s);
     {
       absl::MutexLock lock(&mu_);
-      id->state = v1::CM_CONNECTING;
+      SetStateLocked(id, v1::CM_CONNECTING);
     }
     std::move(done)(Snapshot(id));
   });

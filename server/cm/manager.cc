@@ -84,7 +84,10 @@ absl::Status CmManager::Start() {
       return WithContext(listening, absl::StrCat("data-plane listener on ", addr.host, ":", addr.port));
     }
     absl::MutexLock lock(&mu_);
-    ids_.at(next_id_.Peek() - 1)->data_plane = true;
+    Id& listener = *ids_.at(next_id_.Peek() - 1);
+    AccountLocked(listener, -1);
+    listener.data_plane = true;
+    AccountLocked(listener, +1);
     listeners_.push_back(name);
     RDMAD_LOG_INFO("data-plane listener %s on %s:%u", name.c_str(), addr.host.c_str(), addr.port);
   }

@@ -101,6 +101,13 @@ class CmManager {
   void CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done);
   absl::StatusOr<v1::CmId> GetCmId(const std::string& name, const std::string& field = "name") const;
   absl::StatusOr<std::vector<v1::CmId>> ListCmIds(const v1::ListCmIdsRequest& request) const;
+  // What a tenant's quotas count in one PD, from running totals (O(log n), never a listing): its ids but
+  // data-plane connections (cm_ids), and its ids connected, connecting or waiting for Accept, data-plane
+  // ones included (connections).
+  struct PdUsage {
+    uint64_t ids = 0, connections = 0;
+  };
+  PdUsage UsageOfPd(const std::string& pd) const;
   void Listen(const v1::ListenRequest& request, Done<v1::CmId> done);
   void Connect(const v1::ConnectRequest& request, Done<v1::CmId> done);
   void Accept(const v1::AcceptRequest& request, Done<v1::CmId> done);
@@ -187,6 +194,10 @@ class CmManager {
   Channel* LeastLoadedWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener);
 
+  // Every change of an id's pd, state or data_plane, and its arrival and departure, goes through these so
+  // that usage_ stays the sum over ids_.
+  void AccountLocked(const Id& id, int sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetStateLocked(Id* id, v1::CmIdState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::CmId ToProto(const Id& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::EventChannel ToProto(const Channel& ch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::CmId Snapshot(const Id* id) const;
@@ -210,6 +221,7 @@ class CmManager {
   state::NameCounter next_id_ ABSL_GUARDED_BY(mu_){options_.state, "cmids"};
   std::map<uint64_t, std::unique_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<Id>> ids_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, PdUsage> usage_ ABSL_GUARDED_BY(mu_);  // by PD; PDs with nothing counted are absent
   std::vector<std::string> listeners_ ABSL_GUARDED_BY(mu_);  // the data-plane listener ids
   bool quiescing_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -69,6 +69,8 @@ absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
   token.secret = entry.secret;
   Issued issued{EncodeToken(token), TokenName(id), entry.expiry};
   outstanding_.emplace(entry.expiry, id);
+  entry.pd = entry.claims.pd;
+  if (!entry.pd.empty()) by_pd_[entry.pd]++;
   entries_.emplace(id, std::move(entry));
   ++counters_.issued;
   return issued;
@@ -179,6 +181,13 @@ size_t TokenStore::Outstanding(const std::function<bool(const Claims&)>& match) 
   return n;
 }
 
+size_t TokenStore::OutstandingOnPd(const std::string& pd) {
+  absl::MutexLock lock(&mu_);
+  PurgeLocked(options_.clock());
+  auto it = by_pd_.find(pd);
+  return it == by_pd_.end() ? 0 : it->second;
+}
+
 TokenStore::Counters TokenStore::GetCounters() {
   absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
@@ -196,6 +205,11 @@ void TokenStore::PurgeLocked(absl::Time now) {
 
 void TokenStore::FinishLocked(uint64_t id, Entry& entry, State state) {
   outstanding_.erase({entry.expiry, id});
+  if (!entry.pd.empty()) {
+    auto it = by_pd_.find(entry.pd);
+    if (it != by_pd_.end() && --it->second == 0) by_pd_.erase(it);
+    entry.pd.clear();
+  }
   entry.state = state;
   entry.claims = Claims();
   finished_.emplace(entry.expiry + options_.grace, id);

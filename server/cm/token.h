@@ -140,8 +140,10 @@ class TokenStore {
   size_t RevokeWhere(const std::function<bool(const Claims&)>& match);
 
   size_t Outstanding();
-  // Outstanding tokens whose claims match (a tenant's quota: tokens on its PDs). O(outstanding).
+  // Outstanding tokens whose claims match (metrics: tokens per tenant). O(outstanding).
   size_t Outstanding(const std::function<bool(const Claims&)>& match);
+  // Outstanding tokens on one PD (a tenant's tokens quota), from a running count: O(log n).
+  size_t OutstandingOnPd(const std::string& pd);
   Counters GetCounters();
 
  private:
@@ -152,6 +154,7 @@ class TokenStore {
     State state = State::kOutstanding;
     absl::Time expiry;
     Claims claims;  // cleared once finished
+    std::string pd;  // claims.pd while outstanding (counted in by_pd_), empty once finished
   };
   using Index = std::set<std::pair<absl::Time, uint64_t>>;
 
@@ -170,6 +173,7 @@ class TokenStore {
   std::unordered_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   Index outstanding_ ABSL_GUARDED_BY(mu_);  // (expiry, id) of outstanding entries
   Index finished_ ABSL_GUARDED_BY(mu_);     // (expiry + grace, id) of finished entries
+  std::map<std::string, size_t> by_pd_ ABSL_GUARDED_BY(mu_);  // outstanding entries per claims.pd
   Counters counters_ ABSL_GUARDED_BY(mu_);
 };
 

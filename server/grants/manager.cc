@@ -289,6 +289,12 @@ absl::Status GrantManager::CheckMrFilter(const std::string& mr) const {
   return RenameField(registry_->GetMr(mr).status(), "mr");  // (not under mu_: the registry is called)
 }
 
+size_t GrantManager::LiveOnPd(const std::string& pd) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_pd_.find(pd);
+  return it == by_pd_.end() ? 0 : it->second.size();
+}
+
 absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRequest& request) const {
   // A filter naming no region is refused like any name (docs/api.md), unless grants rdmad still remembers
   // name it (the ended grants of a deregistered region).

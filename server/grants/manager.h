@@ -88,6 +88,8 @@ class GrantManager final : public cm::GrantConnections {
   // INVALID_ARGUMENT or NOT_FOUND on "mr" unless `mr` (a List or WatchGrants filter) is empty or a region.
   absl::Status CheckMrFilter(const std::string& mr) const;
   absl::StatusOr<std::vector<v1::Grant>> List(const v1::ListGrantsRequest& request) const;
+  // Grants on a PD not yet ended (a tenant's grants quota), from the live index: O(log n).
+  size_t LiveOnPd(const std::string& pd) const;
   absl::StatusOr<v1::Grant> Renew(const v1::RenewGrantRequest& request);
   // `done` runs once the key is dead at the NIC, or with why it could not be killed.
   void Revoke(const std::string& name, Done<v1::Grant> done);

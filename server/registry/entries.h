@@ -43,9 +43,13 @@ struct PdEntry {
   bool lane_busy = false;
   std::deque<absl::AnyInvocable<void() &&>> lane;
 
+  // Changed only through Attach/Detach below, which keep the running totals a tenant's quotas read.
   std::map<uint64_t, MrEntry*> mrs;
   std::map<uint64_t, MwEntry*> mws;
   std::map<uint64_t, QpEntry*> qps;
+  uint64_t mr_bytes = 0;  // sum of the MRs' cached lengths
+  uint64_t own_mws = 0;   // windows but rdmad's own (owner empty)
+  uint64_t user_qps = 0;  // QPs but those of rdma_cm ids (cm_id empty)
   uint32_t pending = 0;          // registrations and re-registrations in flight that target this PD
   const char* busy = nullptr;    // the operation that holds the PD (DeletePd)
 };
@@ -125,6 +129,28 @@ struct MwEntry {
   std::string owner;      // "grants" for the grant pool's windows: only that owner may use them
   const char* busy = nullptr;  // BindMw, InvalidateMw, DeallocMw, DeletePd
 };
+
+// A PD's members come and go only through these (under the registry's mu_), so PdEntry's totals are
+// always those of its maps: Registry::UsageOfPd reads a tenant's use per PD in O(1), never by listing.
+// An MR's length may change only while it is detached (a re-registration detaches, caches, re-attaches).
+inline void Attach(PdEntry* pd, MrEntry* e) {
+  if (pd->mrs.emplace(e->id, e).second) pd->mr_bytes += e->length;
+}
+inline void Detach(PdEntry* pd, MrEntry* e) {
+  if (pd->mrs.erase(e->id)) pd->mr_bytes -= e->length;
+}
+inline void Attach(PdEntry* pd, MwEntry* e) {
+  if (pd->mws.emplace(e->id, e).second && e->owner.empty()) pd->own_mws++;
+}
+inline void Detach(PdEntry* pd, MwEntry* e) {
+  if (pd->mws.erase(e->id) && e->owner.empty()) pd->own_mws--;
+}
+inline void Attach(PdEntry* pd, QpEntry* e) {
+  if (pd->qps.emplace(e->id, e).second && e->cm_id.empty()) pd->user_qps++;
+}
+inline void Detach(PdEntry* pd, QpEntry* e) {
+  if (pd->qps.erase(e->id) && e->cm_id.empty()) pd->user_qps--;
+}
 
 }  // namespace rdmad::registry_internal
 

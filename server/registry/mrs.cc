@@ -145,7 +145,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
         e->mapping = std::move(mapping).value();
         e->mr = std::move(mr).value();
         e->CacheAttributes();
-        pd->mrs.emplace(e->id, e.get());
+        Attach(pd, e.get());
         PersistMr(*e);
         out = ToProto(*e);
         mrs_.emplace(e->id, std::move(e));
@@ -210,7 +210,7 @@ absl::Status Registry::DeregisterMr(const std::string& name) {
     e->busy = nullptr;
     if (!released.ok()) return released;  // still registered, still ours
     Unpersist("mrs", e->id);
-    e->pd->mrs.erase(e->id);
+    Detach(e->pd, e);
     owned = std::move(mrs_[e->id]);
     mrs_.erase(e->id);
   }

@@ -88,7 +88,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
   e->mw = std::move(mw).value();
   e->rkey = e->mw->rkey();
   e->owner = owner;
-  pd->mws.emplace(e->id, e.get());
+  Attach(pd, e.get());
   v1::MemoryWindow out = ToProto(*e);
   mws_.emplace(e->id, std::move(e));
   return out;
@@ -380,7 +380,7 @@ absl::Status Registry::DeallocMw(const std::string& name, const std::string& own
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, name, owner));
     if (w->busy) return InProgress("name", name, w->busy);
     bounds = Unbind(*w);  // deallocation invalidates a bound window
-    w->pd->mws.erase(w->id);
+    Detach(w->pd, w);
     owned = std::move(mws_[w->id]);
     mws_.erase(w->id);
   }

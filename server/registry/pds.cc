@@ -129,13 +129,13 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
       MwEntry* w = pd->mws[id];
       if (w->mr) w->mr->windows.erase(id);
       if (w->qp) w->qp->windows.erase(id);
-      pd->mws.erase(id);
+      Detach(pd, w);
       mws_.erase(id);
       response.add_deleted(Name("mws", id));
     }
     for (uint64_t id : released_mrs) {
       Unpersist("mrs", id);
-      pd->mrs.erase(id);
+      Detach(pd, mrs_[id].get());
       mrs.push_back(std::move(mrs_[id]));
       mrs_.erase(id);
       response.add_deleted(Name("mrs", id));

@@ -64,7 +64,7 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
   e->qp = std::move(qp).value();
   e->local = e->qp->local();
   e->state = fabric::QpState::kInit;
-  pd->qps.emplace(e->id, e.get());
+  Attach(pd, e.get());
   v1::QueuePair out = ToProto(*e);
   qps_.emplace(e->id, std::move(e));
   return out;
@@ -112,13 +112,15 @@ std::vector<v1::QueuePair> Registry::ListQps() const {
   return QueryAndConvert(pinned);
 }
 
-std::map<std::string, size_t> Registry::CountUserQpsByPd() const {
+absl::StatusOr<Registry::PdUsage> Registry::UsageOfPd(const std::string& name) const {
   absl::MutexLock lock(&mu_);
-  std::map<std::string, size_t> out;
-  for (const auto& [id, e] : qps_) {
-    if (e->cm_id.empty()) out[Name("pds", e->pd->id)]++;
-  }
-  return out;
+  RDMAD_ASSIGN_OR_RETURN(const PdEntry* pd, FindPd(name, "pd"));
+  PdUsage u;
+  u.mrs = pd->mrs.size();
+  u.mr_bytes = pd->mr_bytes;
+  u.mws = pd->own_mws;
+  u.qps = pd->user_qps;
+  return u;
 }
 
 absl::StatusOr<std::string> Registry::PdOf(const std::string& name) const {
@@ -197,7 +199,7 @@ absl::Status Registry::DeleteQp(const std::string& name) {
     }
     e->busy = "DeleteQp";
     AwaitNoReaders(*e);  // a GetQp querying it finishes first
-    e->pd->qps.erase(e->id);
+    Detach(e->pd, e);
     owned = std::move(qps_[e->id]);
     qps_.erase(e->id);
   }
@@ -228,7 +230,7 @@ absl::StatusOr<v1::QueuePair> Registry::AdoptCmQp(const std::string& pd_name, co
   e->cm_id = cm_id;
   e->local = (*qp)->local();
   e->state = fabric::QpState::kInit;
-  pd->qps.emplace(e->id, e.get());
+  Attach(pd, e.get());
   v1::QueuePair out = ToProto(*e);
   qps_.emplace(e->id, std::move(e));
   return out;
@@ -272,13 +274,13 @@ absl::Status Registry::ReleaseCmQp(const std::string& name, bool force, const st
         continue;
       }
       bounds.push_back(Unbind(*w));
-      w->pd->mws.erase(w->id);
+      Detach(w->pd, w);
       windows.push_back(std::move(mws_[w->id]));
       mws_.erase(w->id);
     }
     e->busy = "ReleaseCmQp";
     AwaitNoReaders(*e);  // a GetQp querying it finishes first
-    e->pd->qps.erase(e->id);
+    Detach(e->pd, e);
     qps_.erase(e->id);  // borrowed: the QP itself is destroyed with its CM id
   }
   windows.clear();  // ibv_dealloc_mw, then the bounds regions

@@ -79,7 +79,7 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
       RDMAD_LOG_WARN("recovery: %s is lost: %s", name.c_str(), std::string(mr.status().message()).c_str());
     }
     absl::MutexLock lock(&mu_);
-    pd->second->mrs.emplace(row.id, e.get());
+    Attach(pd->second, e.get());
     mrs_.emplace(row.id, std::move(e));
   }
   RDMAD_LOG_INFO("recovery: %zu PD(s) and %zu memory region(s) re-created, %zu lost", out.pds.size(),

@@ -125,8 +125,13 @@ class Registry {
   absl::StatusOr<v1::QueuePair> CreateQp(const v1::CreateQpRequest& request);
   absl::StatusOr<v1::QueuePair> GetQp(const std::string& name) const;
   std::vector<v1::QueuePair> ListQps() const;
-  // QPs made by CreateQp (not CM ids'), by PD name, from the bookkeeping alone (no device query): quotas.
-  std::map<std::string, size_t> CountUserQpsByPd() const;
+  // What a tenant's quotas count in one PD, from running totals (O(log n), no listing, no device query):
+  // its MRs and their bytes, its windows but rdmad's own (grant pools), its QPs but rdma_cm ids'.
+  struct PdUsage {
+    uint64_t mrs = 0, mr_bytes = 0, mws = 0, qps = 0;
+  };
+  // NOT_FOUND on "pd" if there is no such PD.
+  absl::StatusOr<PdUsage> UsageOfPd(const std::string& pd) const;
   // The PD a PD, region, window or QP lives in ("pds/3" for "pds/3"), from the bookkeeping alone: the
   // lookup's error (INVALID_ARGUMENT, NOT_FOUND on "name") otherwise. Tenancy asks it on every call.
   absl::StatusOr<std::string> PdOf(const std::string& name) const;

@@ -133,16 +133,14 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
   // What the commit applies: the new PD, mapping and source, and the registration's (new) attributes.
   auto commit = [&]() {
     absl::MutexLock lock(&mu_);
-    if (plan.new_pd != e->pd) {
-      e->pd->mrs.erase(e->id);
-      plan.new_pd->mrs.emplace(e->id, e);
-      e->pd = plan.new_pd;
-    }
+    Detach(e->pd, e);  // its PD and length may change
+    e->pd = plan.new_pd;
     if (translate) {
       e->mapping = new_mapping;
       e->source = plan.new_source;
     }
     e->CacheAttributes();
+    Attach(e->pd, e);
     e->generation++;
     PersistMr(*e);  // its PD, source or access may have changed
     *response.mutable_mr() = ToProto(*e);

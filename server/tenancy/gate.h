@@ -7,8 +7,10 @@
 // A resource of another tenant is NOT_FOUND, with the very message a missing one gets: never a hint.
 // Admins see everything.
 //
-// Quotas (per tenant; config.h Quotas, 0: unlimited) are counted from the live resources themselves, so
-// nothing can leak a count: pinned_bytes and mrs (the tenant's MRs), mws, qps (QPs made by CreateQp),
+// Quotas (per tenant; config.h Quotas, 0: unlimited) are summed over the tenant's PDs from the running
+// totals each owner keeps as its objects come and go (Registry, CmManager, GrantManager, TokenStore
+// UsageOfPd and the like: O(log n) per PD, never a listing), not from a count of the gate's own, so
+// nothing the gate misses can leak a count: pinned_bytes and mrs (the tenant's MRs), mws, qps (QPs made by CreateQp),
 // cm_ids (its CM ids but data-plane connections), grants (not ended), tokens (outstanding), connections
 // (its CM ids connected, connecting or waiting for Accept, data-plane ones included). A creation reserves
 // what it will add; use + reserved must stay within the limit, else RESOURCE_EXHAUSTED names the quota,
@@ -18,7 +20,7 @@
 //
 // Threads: any gRPC thread. map_mu_ guards the ownership maps and is a leaf lock (the watch filters take
 // it under a hub's lock). quota_mu_ serializes reservations and is taken before the registry's, the CM
-// manager's and the grant manager's locks (it calls their List methods), never under them.
+// manager's, the grant manager's and the token store's locks (it reads their per-PD totals), never under them.
 #ifndef RDMAD_SERVER_TENANCY_GATE_H_
 #define RDMAD_SERVER_TENANCY_GATE_H_
 
@@ -28,6 +30,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,6 +137,7 @@ class Gate {
 
   mutable absl::Mutex map_mu_;
   std::map<std::string, std::string> pd_tenant_ ABSL_GUARDED_BY(map_mu_);       // "pds/3" -> tenant
+  std::map<std::string, std::set<std::string>> tenant_pds_ ABSL_GUARDED_BY(map_mu_);  // the reverse
   std::map<std::string, std::string> channel_tenant_ ABSL_GUARDED_BY(map_mu_);  // user channels
   // CM id -> its PD: ids outlive nothing, names are never reused, so a remembered one stays true; it lets
   // the watch filter place events of ids already destroyed.

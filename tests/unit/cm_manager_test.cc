@@ -109,6 +109,22 @@ class CmManagerTest : public ::testing::Test {
     }
     return absl::NotFoundError(type);
   }
+  // UsageOfPd's running totals (a tenant's cm_ids and connections quotas) must equal the list's count.
+  void ExpectUsageMatchesTheList(const char* when) {
+    SCOPED_TRACE(when);
+    uint64_t ids = 0, connections = 0;
+    const std::vector<v1::CmId> all = manager_->ListCmIds(v1::ListCmIdsRequest()).value();
+    for (const v1::CmId& id : all) {
+      if (id.pd() != pd_) continue;
+      if (!id.data_plane()) ids++;
+      if (id.state() == v1::CM_CONNECTED || id.state() == v1::CM_CONNECTING || id.state() == v1::CM_CONNECT_REQUEST) {
+        connections++;
+      }
+    }
+    const CmManager::PdUsage u = manager_->UsageOfPd(pd_);
+    EXPECT_EQ(u.ids, ids);
+    EXPECT_EQ(u.connections, connections);
+  }
   std::shared_ptr<Watcher> Watch(EventFilter filter = {}) { return manager_->events().Subscribe(std::move(filter), 0); }
 
   // A listener on `port` and a connected pair: returns {active, passive}.
@@ -172,6 +188,8 @@ TEST_F(CmManagerTest, ConnectAcceptEstablishesBothSidesAndTheirQpsAreQueuePairs)
   EXPECT_EQ(qp.state(), v1::QP_RTS);
   EXPECT_EQ(passive.state(), v1::CM_CONNECTING);
   EXPECT_THAT(passive.listener(), HasSubstr("cmids/"));
+  ExpectUsageMatchesTheList("connected");
+  EXPECT_EQ(manager_->UsageOfPd(pd_).connections, 2u);
   // rdma_cm owns these QPs: the QueuePairs API refuses to delete or reconnect them.
   EXPECT_TRUE(IsError(registry_->DeleteQp(active.qp()), absl::StatusCode::kFailedPrecondition, "name"));
   // A type 2 window bound on the id's QP keeps the id from being deleted.
@@ -199,6 +217,7 @@ TEST_F(CmManagerTest, ConnectAcceptEstablishesBothSidesAndTheirQpsAreQueuePairs)
   ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(active.name(), std::move(d)); }).ok());
   EXPECT_TRUE(NextEvent(*w).ok());  // the peer saw the disconnect
   EXPECT_TRUE(IsError(registry_->GetQp(active.qp()), absl::StatusCode::kNotFound, "name"));
+  ExpectUsageMatchesTheList("after the active side was deleted");
   EXPECT_TRUE(registry_->DeallocMw(mw_name).ok());
   EXPECT_TRUE(registry_->DeregisterMr(mr_name).ok());
 }
@@ -410,6 +429,9 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   v1::CmId id = manager_->GetCmId(accepted).value();
   EXPECT_EQ(manager_->GetChannel(id.channel()).value().role(), v1::CHANNEL_WORKER);
   EXPECT_EQ(registry_->GetQp(id.qp()).value().pd(), pd_);
+  ExpectUsageMatchesTheList("accepted");
+  EXPECT_EQ(manager_->UsageOfPd(pd_).connections, 1u);  // the data-plane connection counts as a connection...
+  EXPECT_EQ(manager_->UsageOfPd(pd_).ids, 0u);          // ...not as an id
 
   // Replayed, garbage, missing: rejected with the documented reason, and the listener keeps serving.
   struct Case {
@@ -431,6 +453,8 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   while (manager_->GetCmId(accepted).ok() && absl::Now() < gone_by) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_TRUE(IsError(manager_->GetCmId(accepted), absl::StatusCode::kNotFound, "name"));
   EXPECT_TRUE(IsError(registry_->GetQp(id.qp()), absl::StatusCode::kNotFound, "name"));
+  ExpectUsageMatchesTheList("after the client left");
+  EXPECT_EQ(manager_->UsageOfPd(pd_).connections, 0u);
   good.channel.reset();
 }
 

@@ -250,6 +250,7 @@ TEST_F(GrantManagerTest, LeasesExpireAndRenewalsExtendThem) {
   v1::IssueGrantRequest r = Request();
   r.set_ttl_ms(300);
   v1::Grant g = Activate(r);
+  EXPECT_EQ(grants_->LiveOnPd(pd_), 1u);  // a tenant's grants quota counts it
   v1::RenewGrantRequest renew;
   renew.set_name(g.name());
   renew.set_ttl_ms(60000);
@@ -260,6 +261,7 @@ TEST_F(GrantManagerTest, LeasesExpireAndRenewalsExtendThem) {
   ASSERT_TRUE(grants_->Renew(renew).ok());
   EXPECT_TRUE(Eventually([&] { return grants_->Get(g.name()).value().state() == v1::GRANT_ENDED; }));
   EXPECT_EQ(grants_->Get(g.name()).value().end_reason(), v1::END_EXPIRED);
+  EXPECT_EQ(grants_->LiveOnPd(pd_), 0u);
   EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
   EXPECT_TRUE(IsError(grants_->Renew(renew), absl::StatusCode::kFailedPrecondition, "name"));
 }

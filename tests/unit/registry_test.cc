@@ -963,6 +963,78 @@ TEST_F(RegistryTest, EmulatedReregChangePdMovesTheCount) {
   EXPECT_TRUE(registry_->BindMw(BindReq(w.name(), mr.name(), 0, kPage)).ok());
 }
 
+// A tenant's quotas read UsageOfPd's running totals (issue 9: no listing per creation). Through every change
+// of membership or length they must equal what the lists say.
+TEST_F(RegistryTest, UsageOfPdMatchesTheListsThroughEveryChange) {
+  auto expect_matches = [&](const std::string& pd, const char* when) {
+    SCOPED_TRACE(absl::StrCat(pd, " ", when));
+    Registry::PdUsage u = OK(registry_->UsageOfPd(pd));
+    v1::ListMrsRequest mrs;
+    mrs.set_pd(pd);
+    uint64_t n = 0, bytes = 0;
+    const std::vector<v1::MemoryRegion> listed = OK(registry_->ListMrs(mrs));
+    for (const v1::MemoryRegion& m : listed) n++, bytes += m.length();
+    EXPECT_EQ(u.mrs, n);
+    EXPECT_EQ(u.mr_bytes, bytes);
+    v1::ListMwsRequest mws;
+    mws.set_pd(pd);
+    uint64_t own = 0;
+    const std::vector<v1::MemoryWindow> windows = OK(registry_->ListMws(mws));
+    for (const v1::MemoryWindow& w : windows) own += w.owner().empty() ? 1 : 0;
+    EXPECT_EQ(u.mws, own);
+    uint64_t qps = 0;
+    for (const v1::QueuePair& q : registry_->ListQps()) qps += q.pd() == pd ? 1 : 0;
+    EXPECT_EQ(u.qps, qps);
+  };
+  const std::string a = NewPd(kEmu), b = NewPd(kEmu), c = NewPd(kNat);
+  expect_matches(a, "empty");
+  v1::MemoryRegion m1 = NewMr(a, kPage), m2 = NewMr(a, 3 * kPage), m3 = NewMr(a, 5 * kPage);
+  v1::MemoryRegion m4 = NewMr(c, 2 * kPage);
+  v1::MemoryWindow own = NewMw(a, v1::TYPE_1);
+  v1::AllocMwRequest pool;
+  pool.set_pd(a);
+  pool.set_type(v1::TYPE_2);
+  v1::MemoryWindow grants = OK(registry_->AllocMw(pool, "grants"));
+  v1::QueuePair qp = NewQp(a, false);
+  expect_matches(a, "after creations");
+  EXPECT_EQ(OK(registry_->UsageOfPd(a)).mr_bytes, 9 * kPage);
+  EXPECT_EQ(OK(registry_->UsageOfPd(a)).mws, 1u);  // the grant pool's window is rdmad's
+
+  v1::ReregisterMrRequest grow = ReregReq(m2.name(), {v1::CHANGE_TRANSLATION});  // emulated: 3 -> 7 pages
+  grow.mutable_source()->mutable_anonymous()->set_size(7 * kPage);
+  ASSERT_TRUE(registry_->ReregisterMr(grow).ok());
+  expect_matches(a, "after an emulated rereg of the length");
+  v1::ReregisterMrRequest move = ReregReq(m3.name(), {v1::CHANGE_PD});
+  move.set_pd(b);
+  ASSERT_TRUE(registry_->ReregisterMr(move).ok());
+  expect_matches(a, "after CHANGE_PD away");
+  expect_matches(b, "after CHANGE_PD in");
+  v1::ReregisterMrRequest shrink = ReregReq(m4.name(), {v1::CHANGE_TRANSLATION});  // native: 2 -> 1 page
+  shrink.mutable_source()->mutable_anonymous()->set_size(kPage);
+  ASSERT_TRUE(registry_->ReregisterMr(shrink).ok());
+  expect_matches(c, "after a native rereg of the length");
+  EXPECT_EQ(OK(registry_->UsageOfPd(c)).mr_bytes, kPage);
+
+  ASSERT_TRUE(registry_->DeregisterMr(m1.name()).ok());
+  ASSERT_TRUE(registry_->DeallocMw(own.name()).ok());
+  ASSERT_TRUE(registry_->DeleteQp(qp.name()).ok());
+  expect_matches(a, "after removals");
+  EXPECT_EQ(OK(registry_->UsageOfPd(a)).mrs, 1u);
+  EXPECT_EQ(OK(registry_->UsageOfPd(a)).mws, 0u);
+  EXPECT_EQ(OK(registry_->UsageOfPd(a)).qps, 0u);
+  ASSERT_TRUE(registry_->DeallocMw(grants.name(), "grants").ok());
+
+  v1::DeletePdRequest del;
+  del.set_name(b);
+  del.set_cascade(true);
+  ASSERT_TRUE(registry_->DeletePd(del).ok());
+  EXPECT_TRUE(IsError(registry_->UsageOfPd(b), absl::StatusCode::kNotFound, "pd"));
+  for (const std::string& pd : {a, c}) {
+    del.set_name(pd);
+    ASSERT_TRUE(registry_->DeletePd(del).ok());
+  }
+}
+
 TEST_F(RegistryTest, EmulatedReregChangeTranslationChangesSourceAndLength) {
   const std::string pd = NewPd(kEmu);
   v1::MemoryRegion mr = NewMr(pd, kPage);

@@ -86,9 +86,13 @@ TEST_F(TokenStoreTest, PeekDoesNotUseTheTokenAndRevokeWhereEndsAPdsTokens) {
   EXPECT_EQ(peek.claims->pd, "pds/3");
   EXPECT_EQ(store.Outstanding(), 2u);  // still usable
   EXPECT_EQ(store.Outstanding([](const Claims& c) { return c.pd == "pds/3"; }), 1u);
+  EXPECT_EQ(store.OutstandingOnPd("pds/3"), 1u);
+  EXPECT_EQ(store.OutstandingOnPd("pds/4"), 1u);
   EXPECT_EQ(store.RevokeWhere([](const Claims& c) { return c.pd == "pds/3"; }), 1u);
+  EXPECT_EQ(store.OutstandingOnPd("pds/3"), 0u);
   EXPECT_EQ(RedeemFailure(store, a.bytes), RejectReason::kRevoked);
   EXPECT_TRUE(store.Redeem(b.bytes).accepted());
+  EXPECT_EQ(store.OutstandingOnPd("pds/4"), 0u);  // redeemed: claims moved out, the count still drops
 }
 
 TEST_F(TokenStoreTest, GrantTokensCarryTheirKind) {
@@ -154,10 +158,12 @@ TEST_F(TokenStoreTest, ExpiryThenForgottenAfterGrace) {
   ASSERT_TRUE(store.Redeem(used.bytes).accepted());
   clock_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
   EXPECT_EQ(store.Outstanding(), 1u);
+  EXPECT_EQ(store.OutstandingOnPd("pds/1"), 1u);
   EXPECT_EQ(RedeemFailure(store, used.bytes), RejectReason::kReplayed);
 
   clock_.Advance(absl::Nanoseconds(1));  // exactly at expiry
   EXPECT_EQ(store.Outstanding(), 0u);
+  EXPECT_EQ(store.OutstandingOnPd("pds/1"), 0u);
   EXPECT_EQ(RedeemFailure(store, unused.bytes), RejectReason::kExpired);
   EXPECT_EQ(RedeemFailure(store, used.bytes), RejectReason::kExpired);
   EXPECT_EQ(store.GetCounters().expired, 1u);
