@@ -14,8 +14,8 @@
 #                  doc's (few samples), so the doc is rendered only with --render-only afterwards, on purpose
 #   --only NAMES   comma-separated subset of: control, cm, scale, reg, dataplane (default: all)
 #   --render-only  run nothing; render OUT/results as they are
-# The full run takes about 60-75 minutes on these 2-core machines (the data plane's two guests ~20, the
-# scale benchmark ~20, control ~10, registration ~10, rdma_cm ~5). Run it on an otherwise idle machine:
+# The full run takes about 25 minutes on an idle 2-core machine of these (scale 8, the data plane's two
+# guests 9, the rest together about 10; on a loaded one, two to three times that). Run it on an idle machine:
 # each ratio is measured within one run, but a busy host stretches the guests' timings unevenly.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
