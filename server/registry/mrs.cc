@@ -188,6 +188,21 @@ absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMr
   return out;
 }
 
+absl::Status Registry::CheckDeregister(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(const MrEntry* e, FindMr(name, "name"));
+  if (e->busy) return InProgress("name", name, e->busy);
+  std::vector<std::string> bound;
+  for (const auto& [id, w] : e->windows) {
+    if (w->owner.empty()) bound.push_back(Name("mws", id));  // rdmad's own grant windows go with the grants
+  }
+  if (!bound.empty()) {
+    return Busy("name", absl::StrCat(name, " has ", bound.size(), " bound memory window(s) (", absl::StrJoin(bound, ", "),
+                                     "): invalidate or deallocate them first (ibv_dereg_mr(3) NOTES)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Registry::DeregisterMr(const std::string& name) {
   MrEntry* e = nullptr;
   {

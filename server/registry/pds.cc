@@ -70,6 +70,20 @@ std::vector<v1::ProtectionDomain> Registry::ListPds() const {
   return out;
 }
 
+absl::Status Registry::CheckDeletePd(const v1::DeletePdRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(const PdEntry* pd, FindPd(request.name(), "name"));
+  if (pd->busy) return InProgress("name", request.name(), pd->busy);
+  // What stays once the grants are gone: its regions, its own windows and QPs (not the grant pool's
+  // windows nor the grants' connections, which revoking them releases).
+  if (!request.cascade() && (!pd->mrs.empty() || pd->own_mws > 0 || pd->user_qps > 0)) {
+    return Busy("name", absl::StrCat(request.name(), " still holds ", pd->mrs.size(), " memory region(s), ",
+                                     pd->own_mws, " memory window(s) and ", pd->user_qps,
+                                     " queue pair(s): delete them first or ask for a cascade"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdRequest& request) {
   PdEntry* pd = nullptr;
   {

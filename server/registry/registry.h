@@ -105,6 +105,10 @@ class Registry {
   // OK if the PD exists; otherwise the lookup's error, naming `field`.
   absl::Status CheckPd(const std::string& name, const std::string& field) const;
   absl::StatusOr<v1::DeletePdResponse> DeletePd(const v1::DeletePdRequest& request);
+  // DeletePd's refusals that revoking the PD's grants cannot lift (no such PD, busy, not a cascade and
+  // holding regions or its own windows or QPs), without acting: the service calls it before it revokes
+  // grants (revoke_grants).
+  absl::Status CheckDeletePd(const v1::DeletePdRequest& request) const;
 
   // `files`: whose rights a file source is registered with (server/auth/caller.h, docs/security.md). The
   // default is rdmad's own (allowed_file_roots only), for single-tenant mode and internal callers; an RPC
@@ -116,10 +120,18 @@ class Registry {
                                               const auth::FileAccess& files = {});
   absl::StatusOr<v1::MemoryRegion> GetMr(const std::string& name) const;
   absl::StatusOr<std::vector<v1::MemoryRegion>> ListMrs(const v1::ListMrsRequest& request) const;
+  // ReregisterMr's checks of the request alone, without acting: what ReregisterMrAsync would refuse at
+  // once (name, flags, PD, access, an unusable or busy region), but bound windows, which revoking the grants
+  // on the region removes. The service calls it before it revokes grants (revoke_grants), so that a bad
+  // request costs no grant. Failures of the source itself (a file gone, memlock) still come after.
+  absl::Status CheckReregister(const v1::ReregisterMrRequest& request) const;
   void ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done,
                          const auth::FileAccess& files = {});
   absl::StatusOr<v1::ReregisterMrResponse> ReregisterMr(const v1::ReregisterMrRequest& request,
                                                         const auth::FileAccess& files = {});
+  // DeregisterMr's checks alone, without acting, but for rdmad's own grant windows, which revoking the
+  // grants on the region removes: the service calls it before it revokes grants (revoke_grants).
+  absl::Status CheckDeregister(const std::string& name) const;
   absl::Status DeregisterMr(const std::string& name);
 
   absl::StatusOr<v1::QueuePair> CreateQp(const v1::CreateQpRequest& request);
@@ -218,6 +230,9 @@ class Registry {
   // Reservation holder, without mu_: revokes a window by deallocating it, a new one taking its place.
   absl::Status ReplaceWindow(MwEntry& w);
   absl::StatusOr<v1::ReregisterMrResponse> ReregWorkAndCommit(MrEntry* e, ReregPlan plan);
+  // The request's checks and the plan they give (no side effect); bound windows refused unless allowed.
+  absl::Status PlanReregLocked(const v1::ReregisterMrRequest& request, bool windows_allowed, MrEntry** e,
+                               ReregPlan* plan) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // GetQp/ListQps: the device's view of each QP's state, queried without mu_; the entries come pinned
   // (readers++ under mu_) and leave unpinned.

@@ -25,49 +25,63 @@ struct Registry::ReregPlan {
   auth::FileAccess files;  // whose rights a file source (new, or the region's with new flags) is checked with
 };
 
+absl::Status Registry::PlanReregLocked(const v1::ReregisterMrRequest& request, bool windows_allowed, MrEntry** out,
+                                       ReregPlan* plan) const {
+  auto refuse = [](absl::Status s) { return WithOutcome(std::move(s), v1::OUTCOME_OLD_MR_VALID); };
+  RDMAD_ASSIGN_OR_RETURN(MrEntry * e, FindMr(request.name(), "name"));
+  *out = e;
+  if (e->busy) return refuse(InProgress("name", request.name(), e->busy));
+  if (e->unusable) {
+    return WithOutcome(FailedPrecondition("name", absl::StrCat(request.name(), " is unusable (", e->unusable_reason,
+                                                               "): only deregister is accepted")),
+                       v1::OUTCOME_MR_UNUSABLE);
+  }
+  absl::StatusOr<int> flags = ReregFlags(request);
+  if (!flags.ok()) return refuse(flags.status());
+  plan->flags = *flags;
+  if (!windows_allowed && !e->windows.empty()) {
+    return refuse(Busy("name", absl::StrCat(request.name(), " has ", e->windows.size(),
+                                            " bound memory window(s): a rereg deregisters the region "
+                                            "(ibv_rereg_mr(3)), which ibv_dereg_mr(3) refuses while windows "
+                                            "are bound; invalidate them first")));
+  }
+  plan->new_pd = e->pd;
+  if (plan->flags & fabric::kChangePd) {
+    absl::StatusOr<PdEntry*> pd = FindPd(request.pd(), "pd");
+    if (!pd.ok()) return refuse(pd.status());
+    if ((*pd)->busy) return refuse(InProgress("pd", request.pd(), (*pd)->busy));
+    plan->new_pd = *pd;
+    if (plan->new_pd->device != e->pd->device) {
+      return refuse(InvalidArgument("pd", absl::StrCat(request.pd(), " is on devices/",
+                                                       plan->new_pd->device->info().name, ", the region on devices/",
+                                                       e->pd->device->info().name)));
+    }
+  }
+  plan->access = e->access;
+  if (plan->flags & fabric::kChangeAccess) {
+    absl::StatusOr<uint32_t> bits = AccessBits(request.access(), "access");
+    if (!bits.ok()) return refuse(bits.status());
+    plan->access = *bits;
+    if (absl::Status s = CheckMrAccessRule(plan->access, "access"); !s.ok()) return refuse(s);
+  }
+  plan->new_source = (plan->flags & fabric::kChangeTranslation) ? request.source() : e->source;
+  return absl::OkStatus();
+}
+
+absl::Status Registry::CheckReregister(const v1::ReregisterMrRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  MrEntry* e = nullptr;
+  ReregPlan plan;
+  return PlanReregLocked(request, /*windows_allowed=*/true, &e, &plan);
+}
+
 void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done,
                                  const auth::FileAccess& files) {
-  auto refuse = [](absl::Status s) { return WithOutcome(std::move(s), v1::OUTCOME_OLD_MR_VALID); };
   MrEntry* e = nullptr;
   ReregPlan plan;
   absl::Status refused = [&]() -> absl::Status {
     absl::MutexLock lock(&mu_);
-    RDMAD_ASSIGN_OR_RETURN(e, FindMr(request.name(), "name"));
-    if (e->busy) return refuse(InProgress("name", request.name(), e->busy));
-    if (e->unusable) {
-      return WithOutcome(FailedPrecondition("name", absl::StrCat(request.name(), " is unusable (", e->unusable_reason,
-                                                                 "): only deregister is accepted")),
-                         v1::OUTCOME_MR_UNUSABLE);
-    }
-    absl::StatusOr<int> flags = ReregFlags(request);
-    if (!flags.ok()) return refuse(flags.status());
-    plan.flags = *flags;
-    if (!e->windows.empty()) {
-      return refuse(Busy("name", absl::StrCat(request.name(), " has ", e->windows.size(),
-                                              " bound memory window(s): a rereg deregisters the region "
-                                              "(ibv_rereg_mr(3)), which ibv_dereg_mr(3) refuses while windows "
-                                              "are bound; invalidate them first")));
-    }
-    plan.new_pd = e->pd;
-    if (plan.flags & fabric::kChangePd) {
-      absl::StatusOr<PdEntry*> pd = FindPd(request.pd(), "pd");
-      if (!pd.ok()) return refuse(pd.status());
-      if ((*pd)->busy) return refuse(InProgress("pd", request.pd(), (*pd)->busy));
-      plan.new_pd = *pd;
-      if (plan.new_pd->device != e->pd->device) {
-        return refuse(InvalidArgument("pd", absl::StrCat(request.pd(), " is on devices/",
-                                                         plan.new_pd->device->info().name, ", the region on devices/",
-                                                         e->pd->device->info().name)));
-      }
-    }
-    plan.access = e->access;
-    if (plan.flags & fabric::kChangeAccess) {
-      absl::StatusOr<uint32_t> bits = AccessBits(request.access(), "access");
-      if (!bits.ok()) return refuse(bits.status());
-      plan.access = *bits;
-      if (absl::Status s = CheckMrAccessRule(plan.access, "access"); !s.ok()) return refuse(s);
-    }
-    plan.new_source = (plan.flags & fabric::kChangeTranslation) ? request.source() : e->source;
+    RDMAD_RETURN_IF_ERROR(PlanReregLocked(request, /*windows_allowed=*/false, &e, &plan));
     plan.files = files;
     e->busy = "ReregisterMr";
     plan.new_pd->pending++;  // neither PD can go while the region may move between them

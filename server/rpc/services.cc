@@ -100,6 +100,13 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
     Registry* r = e_->registry;
     tenancy::Gate* gate = e_->gate;
     cm::CmManager* cm = e_->cm;
+    if (req->revoke_grants()) {
+      // A request the registry would refuse anyway must not cost the grants it asked to revoke.
+      if (absl::Status s = r->CheckDeletePd(*req); !s.ok()) {
+        c.Replier<v1::DeletePdResponse>(reactor, resp)(s);
+        return reactor;
+      }
+    }
     AfterGrants<v1::DeletePdResponse>(
         e_->grants, "", req->name(), req->revoke_grants(), v1::END_PD_DELETED,
         [r, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); },
@@ -183,6 +190,13 @@ class MrsService final
       return reactor;
     }
     Registry* r = e_->registry;
+    if (req->revoke_grants()) {
+      // A request the registry would refuse must not cost the grants it asked to revoke.
+      if (absl::Status s = r->CheckReregister(*req); !s.ok()) {
+        std::move(reply)(s);
+        return reactor;
+      }
+    }
     AfterGrants<v1::ReregisterMrResponse>(
         e_->grants, req->name(), "", req->revoke_grants(), v1::END_MR_REREGISTERED,
         [r, req = *req, files = c.caller().files](Done<v1::ReregisterMrResponse> d) mutable {
@@ -200,6 +214,13 @@ class MrsService final
       return reactor;
     }
     Registry* r = e_->registry;
+    if (req->revoke_grants()) {
+      // A request the registry would refuse anyway must not cost the grants it asked to revoke.
+      if (absl::Status s = r->CheckDeregister(req->name()); !s.ok()) {
+        c.Replier<v1::DeregisterMrResponse>(reactor, resp)(s);
+        return reactor;
+      }
+    }
     AfterGrants<v1::DeregisterMrResponse>(
         e_->grants, req->name(), "", req->revoke_grants(), v1::END_MR_DEREGISTERED,
         [r, name = req->name()](Done<v1::DeregisterMrResponse> d) mutable {

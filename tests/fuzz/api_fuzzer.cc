@@ -934,7 +934,8 @@ void Fuzzer::Created(const std::string& kind, const std::string& name) {
 }
 
 // DeregisterMr, ReregisterMr and DeletePd with revoke_grants revoke the grants first and they "stay ended
-// whatever the outcome" (api.md), even when the call is then refused (docs/fuzzing.md, open findings).
+// whatever the outcome" (api.md), unless the request was refused by the checks made before the revocation
+// (api.md; docs/fuzzing.md): the callers leave those grants alone.
 void Fuzzer::GrantsMayEnd(const std::string& mr, const std::string& pd) {
   for (auto& [g, gm] : m_.grants) {
     if ((!mr.empty() && gm.mr == mr) || (!pd.empty() && m_.mrs.count(gm.mr) && m_.mrs[gm.mr].pd == pd)) {
@@ -1014,7 +1015,10 @@ void Fuzzer::OpDeletePd(bool cleanup) {
   req.set_name(n.name);
   req.set_cascade(cleanup || rng_.Chance(0.6));
   req.set_revoke_grants(cleanup || rng_.Chance(0.5));
-  if (req.revoke_grants() && n.cls == NameClass::kLive) GrantsMayEnd("", n.name);
+  // Without a cascade, a PD that holds regions is refused before anything is revoked.
+  bool holds_regions = false;
+  for (const auto& [mr, m] : m_.mrs) holds_regions |= m.pd == n.name;
+  if (req.revoke_grants() && n.cls == NameClass::kLive && (req.cascade() || !holds_regions)) GrantsMayEnd("", n.name);
   v1::DeletePdResponse resp;
   grpc::Status s = Rpc("DeletePd", req, &resp, RDMAD_FUZZ_CALL(pds_, DeletePd), ForName(n));
   if (!s.ok()) return;
@@ -1095,6 +1099,7 @@ void Fuzzer::OpReregisterMr() {
   v1::ReregisterMrRequest req;
   req.set_name(n.name);
   bool translation = false, change_pd = false, change_access = false, bad = false;
+  bool bad_source = false;  // refused only while re-registering: after the grants were revoked
   std::string why;
   const int nflags = static_cast<int>(rng_.Below(4));
   for (int i = 0; i < nflags; ++i) {
@@ -1108,7 +1113,6 @@ void Fuzzer::OpReregisterMr() {
   if (nflags == 0) bad = true, why = "no flag";
   uint64_t length = 0;
   if (translation || rng_.Chance(0.1)) {
-    bool bad_source = false;
     std::string w;
     bool set = FillSource(req.mutable_source(), &length, &bad_source, &w);
     if (translation && bad_source) bad = true, why = w;
@@ -1130,7 +1134,9 @@ void Fuzzer::OpReregisterMr() {
     if (!change_access && req.access_size() > 0) bad = true, why = "access without CHANGE_ACCESS";
   }
   req.set_revoke_grants(rng_.Chance(0.5));
-  if (req.revoke_grants() && n.cls == NameClass::kLive) GrantsMayEnd(n.name, "");
+  // A request refused by its own checks (all of `bad` but a bad source's content) revokes nothing.
+  const bool checked_first = bad && !(translation && bad_source);
+  if (req.revoke_grants() && n.cls == NameClass::kLive && !checked_first) GrantsMayEnd(n.name, "");
   Expect e = bad ? Expect::Fails(why) : Expect();
   if (n.cls != NameClass::kLive) e = Composite(n, "name", !bad);
   e.rereg_outcome = n.cls == NameClass::kLive;

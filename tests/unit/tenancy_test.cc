@@ -482,6 +482,92 @@ TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
+// ReregisterMr with revoke_grants checks the request before it revokes anything: a request the registry
+// refuses costs no grant (issue 7's open point; the API fuzzer's "revoke before validate").
+TEST_F(TenancyTest, ARefusedReregistrationDoesNotRevokeTheGrantsItAskedToRevoke) {
+  const std::string pd = CreatePd(kB);
+  v1::MemoryRegion mr;
+  ASSERT_TRUE(RegisterMr(kB, pd, 8192, &mr).ok());
+  auto grants = v1::Grants::NewStub(channel_);
+  v1::IssueGrantRequest issue;
+  issue.set_mr(mr.name());
+  issue.set_length(4096);
+  issue.set_principal("reader");
+  v1::IssuedGrant issued;
+  ASSERT_TRUE(grants->IssueGrant(As(kB).get(), issue, &issued).ok());
+  auto get_state = [&] {
+    v1::GetGrantRequest get;
+    get.set_name(issued.grant().name());
+    v1::Grant g;
+    EXPECT_TRUE(grants->GetGrant(As(kB).get(), get, &g).ok());
+    return g;
+  };
+
+  auto mrs = v1::MemoryRegions::NewStub(channel_);
+  v1::ReregisterMrRequest bad;
+  bad.set_name(mr.name());
+  bad.add_flags(v1::CHANGE_ACCESS);
+  bad.add_access(v1::REMOTE_WRITE);  // without LOCAL_WRITE: refused by ibv_reg_mr(3)'s rule
+  bad.set_revoke_grants(true);
+  v1::ReregisterMrResponse r;
+  grpc::Status s = mrs->ReregisterMr(As(kB).get(), bad, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("access"));
+  EXPECT_EQ(get_state().state(), v1::GRANT_ISSUED);  // the grant survived the refused request
+  v1::ReregisterMrRequest other_pd = bad;
+  other_pd.clear_flags();
+  other_pd.clear_access();
+  other_pd.add_flags(v1::CHANGE_PD);
+  other_pd.set_pd("pds/999");
+  EXPECT_EQ(mrs->ReregisterMr(As(kB).get(), other_pd, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get_state().state(), v1::GRANT_ISSUED);
+  // The same for a removal the registry would refuse anyway: DeletePd without a cascade of a PD that
+  // holds a region, DeregisterMr of a region with a window of the caller's own bound to it.
+  v1::DeletePdRequest del;
+  del.set_name(pd);
+  del.set_revoke_grants(true);
+  v1::DeletePdResponse deleted;
+  s = v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kB).get(), del, &deleted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_EQ(get_state().state(), v1::GRANT_ISSUED);
+  auto mws = v1::MemoryWindows::NewStub(channel_);
+  v1::AllocMwRequest alloc;
+  alloc.set_pd(pd);
+  alloc.set_type(v1::TYPE_1);
+  v1::MemoryWindow mw;
+  ASSERT_TRUE(mws->AllocMw(As(kB).get(), alloc, &mw).ok());
+  v1::BindMwRequest bind;
+  bind.set_name(mw.name());
+  bind.set_mr(mr.name());
+  bind.set_length(4096);
+  bind.add_access(v1::REMOTE_READ);
+  ASSERT_TRUE(mws->BindMw(As(kB).get(), bind, &mw).ok());
+  v1::DeregisterMrRequest dereg;
+  dereg.set_name(mr.name());
+  dereg.set_revoke_grants(true);
+  v1::DeregisterMrResponse dereged;
+  s = mrs->DeregisterMr(As(kB).get(), dereg, &dereged);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr(mw.name()));
+  EXPECT_EQ(get_state().state(), v1::GRANT_ISSUED);
+  v1::DeallocMwRequest dealloc;
+  dealloc.set_name(mw.name());
+  v1::DeallocMwResponse dealloced;
+  ASSERT_TRUE(mws->DeallocMw(As(kB).get(), dealloc, &dealloced).ok());
+
+  v1::ReregisterMrRequest good = bad;
+  good.clear_access();
+  for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::MW_BIND}) good.add_access(a);
+  s = mrs->ReregisterMr(As(kB).get(), good, &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const v1::Grant ended = get_state();
+  EXPECT_EQ(ended.state(), v1::GRANT_ENDED);
+  EXPECT_EQ(ended.end_reason(), v1::END_MR_REREGISTERED);
+  del.set_cascade(true);
+  s = v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kB).get(), del, &deleted);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
 TEST_F(TenancyTest, CallersOutsideEveryTenantAreRefusedAndRatesAreLimitedPerConnection) {
   v1::Caller who;
   auto tenants = v1::Tenants::NewStub(channel_);
