@@ -132,6 +132,14 @@ class TenancyTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.error_message();
     return pd.name();
   }
+  // A grant of the first 4 KiB of `mr` to "reader".
+  static v1::IssueGrantRequest GrantReq(const std::string& mr) {
+    v1::IssueGrantRequest req;
+    req.set_mr(mr);
+    req.set_length(4096);
+    req.set_principal("reader");
+    return req;
+  }
   grpc::Status RegisterMr(const std::string& who, const std::string& pd, uint64_t size, v1::MemoryRegion* mr) {
     v1::RegisterMrRequest req;
     req.set_pd(pd);
@@ -293,10 +301,7 @@ TEST_F(TenancyTest, GrantsChannelsAndIdsOfAnotherTenantAreNotFound) {
   v1::MemoryRegion mr;
   ASSERT_TRUE(RegisterMr(kA, pd, 8192, &mr).ok());
   auto grants = v1::Grants::NewStub(channel_);
-  v1::IssueGrantRequest issue;
-  issue.set_mr(mr.name());
-  issue.set_length(4096);
-  issue.set_principal("reader");
+  v1::IssueGrantRequest issue = GrantReq(mr.name());
   v1::IssuedGrant issued;
   ASSERT_TRUE(grants->IssueGrant(As(kA).get(), issue, &issued).ok());
   const std::string g = issued.grant().name();
@@ -431,10 +436,7 @@ TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
   EXPECT_EQ(qps->CreateQp(As(kA).get(), cq, &qp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 
   auto grants = v1::Grants::NewStub(channel_);
-  v1::IssueGrantRequest issue;
-  issue.set_mr(mr2.name());
-  issue.set_length(4096);
-  issue.set_principal("reader");
+  v1::IssueGrantRequest issue = GrantReq(mr2.name());
   v1::IssuedGrant issued;
   ASSERT_TRUE(grants->IssueGrant(As(kA).get(), issue, &issued).ok());
   s = grants->IssueGrant(As(kA).get(), issue, &issued);
@@ -489,10 +491,7 @@ TEST_F(TenancyTest, ARefusedReregistrationDoesNotRevokeTheGrantsItAskedToRevoke)
   v1::MemoryRegion mr;
   ASSERT_TRUE(RegisterMr(kB, pd, 8192, &mr).ok());
   auto grants = v1::Grants::NewStub(channel_);
-  v1::IssueGrantRequest issue;
-  issue.set_mr(mr.name());
-  issue.set_length(4096);
-  issue.set_principal("reader");
+  v1::IssueGrantRequest issue = GrantReq(mr.name());
   v1::IssuedGrant issued;
   ASSERT_TRUE(grants->IssueGrant(As(kB).get(), issue, &issued).ok());
   auto get_state = [&] {
