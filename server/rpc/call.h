@@ -45,6 +45,28 @@ inline std::string NameOf(const google::protobuf::Message& m) {
 
 // How a call ends, once: its metrics, the log of a failure, and the audit record of a mutating call. A watch
 // stream that starts ends here only if refused: its metrics count the refusals, not the streams.
+// The kind of name a request field holds ("mrs" for `mr`, or for the `name` of a region's method), or ""
+// where that is not one kind (a device, which may be given bare). A name of another kind is left to the
+// handler, whose parser refuses it (INVALID_ARGUMENT): the tenancy gate must not hide it, since it would
+// answer NOT_FOUND for another tenant's resource of that kind and INVALID_ARGUMENT for a missing one,
+// telling the two apart (the API fuzzer, --tenants, seed 721176051).
+inline std::string ExpectedKind(const std::string& method, const std::string& field) {
+  const std::string f = field.substr(field.rfind('.') + 1);  // "grants[3].mr" -> "mr"
+  if (f == "mr") return "mrs";
+  if (f == "pd") return "pds";
+  if (f == "qp") return "qps";
+  if (f == "channel") return "channels";
+  if (f == "cm_id") return "cmids";
+  if (f != "name") return "";
+  static const std::pair<const char*, const char*> kBySuffix[] = {
+      {"CmId", "cmids"}, {"Channel", "channels"}, {"Grant", "grants"}, {"Pd", "pds"},
+      {"Mr", "mrs"},     {"Qp", "qps"},           {"Mw", "mws"}};
+  for (const auto& [suffix, kind] : kBySuffix) {
+    if (absl::EndsWith(method, suffix)) return kind;
+  }
+  return "";
+}
+
 struct Ending {
   const Env* env = nullptr;
   std::string method;
@@ -88,9 +110,12 @@ class Call {
   const auth::Caller& caller() const { return ending_.caller; }
   tenancy::Gate& gate() const { return *env_.gate; }
 
-  // The caller must see `name` (request field `field`); the first one named is the call's resource.
-  Call& See(const std::string& name, const std::string& field) {
+  // The caller must see `name` (request field `field`, holding names of `kind`: ExpectedKind by default);
+  // the first one named is the call's resource. A name of another kind is the handler's to refuse.
+  Call& See(const std::string& name, const std::string& field, std::string kind = "") {
     if (ending_.resource.empty()) ending_.resource = name;
+    if (kind.empty()) kind = ExpectedKind(ending_.method, field);
+    if (!kind.empty() && !name.empty() && !absl::StartsWith(name, kind + "/")) return *this;
     if (status_.ok()) status_ = env_.gate->See(caller(), name, field);
     if (!name.empty()) seen_.emplace_back(name, field);
     return *this;

@@ -197,7 +197,7 @@ class CmIdsService final
                               v1::CmId* resp, void (cm::CmManager::*op)(const Request&, Done<v1::CmId>)) {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     Call c(*e_, *ctx, method);
-    if (!c.See(name, "name").Reserve(std::move(wants)).ok()) {
+    if (!c.See(name, "name", "cmids").Reserve(std::move(wants)).ok()) {
       c.RefuseAsync(reactor);
       return reactor;
     }

@@ -567,6 +567,37 @@ TEST_F(TenancyTest, ARefusedReregistrationDoesNotRevokeTheGrantsItAskedToRevoke)
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
+// A name of another kind than the field holds is INVALID_ARGUMENT whoever's it would be: hiding another
+// tenant's (NOT_FOUND) while a missing one is INVALID_ARGUMENT would tell them apart (API fuzzer, --tenants).
+TEST_F(TenancyTest, ANameOfAnotherKindIsInvalidWhetherAnotherTenantsOrNothing) {
+  const std::string theirs = CreatePd(kA);
+  auto mrs = v1::MemoryRegions::NewStub(channel_);
+  for (const std::string& name : {theirs, std::string("pds/999")}) {
+    SCOPED_TRACE(name);
+    v1::GetMrRequest get;
+    get.set_name(name);
+    v1::MemoryRegion mr;
+    grpc::Status s = mrs->GetMr(As(kB).get(), get, &mr);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("is not a name of the form mrs/N"));
+    v1::DeregisterMrRequest dereg;
+    dereg.set_name(name);
+    dereg.set_revoke_grants(true);
+    v1::DeregisterMrResponse unused;
+    s = mrs->DeregisterMr(As(kB).get(), dereg, &unused);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    v1::IssueGrantRequest issue = GrantReq(name);
+    v1::IssuedGrant issued;
+    s = v1::Grants::NewStub(channel_)->IssueGrant(As(kB).get(), issue, &issued);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  }
+  // The right kind of another tenant's is still NOT_FOUND, as a missing one.
+  v1::GetPdRequest get_pd;
+  get_pd.set_name(theirs);
+  v1::ProtectionDomain pd;
+  ExpectHidden(v1::ProtectionDomains::NewStub(channel_)->GetPd(As(kB).get(), get_pd, &pd), "name", theirs);
+}
+
 TEST_F(TenancyTest, CallersOutsideEveryTenantAreRefusedAndRatesAreLimitedPerConnection) {
   v1::Caller who;
   auto tenants = v1::Tenants::NewStub(channel_);
