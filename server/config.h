@@ -35,6 +35,8 @@ struct UnixPrincipal {
 };
 struct Quotas {
   uint64_t pinned_bytes = 0, mrs = 0, mws = 0, qps = 0, cm_ids = 0, grants = 0, tokens = 0, connections = 0;
+  uint64_t channels = 0;       // user event channels (each a thread and three descriptors)
+  uint64_t watch_streams = 0;  // open Watch* streams
   uint64_t rpc_per_second = 0;  // per gRPC connection
   uint64_t rpc_burst = 0;       // 0: rpc_per_second
 };
@@ -45,6 +47,18 @@ struct TenantConfig {
   std::vector<std::string> devices;     // "rxe0"; empty: every device
   int64_t uid = -1, gid = -1;           // file-system identity of its TLS callers; -1: none (no files)
   Quotas quotas;
+};
+
+// rdmad-wide caps on what all callers together may hold (admins included; docs/security.md#limits). Each is
+// checked before the object is made: past it the call is RESOURCE_EXHAUSTED naming the limit. Tenants'
+// quotas narrow these, never widen them.
+struct Limits {
+  uint64_t channels = 128;        // user event channels (each a thread and three descriptors)
+  uint64_t watch_streams = 1024;  // open Watch* streams
+  uint64_t cm_ids = 16384;        // CM ids made through the API (data-plane connections are `connections`)
+  uint64_t tokens = 65536;        // outstanding connection tokens
+  uint64_t connections = 16384;   // data-plane connections and user CM ids connected or connecting
+  uint64_t grants = 65536;        // grants not ended
 };
 
 struct Config {
@@ -81,6 +95,9 @@ struct Config {
   // Neither admins nor tenants: single-tenant mode, every caller who can connect is an admin.
   std::vector<std::string> admins;
   std::vector<TenantConfig> tenants;
+  // Quotas for a tenant that does not set its own (per quota: a tenant's explicit value, 0 included, wins).
+  Quotas default_quotas;
+  Limits limits;
   std::string audit = "-";  // the audit log: a file path, "-" for stdout, "" for none
 };
 

@@ -111,10 +111,11 @@ absl::Status ParseQuotas(const json& v, const std::string& base, Quotas* q) {
     uint64_t* dst = k == "pinned_bytes" ? &q->pinned_bytes : k == "mrs" ? &q->mrs : k == "mws" ? &q->mws
                   : k == "qps" ? &q->qps : k == "cm_ids" ? &q->cm_ids : k == "grants" ? &q->grants
                   : k == "tokens" ? &q->tokens : k == "connections" ? &q->connections
+                  : k == "channels" ? &q->channels : k == "watch_streams" ? &q->watch_streams
                   : k == "rpc_per_second" ? &q->rpc_per_second : k == "rpc_burst" ? &q->rpc_burst : nullptr;
     if (dst == nullptr) {
       return InvalidArgument(field, "unknown quota (known: pinned_bytes, mrs, mws, qps, cm_ids, grants, tokens, "
-                                    "connections, rpc_per_second, rpc_burst)");
+                                    "connections, channels, watch_streams, rpc_per_second, rpc_burst)");
     }
     if (!f.is_number_unsigned()) return InvalidArgument(field, "must be a non-negative integer (0: unlimited)");
     *dst = f.get<uint64_t>();
