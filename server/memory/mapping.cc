@@ -57,6 +57,19 @@ uint64_t DefaultHugePageSize() {
   return kib ? kib * 1024 : 2ull << 20;
 }
 
+FileWindow PlanFileWindow(uint64_t offset, uint64_t length, uint64_t align, bool hugetlbfs) {
+  FileWindow w;
+  w.base_offset = offset - offset % align;
+  w.delta = offset - w.base_offset;
+  w.base_length = w.delta + length;
+  // hugetlbfs: mmap maps whole huge pages whatever length it is given, but munmap of a length that ends
+  // inside one fails (EINVAL: the huge page cannot be split) and would leave the whole mapping in place.
+  // So the length kept for munmap is the one the kernel mapped. The file holds whole huge pages, so the
+  // rounded range is backed by it.
+  if (hugetlbfs && align > 1 && w.base_length % align != 0) w.base_length += align - w.base_length % align;
+  return w;
+}
+
 absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Anonymous(uint64_t size, bool huge_pages,
                                                             const std::string& field) {
   if (size == 0) return InvalidArgument(field + ".size", "must be > 0");
@@ -148,14 +161,14 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   // offset and point data() at the requested first byte.
   uint64_t align = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   struct statfs fs {};
-  if (fstatfs(fd.get(), &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC) align = static_cast<uint64_t>(fs.f_bsize);
-  const uint64_t base_offset = offset - offset % align;
-  const uint64_t delta = offset - base_offset;
-  const size_t base_length = static_cast<size_t>(delta + length);
+  const bool hugetlbfs = fstatfs(fd.get(), &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC;
+  if (hugetlbfs) align = static_cast<uint64_t>(fs.f_bsize);
+  const FileWindow w = PlanFileWindow(offset, length, align, hugetlbfs);
+  const size_t base_length = static_cast<size_t>(w.base_length);
   void* base = mmap(nullptr, base_length, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(),
-                    static_cast<off_t>(base_offset));
+                    static_cast<off_t>(w.base_offset));
   if (base == MAP_FAILED) return ErrnoError("mmap", errno, real, field);
-  std::unique_ptr<Mapping> m(new Mapping(base, base_length, static_cast<char*>(base) + delta, length));
+  std::unique_ptr<Mapping> m(new Mapping(base, base_length, static_cast<char*>(base) + w.delta, length));
   m->real_path_ = real;
   m->ownership_ = ownership;
   return m;

@@ -65,6 +65,16 @@ class Mapping {
 // True if `real` (a resolved path) lies under `root` (resolved here; "/" holds everything).
 bool UnderRoot(const std::string& real, const std::string& root);
 
+// Where a file range [offset, offset + length) is mapped: mmap's offset (aligned down to `align`, the page
+// or, on hugetlbfs, the huge page size), the requested first byte's distance from it, and the length to
+// map and later unmap: on hugetlbfs a whole number of huge pages (munmap refuses to split one).
+struct FileWindow {
+  uint64_t base_offset = 0;
+  uint64_t delta = 0;
+  uint64_t base_length = 0;
+};
+FileWindow PlanFileWindow(uint64_t offset, uint64_t length, uint64_t align, bool hugetlbfs);
+
 // The default huge page size of this host (Hugepagesize in /proc/meminfo), or 2 MiB if unknown.
 uint64_t DefaultHugePageSize();
 

@@ -288,5 +288,26 @@ TEST(MappingAnonymousTest, AnImpossibleSizeIsAnMmapError) {
   EXPECT_EQ(FieldOf(m.status()), "a.size");
 }
 
+// On hugetlbfs the kernel maps whole huge pages and refuses to unmap part of one (munmap of a length that
+// ends inside a huge page is EINVAL): the mapped (and later unmapped) length is whole huge pages.
+TEST(FileWindowTest, HugetlbfsMapsAndUnmapsWholeHugePages) {
+  const uint64_t kHuge = 2ull << 20;
+  FileWindow w = PlanFileWindow(0, 4096, kHuge, /*hugetlbfs=*/true);
+  EXPECT_EQ(w.base_offset, 0u);
+  EXPECT_EQ(w.delta, 0u);
+  EXPECT_EQ(w.base_length, kHuge);
+  w = PlanFileWindow(kHuge + 10, kHuge, kHuge, true);  // crosses into a second huge page
+  EXPECT_EQ(w.base_offset, kHuge);
+  EXPECT_EQ(w.delta, 10u);
+  EXPECT_EQ(w.base_length, 2 * kHuge);
+  w = PlanFileWindow(0, 3 * kHuge, kHuge, true);  // already whole
+  EXPECT_EQ(w.base_length, 3 * kHuge);
+  // Elsewhere the kernel rounds to pages itself: the requested bytes from the aligned offset.
+  w = PlanFileWindow(kPage + 5, 10, kPage, false);
+  EXPECT_EQ(w.base_offset, kPage);
+  EXPECT_EQ(w.delta, 5u);
+  EXPECT_EQ(w.base_length, 15u);
+}
+
 }  // namespace
 }  // namespace rdmad
