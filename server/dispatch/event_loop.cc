@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <system_error>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 #include "absl/synchronization/notification.h"
 #include "server/common/log.h"
@@ -17,20 +20,58 @@
 
 namespace rdmad::dispatch {
 
+namespace {
+
+// Every refusal of the OS to make a loop is a resource running out (descriptors, threads, memory): the
+// caller may retry once some are released.
+absl::Status Exhausted(const char* call, int err, const std::string& name) {
+  return ErrnoError(absl::StatusCode::kResourceExhausted, call, err, absl::StrCat("event loop ", name), "");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(std::string name) {
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return Exhausted("epoll_create1", errno, name);
+  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) {
+    const int err = errno;
+    close(epoll_fd);
+    return Exhausted("eventfd", err, name);
+  }
+  // The loop owns both descriptors from here: a failed start closes them in its destructor.
+  std::unique_ptr<EventLoop> loop(new EventLoop(std::move(name), epoll_fd, wake_fd));
+  RDMAD_RETURN_IF_ERROR(loop->Start());
+  return loop;
+}
+
+EventLoop::EventLoop(std::string name, int epoll_fd, int wake_fd)
+    : name_(std::move(name)), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
+
 EventLoop::EventLoop(std::string name)
-    : name_(std::move(name)),
-      epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
-      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (epoll_fd_ < 0 || wake_fd_ < 0) {
-    // Without these the process cannot work at all (out of file descriptors at start-up).
-    RDMAD_LOG_ERROR("event loop %s: epoll_create1/eventfd: %s", name_.c_str(), std::strerror(errno));
+    : EventLoop(std::move(name), epoll_create1(EPOLL_CLOEXEC), eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  absl::Status started = epoll_fd_ < 0   ? Exhausted("epoll_create1", errno, name_)
+                         : wake_fd_ < 0 ? Exhausted("eventfd", errno, name_)
+                                        : Start();
+  if (!started.ok()) {
+    // A start-up loop (a device's, the grants'): rdmad cannot work without it.
+    RDMAD_LOG_ERROR("%s", std::string(started.message()).c_str());
     std::abort();
   }
+}
+
+absl::Status EventLoop::Start() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = wake_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  thread_ = std::thread([this] { Run(); });
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return Exhausted("epoll_ctl(ADD)", errno, name_);
+  try {
+    thread_ = std::thread([this] { Run(); });
+  } catch (const std::system_error& e) {
+    // std::thread reports pthread_create's error (EAGAIN: no thread or stack memory left) as the code.
+    return Exhausted("pthread_create", e.code().value(), name_);
+  }
+  return absl::OkStatus();
 }
 
 EventLoop::~EventLoop() {
@@ -40,8 +81,8 @@ EventLoop::~EventLoop() {
     absl::MutexLock lock(&mu_);
     tasks_.clear();  // destroyed, not run: whatever they own is released here, on the caller's thread
   }
-  close(wake_fd_);
-  close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
 bool EventLoop::Post(Task task) {

@@ -7,6 +7,11 @@
 // they are copied out). Whatever a loop owns is touched only on its thread; other threads hand it work
 // with Post().
 //
+// Creation: Create() answers RESOURCE_EXHAUSTED (naming the call and the errno) when the OS refuses the
+// epoll instance, the wake-up eventfd or the thread; use it for every loop made on a caller's behalf (an
+// event channel). The constructor is for rdmad's own start-up loops, which it cannot run without: there such
+// a refusal is logged and aborts.
+//
 // Threads: the loop's own thread runs handlers and tasks. Post(), InLoop(), stats() may be called from any
 // thread. Watch()/Unwatch() only on the loop thread (or through Post), so a handler is never removed while
 // it runs. RunSync() blocks the caller until the task ran: only for set-up, tear-down and tests, never on a
@@ -21,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -28,6 +34,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/status/statusor.h"
 
 namespace rdmad::dispatch {
 
@@ -35,7 +42,11 @@ class EventLoop {
  public:
   using Task = absl::AnyInvocable<void() &&>;
 
-  // Starts the thread, named `name` (at most 15 characters are kept by the kernel).
+  // A started loop whose thread is named `name` (at most 15 characters are kept by the kernel), or
+  // RESOURCE_EXHAUSTED: "event loop cm-7: epoll_create1: Too many open files (errno 24, EMFILE)", likewise
+  // for eventfd and pthread_create. Nothing is left behind on failure.
+  static absl::StatusOr<std::unique_ptr<EventLoop>> Create(std::string name);
+  // Starts the thread as Create does; aborts if the OS refuses (start-up loops only, see above).
   explicit EventLoop(std::string name);
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
@@ -59,6 +70,10 @@ class EventLoop {
   void Stop();
 
  private:
+  // Takes the two descriptors (either may be -1: the loop is then not started).
+  EventLoop(std::string name, int epoll_fd, int wake_fd);
+  // Registers the wake-up fd and starts the thread; RESOURCE_EXHAUSTED naming the call otherwise.
+  absl::Status Start();
   void Run();
   void Wake();
 

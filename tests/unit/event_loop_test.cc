@@ -1,8 +1,16 @@
 // dispatch::EventLoop and dispatch::WorkerPool: order, thread identity, fd readiness, stop semantics.
 #include "server/dispatch/event_loop.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
 
 #include <atomic>
 #include <memory>
@@ -70,6 +78,82 @@ TEST(EventLoopTest, AfterStopPostsAreRefusedAndQueuedTasksAreDestroyedUnrun) {
   loop.reset();
   EXPECT_FALSE(ran);
   EXPECT_EQ(token.use_count(), 1);  // the unrun task (and what it owned) was destroyed
+}
+
+// Runs `child` in a forked process (whose limits it may lower without touching the test's) and returns its
+// exit status; the child reports what went wrong on stderr.
+int InChild(const std::function<int()>& child) {
+  fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) _exit(child());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+// 0 if `made` is RESOURCE_EXHAUSTED with `want` in its message; else says why on stderr.
+int ExpectExhausted(const absl::StatusOr<std::unique_ptr<EventLoop>>& made, const std::string& want) {
+  if (made.ok()) {
+    fprintf(stderr, "the loop was created\n");
+    return 1;
+  }
+  const std::string message(made.status().message());
+  fprintf(stderr, "status: %s\n", made.status().ToString().c_str());
+  if (made.status().code() != absl::StatusCode::kResourceExhausted) return 2;
+  return message.find(want) == std::string::npos ? 3 : 0;
+}
+
+TEST(EventLoopTest, CreateAnswersResourceExhaustedWhenOutOfDescriptors) {
+  // No descriptor left: RLIMIT_NOFILE at the lowest free number. Without Create's status this aborts.
+  EXPECT_EQ(InChild([] {
+              const int lowest = dup(0);
+              close(lowest);
+              rlimit limit{static_cast<rlim_t>(lowest), static_cast<rlim_t>(lowest)};
+              if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
+              return ExpectExhausted(EventLoop::Create("cm-78"),
+                                     "event loop cm-78: epoll_create1: Too many open files (errno 24, EMFILE)");
+            }),
+            0);
+  // One descriptor left: the epoll instance is made, the eventfd is refused, and the first is closed again.
+  EXPECT_EQ(InChild([] {
+              const int lowest = dup(0);
+              close(lowest);
+              rlimit limit{static_cast<rlim_t>(lowest + 1), static_cast<rlim_t>(lowest + 1)};
+              if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
+              const int bad = ExpectExhausted(EventLoop::Create("cm-79"), "eventfd: Too many open files");
+              if (bad != 0) return bad;
+              const int again = dup(0);  // the epoll descriptor was released: its number is free
+              return again == lowest ? 0 : 4;
+            }),
+            0);
+}
+
+TEST(EventLoopTest, CreateAnswersResourceExhaustedWhenNoThreadCanStart) {
+  // Address space for the descriptors but not for a thread's stack: pthread_create fails (EAGAIN), which
+  // std::thread throws as std::system_error. The stacks are made larger than any the process cached from
+  // threads that ended, so a new one must be mapped.
+  EXPECT_EQ(InChild([] {
+              pthread_attr_t attr;
+              pthread_attr_init(&attr);
+              pthread_attr_setstacksize(&attr, 64 << 20);
+              if (pthread_setattr_default_np(&attr) != 0) return 11;
+              std::ifstream statm("/proc/self/statm");
+              size_t pages = 0;
+              statm >> pages;
+              const rlim_t now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+              rlimit limit{now + (1 << 20), now + (1 << 20)};
+              if (setrlimit(RLIMIT_AS, &limit) != 0) return 10;
+              return ExpectExhausted(EventLoop::Create("cm-80"), "event loop cm-80: pthread_create: ");
+            }),
+            0);
+}
+
+TEST(EventLoopTest, CreateMakesAWorkingLoop) {
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create("made-loop");
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  bool in_loop = false;
+  ASSERT_TRUE((*loop)->RunSync([&] { in_loop = (*loop)->InLoop(); }));
+  EXPECT_TRUE(in_loop);
 }
 
 TEST(WorkerPoolTest, RunsTasksOnSeveralThreads) {
