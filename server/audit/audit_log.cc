@@ -78,7 +78,7 @@ AuditLog::AuditLog(std::string path, int fd, Options options)
 
 AuditLog::~AuditLog() {
   Shutdown();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (fd_ != STDOUT_FILENO && fd_ >= 0) close(fd_);
   fd_ = -1;
 }
@@ -117,7 +117,7 @@ void AuditLog::Record(const Event& event) {
   r.set_detail(event.detail);
   r.set_peer(event.peer);
 
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   r.set_sequence(next_sequence_++);
   r.set_time_unix_nanos(absl::ToUnixNanos(wire::WallNow()));
   r.set_json(ToJson(r));
@@ -160,7 +160,7 @@ absl::Status AuditLog::Reopen() {
   RDMAD_ASSIGN_OR_RETURN(int fd, OpenFile(path_));
   int old = -1;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     old = fd_;
     fd_ = fd;
   }
@@ -170,7 +170,7 @@ absl::Status AuditLog::Reopen() {
 }
 
 uint64_t AuditLog::write_errors() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return write_errors_;
 }
 

@@ -23,7 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/time.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/audit/sink.h"
@@ -82,7 +82,7 @@ class AuditLog final : public AuditSink {
 
   const std::string path_;
   AuditHub hub_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_);
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t write_errors_ ABSL_GUARDED_BY(mu_) = 0;

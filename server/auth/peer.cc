@@ -63,7 +63,7 @@ std::string TlsPrincipal(const grpc::AuthContext& auth) {
 }
 
 void PeerDirectory::RecordUnix(int fd, const UnixCredentials& credentials) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   unix_[fd] = credentials;
 }
 
@@ -84,7 +84,7 @@ Peer PeerDirectory::Identify(const std::string& address, const grpc::AuthContext
   int fd = -1;
   if (absl::StartsWith(address, "fd:") && absl::SimpleAtoi(address.substr(3), &fd)) {
     p.transport = kTransportUnix;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = unix_.find(fd);
     if (it != unix_.end()) {
       p.uid = it->second.uid;

@@ -22,7 +22,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 
 namespace rdmad::auth {
 
@@ -79,7 +79,7 @@ class PeerDirectory {
   Peer Identify(const std::string& peer, const grpc::AuthContext* auth) const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<int, UnixCredentials> unix_ ABSL_GUARDED_BY(mu_);  // accepted fd -> credentials
 };
 

@@ -150,7 +150,7 @@ absl::StatusOr<std::unique_ptr<TlsFiles>> TlsFiles::Create(const TlsConfig& tls,
   if (mkdtemp(dir.data()) == nullptr) return ErrnoError("mkdtemp", errno, dir, "tls");  // mode 0700
   std::unique_ptr<TlsFiles> files(new TlsFiles(tls, dir));
   {
-    absl::MutexLock lock(&files->mu_);
+    MutexLock lock(&files->mu_);
     absl::StatusOr<std::string> summary = files->Install();
     if (!summary.ok()) return summary.status();  // the destructor removes the directory
     RDMAD_LOG_INFO("TLS: serving %s (copies in %s, reloaded on SIGHUP)", summary->c_str(), dir.c_str());
@@ -175,7 +175,7 @@ TlsFiles::~TlsFiles() {
 }
 
 absl::StatusOr<std::string> TlsFiles::Reload() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Install();
 }
 

@@ -29,7 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "server/config.h"
 
 namespace rdmad::auth {
@@ -58,7 +58,7 @@ class TlsFiles {
   const TlsConfig tls_;
   const std::string dir_;
   std::shared_ptr<grpc::ServerCredentials> credentials_;
-  absl::Mutex mu_;  // one reload at a time
+  Mutex mu_;  // one reload at a time
 };
 
 }  // namespace rdmad::auth

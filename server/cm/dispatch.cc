@@ -63,7 +63,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
   if (event.type == CmEventType::kAddrResolved) {
     fabric::CmId* cm = nullptr;  // only this loop destroys the ids on its channel: safe after the lock
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = ids_.find(event.key);
       if (it != ids_.end() && it->second->channel == ch) cm = it->second->cm.get();
     }
@@ -72,7 +72,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
   Id* id = nullptr;
   bool data_plane = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = ids_.find(event.key);
     if (it != ids_.end() && it->second->channel == ch) id = it->second.get();
     if (id == nullptr) {
@@ -126,7 +126,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         absl::Status s = CreateIdQp(id);
         if (s.ok()) s = id->cm->Connect(id->connect_data);
         if (!s.ok()) return FinishConnect(id, s);
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         SetStateLocked(id, v1::CM_CONNECTING);
       }
       break;
@@ -134,7 +134,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       const fabric::SockAddr local = id->cm->local(), remote = id->cm->remote();
       std::string qp;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         qp = id->qp;
         id->local = local;
         id->remote = remote;
@@ -148,7 +148,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       if (data_plane) {
         std::string grant;
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           grant = id->grant;
         }
         RDMAD_LOG_INFO("cmids/%llu: data-plane connection established%s%s", static_cast<unsigned long long>(id->id),
@@ -164,7 +164,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       (void)id->cm->Disconnect();
       std::string qp;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         qp = id->qp;
       }
       if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kError, nullptr, nullptr);
@@ -182,7 +182,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       if (id->connect_done) {
         std::string error;
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           error = id->error;
         }
         FinishConnect(id, event.type == CmEventType::kRejected ? absl::FailedPreconditionError(error)
@@ -208,7 +208,7 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
     if (event.new_id->device()) device = absl::StrCat("devices/", event.new_id->device()->info().name);
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = ids_.find(event.key);
     if (it == ids_.end() || it->second->state != v1::CM_LISTENING || quiescing_ || !event.new_id) {
       id = nullptr;  // no listener any more: handled below, without the lock
@@ -267,7 +267,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   audit::Event record;
   record.resource = Name("cmids", id->id);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     record.peer = PeerOf(id->remote);
   }
   if (!r.accepted()) {
@@ -285,7 +285,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       RDMAD_LOG_WARN("rdma_reject failed: %s", std::string(s.message()).c_str());
     }
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       id->error = absl::StrCat("rejected: ", RejectReasonName(r.reason));
     }
     (void)Destroy(id, false);
@@ -294,7 +294,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   Channel* worker = nullptr;
   Channel* from = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     worker = LeastLoadedWorker();
     from = id->channel;
   }
@@ -304,7 +304,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       RDMAD_LOG_WARN("cmids/%llu: migration to a worker channel failed, served on the listener's: %s",
                      static_cast<unsigned long long>(id->id), std::string(s.message()).c_str());
     } else {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       from->ids.erase(id->id);
       worker->ids.insert(id->id);
       id->channel = worker;
@@ -313,7 +313,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   }
   Channel* owner;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     owner = id->channel;
     AccountLocked(*id, -1);
     id->pd = r.claims->pd;
@@ -346,7 +346,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       return;
     }
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       SetStateLocked(id, v1::CM_CONNECTING);
     }
     if (observer_ != nullptr) observer_->OnDataPlaneAccepted();
@@ -360,7 +360,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
 void CmManager::EndDataPlane(Id* id, const char* why) {
   std::string grant;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     grant = id->grant;
   }
   const std::string name = Name("cmids", id->id);
@@ -396,7 +396,7 @@ CmManager::Channel* CmManager::LeastLoadedWorker() {
 absl::Status CmManager::CreateIdQp(Id* id) {
   std::string pd, name;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     pd = id->pd;
     name = Name("cmids", id->id);
     if (!id->qp.empty()) return absl::OkStatus();
@@ -422,7 +422,7 @@ absl::Status CmManager::CreateIdQp(Id* id) {
     out.SetPayload(kFieldPayload, absl::Cord("name"));
     return out;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   id->qp = qp->name();
   return absl::OkStatus();
 }
@@ -432,7 +432,7 @@ void CmManager::FinishConnect(Id* id, absl::Status status) {
   id->connect_done = nullptr;
   id->connect_data.clear();
   if (!status.ok()) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (id->state != v1::CM_REJECTED) SetStateLocked(id, v1::CM_ERROR);
     if (id->error.empty()) id->error = std::string(status.message());
   }
@@ -445,7 +445,7 @@ void CmManager::FinishConnect(Id* id, absl::Status status) {
 absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
   std::string qp, name = Name("cmids", id->id);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     qp = id->qp;
   }
   if (!qp.empty()) {
@@ -456,7 +456,7 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
   std::unique_ptr<Id> owned;
   v1::CmId last;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     id->qp.clear();
     last = ToProto(*id);
     id->channel->ids.erase(id->id);

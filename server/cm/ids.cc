@@ -33,12 +33,12 @@ absl::Status CheckPrivateData(const std::string& data, size_t max, const char* w
 }  // namespace
 
 bool CmManager::Quiescing() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return quiescing_;
 }
 
 v1::CmIdState CmManager::StateOf(const Id* id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return id->state;
 }
 
@@ -60,7 +60,7 @@ void CmManager::SetStateLocked(Id* id, v1::CmIdState state) {
 }
 
 CmManager::PdUsage CmManager::UsageOfPd(const std::string& pd) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = usage_.find(pd);
   return it == usage_.end() ? PdUsage{} : it->second;
 }
@@ -74,7 +74,7 @@ void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> 
   uint64_t n = 0;
   Channel* ch = nullptr;
   absl::Status refused = [&]() -> absl::Status {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (quiescing_) return absl::UnavailableError("rdmad is shutting down");
     RDMAD_ASSIGN_OR_RETURN(ch, FindChannel(channel, "channel"));
     auto id = std::make_unique<Id>();
@@ -101,14 +101,14 @@ void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> 
 
 absl::StatusOr<v1::CmId> CmManager::GetCmId(const std::string& name, const std::string& field) const {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Id * id, FindId(name, field));
   return ToProto(*id);
 }
 
 absl::StatusOr<std::vector<v1::CmId>> CmManager::ListCmIds(const v1::ListCmIdsRequest& request) const {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::CmId> out;
   if (!request.channel().empty()) {
     RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(request.channel(), "channel"));
@@ -135,7 +135,7 @@ void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done) {
     const fabric::SockAddr local = id->cm->local();
     const std::string device = id->cm->device() ? absl::StrCat("devices/", id->cm->device()->info().name) : "";
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       SetStateLocked(id, v1::CM_LISTENING);
       id->local = local;
       id->device = device;
@@ -158,7 +158,7 @@ void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) 
     const v1::CmIdState state = StateOf(id);
     std::string pd;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       pd = id->pd;
     }
     if (state != v1::CM_IDLE || id->cm == nullptr || id->connect_done) {
@@ -171,7 +171,7 @@ void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) 
     id->connect_data = request.private_data();
     id->timeout_ms = request.timeout_ms() ? static_cast<int>(request.timeout_ms()) : 2000;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       id->remote = FromProto(request.remote());
     }
     // ADDR_RESOLVED -> rdma_resolve_route; ROUTE_RESOLVED -> QP, rdma_connect; ESTABLISHED finishes it.
@@ -191,7 +191,7 @@ void CmManager::Accept(const v1::AcceptRequest& request, Done<v1::CmId> done) {
     const v1::CmIdState state = StateOf(id);
     bool data_plane;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       data_plane = id->data_plane;
     }
     if (state != v1::CM_CONNECT_REQUEST) return std::move(done)(WrongState(request.name(), state, "nothing to accept"));
@@ -202,7 +202,7 @@ void CmManager::Accept(const v1::AcceptRequest& request, Done<v1::CmId> done) {
     if (s.ok()) s = id->cm->Accept(request.private_data());
     if (!s.ok()) return std::move(done)(s);
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       SetStateLocked(id, v1::CM_CONNECTING);
     }
     std::move(done)(Snapshot(id));
@@ -240,7 +240,7 @@ void CmManager::Disconnect(const std::string& name, Done<v1::CmId> done) {
 void CmManager::DeleteCmId(const std::string& name, Done<v1::CmId> done) {
   bool listener = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const std::string& l : listeners_) listener = listener || l == name;
   }
   if (listener) return std::move(done)(FailedPrecondition("name", absl::StrCat(name, " is rdmad's data-plane listener")));
@@ -270,7 +270,7 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
     absl::StatusOr<v1::CmId> settled = absl::UnknownError("");  // set when there is nothing to do
     bool nothing_to_do = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = channels_.find(to_n);
       if (it == channels_.end()) {
         settled = NotFound("channel", absl::StrCat(request.channel(), " does not exist"));
@@ -289,13 +289,13 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
     // On the source loop, between events: every event it read was acknowledged, so rdma_migrate_id does
     // not wait; events the kernel still holds for the id move to the new channel.
     if (absl::Status s = id->cm->Migrate(*to->cm); !s.ok()) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       to->ids.erase(id->id);
       return std::move(done)(s);
     }
     v1::CmId after;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       from = Name("channels", id->channel->id);
       id->channel->ids.erase(id->id);
       id->channel = to;  // from now on, work for the id goes to `to`'s loop
@@ -334,7 +334,7 @@ absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueCon
 absl::StatusOr<std::vector<v1::SocketAddress>> CmManager::DataPlaneEndpoints() const {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (listeners_.empty()) {
       return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
     }

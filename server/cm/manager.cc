@@ -33,20 +33,20 @@ CmManager::~CmManager() {
   // every event they read was acknowledged.
   std::vector<Channel*> channels;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& [n, ch] : channels_) channels.push_back(ch.get());
   }
   for (Channel* ch : channels) ch->loop.reset();
   std::vector<Id*> ids;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& [n, id] : ids_) ids.push_back(id.get());
   }
   for (Id* id : ids) {
     if (id->connect_done) std::move(id->connect_done)(absl::UnavailableError("rdmad is shutting down"));
     (void)Destroy(id, /*force=*/true);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   channels_.clear();  // rdma_destroy_event_channel, no id left on any
 }
 
@@ -62,7 +62,7 @@ absl::Status CmManager::Start() {
   for (const fabric::SockAddr& addr : options_.listen) {
     // The data-plane listener: an id on the default channel, PD chosen per connection by its token.
     const std::string name = absl::StrCat("cmids/", [&] {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       return next_id_.Peek();
     }());
     absl::Status listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
@@ -83,7 +83,7 @@ absl::Status CmManager::Start() {
     if (!listening.ok()) {
       return WithContext(listening, absl::StrCat("data-plane listener on ", addr.host, ":", addr.port));
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Id& listener = *ids_.at(next_id_.Peek() - 1);
     AccountLocked(listener, -1);
     listener.data_plane = true;
@@ -96,14 +96,14 @@ absl::Status CmManager::Start() {
 
 void CmManager::Quiesce() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     quiescing_ = true;
   }
   events_.CloseAll(absl::UnavailableError("rdmad is shutting down"));
   // Connects still waiting are failed on their own loops (the ids belong to them).
   std::vector<std::pair<uint64_t, Channel*>> waiting;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& [n, id] : ids_) waiting.emplace_back(n, id->channel);
   }
   for (auto& [n, ch] : waiting) {
@@ -111,7 +111,7 @@ void CmManager::Quiesce() {
     ch->loop->RunSync([this, n = n] {
       Done<v1::CmId> done;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         auto it = ids_.find(n);
         if (it == ids_.end() || !it->second->connect_done) return;
         done = std::move(it->second->connect_done);
@@ -133,7 +133,7 @@ absl::StatusOr<CmManager::Channel*> CmManager::NewChannel(const std::string& lab
   ch->cm = std::move(fc);
   Channel* raw = ch.get();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ch->id = role == v1::CHANNEL_USER ? next_channel_.Next() : next_own_channel_++;
     channels_.emplace(ch->id, std::move(ch));
   }
@@ -141,7 +141,7 @@ absl::StatusOr<CmManager::Channel*> CmManager::NewChannel(const std::string& lab
   absl::Status watched;
   raw->loop->RunSync([&] { watched = raw->loop->Watch(raw->cm->fd(), [this, raw] { OnChannelReadable(raw); }); });
   if (!watched.ok()) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     channels_.erase(raw->id);
     return watched;
   }
@@ -180,7 +180,7 @@ v1::EventChannel CmManager::ToProto(const Channel& ch) const {
 absl::StatusOr<v1::EventChannel> CmManager::CreateChannel(const v1::CreateChannelRequest& request) {
   if (request.label().size() > kMaxLabel) return InvalidArgument("label", absl::StrCat("at most ", kMaxLabel, " bytes"));
   RDMAD_ASSIGN_OR_RETURN(Channel * ch, NewChannel(request.label(), v1::CHANNEL_USER));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_LOG_INFO("channels/%llu created (thread %s)", static_cast<unsigned long long>(ch->id),
                  ch->loop->name().c_str());
   return ToProto(*ch);
@@ -188,14 +188,14 @@ absl::StatusOr<v1::EventChannel> CmManager::CreateChannel(const v1::CreateChanne
 
 absl::StatusOr<v1::EventChannel> CmManager::GetChannel(const std::string& name, const std::string& field) const {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(name, field));
   return ToProto(*ch);
 }
 
 absl::StatusOr<std::vector<v1::EventChannel>> CmManager::ListChannels() const {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::EventChannel> out;
   for (const auto& [n, ch] : channels_) out.push_back(ToProto(*ch));
   return out;
@@ -204,7 +204,7 @@ absl::StatusOr<std::vector<v1::EventChannel>> CmManager::ListChannels() const {
 absl::Status CmManager::DeleteChannel(const std::string& name) {
   std::unique_ptr<Channel> owned;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(name, "name"));
     if (ch->role != v1::CHANNEL_USER) {
       return FailedPrecondition("name", absl::StrCat(name, " is rdmad's own (", v1::ChannelRole_Name(ch->role),
@@ -235,7 +235,7 @@ void CmManager::RunOnId(const std::string& name, IdTask task) {
   Channel* ch = nullptr;
   absl::Status missing;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::StatusOr<Id*> id = FindId(name, "name");
     if (id.ok()) {
       n = (*id)->id;
@@ -253,7 +253,7 @@ void CmManager::RunOnIdLoop(uint64_t n, Channel* expected, IdTask task) {
     Id* id = nullptr;
     Channel* now = nullptr;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = ids_.find(n);
       if (it != ids_.end()) {
         id = it->second.get();
@@ -293,7 +293,7 @@ v1::CmId CmManager::ToProto(const Id& id) const {
 }
 
 v1::CmId CmManager::Snapshot(const Id* id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return ToProto(*id);
 }
 

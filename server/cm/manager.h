@@ -33,7 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/time.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/audit/sink.h"
@@ -214,7 +214,7 @@ class CmManager {
   const Options options_;
   EventHub events_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint64_t next_own_channel_ ABSL_GUARDED_BY(mu_) = 1;  // rdmad's own: channels/1 .. channels/(workers + 1)
   state::NameCounter next_channel_ ABSL_GUARDED_BY(mu_){options_.state, "channels",
                                                         static_cast<uint64_t>(options_.workers) + 2};

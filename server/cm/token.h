@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/time.h"
 #include "proto/wire/handshake.h"
 #include "proto/wire/wall_clock.h"
@@ -168,7 +168,7 @@ class TokenStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  absl::Mutex mu_;
+  Mutex mu_;
   state::NameCounter next_id_ ABSL_GUARDED_BY(mu_){options_.state, "tokens"};
   std::unordered_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   Index outstanding_ ABSL_GUARDED_BY(mu_);  // (expiry, id) of outstanding entries

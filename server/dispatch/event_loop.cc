@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "absl/synchronization/notification.h"
+#include "server/common/sync.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 
@@ -78,7 +78,7 @@ EventLoop::~EventLoop() {
   Stop();
   if (thread_.joinable()) thread_.join();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     tasks_.clear();  // destroyed, not run: whatever they own is released here, on the caller's thread
   }
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -87,7 +87,7 @@ EventLoop::~EventLoop() {
 
 bool EventLoop::Post(Task task) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return false;
     tasks_.push_back(std::move(task));
   }
@@ -98,7 +98,7 @@ bool EventLoop::Post(Task task) {
 bool EventLoop::RunSync(Task task) {
   // Notifies when the posted task is destroyed: after it ran, or unrun because the loop stopped.
   struct State {
-    absl::Notification done;
+    Notification done;
     bool ran = false;
   };
   struct NotifyOnDestroy {
@@ -134,7 +134,7 @@ void EventLoop::Unwatch(int fd) {
 
 void EventLoop::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
@@ -172,7 +172,7 @@ void EventLoop::Run() {
     }
     std::deque<Task> batch;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
       batch.swap(tasks_);
     }

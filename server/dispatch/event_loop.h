@@ -33,7 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/status/statusor.h"
 
 namespace rdmad::dispatch {
@@ -84,7 +84,7 @@ class EventLoop {
   std::atomic<uint64_t> tasks_run_{0};
   std::map<int, std::function<void()>> handlers_;  // loop thread only
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 

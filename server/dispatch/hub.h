@@ -29,7 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/wire/wall_clock.h"
@@ -50,12 +50,12 @@ class HubWatcher {
 
   // Called (without locks) when an event was queued or the watcher was closed.
   void set_wake(std::function<void()> wake) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     wake_ = std::move(wake);
   }
   // The next event to send, if any.
   std::optional<Event> Next() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (queue_.empty()) return std::nullopt;
     Event e = std::move(queue_.front());
     queue_.pop_front();
@@ -64,7 +64,7 @@ class HubWatcher {
   }
   // Once closed and drained: the status the stream ends with.
   std::optional<absl::Status> Closed() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!closed_ || !queue_.empty()) return std::nullopt;
     return close_status_;
   }
@@ -76,7 +76,7 @@ class HubWatcher {
   // Returns true if the wake callback must run. A replay (Subscribe's history, itself bounded by
   // Options::retained) is never cut off: only falling behind live events is.
   bool Offer(const Event& e, bool replay = false) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closed_) return false;
     if (!replay && queue_.size() >= capacity_) {
       // Cut off: what it has not taken is lost too; it resumes from the last event it was given.
@@ -93,11 +93,11 @@ class HubWatcher {
   }
   // A resumed watcher has been given everything up to `sequence`: a cut-off names it, not 0.
   void ResumeAfter(uint64_t sequence) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     last_taken_ = sequence;
   }
   bool Close(absl::Status status) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closed_) return false;
     closed_ = true;
     close_status_ = std::move(status);
@@ -107,7 +107,7 @@ class HubWatcher {
   void WakeUp() ABSL_LOCKS_EXCLUDED(mu_) {
     std::function<void()> wake;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       wake = wake_;
     }
     if (wake) wake();
@@ -115,7 +115,7 @@ class HubWatcher {
 
   const Filter filter_;
   const size_t capacity_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Event> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t last_taken_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
@@ -144,7 +144,7 @@ class Hub {
   void Publish(Event event) ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<std::shared_ptr<Watcher>> to_wake;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (options_.publisher_numbers) {
         next_sequence_ = event.sequence() + 1;
       } else {
@@ -166,7 +166,7 @@ class Hub {
   std::shared_ptr<Watcher> Subscribe(Filter filter, uint64_t after_sequence, bool from_oldest = false)
       ABSL_LOCKS_EXCLUDED(mu_) {
     auto w = std::make_shared<Watcher>(std::move(filter), options_.watcher_capacity);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (from_oldest) {
       for (const auto& e : retained_) {
         if (w->filter().Matches(e)) w->Offer(e, /*replay=*/true);
@@ -189,7 +189,7 @@ class Hub {
   }
 
   void Unsubscribe(const std::shared_ptr<Watcher>& watcher) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto it = watchers_.begin(); it != watchers_.end(); ++it) {
       if (*it == watcher) {
         watchers_.erase(it);
@@ -205,7 +205,7 @@ class Hub {
       ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<std::shared_ptr<Watcher>> closed;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (auto it = watchers_.begin(); it != watchers_.end();) {
         if (!pred(**it)) {
           ++it;
@@ -224,7 +224,7 @@ class Hub {
 
  private:
   const Options options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Event> retained_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);

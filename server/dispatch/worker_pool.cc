@@ -15,7 +15,7 @@ WorkerPool::WorkerPool(std::string name, int threads) : name_(std::move(name)) {
 WorkerPool::~WorkerPool() {
   std::deque<Task> dropped;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     dropped.swap(tasks_);
   }
@@ -24,7 +24,7 @@ WorkerPool::~WorkerPool() {
 }
 
 bool WorkerPool::Post(Task task) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return false;
   tasks_.push_back(std::move(task));
   return true;
@@ -35,10 +35,8 @@ void WorkerPool::Run(int index) {
   for (;;) {
     Task task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->tasks_.empty(); },
-          this));
+      MutexLock lock(&mu_);
+      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !tasks_.empty(); });
       if (stopping_) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 
 namespace rdmad::dispatch {
 
@@ -34,7 +34,7 @@ class WorkerPool {
   void Run(int index);
 
   const std::string name_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

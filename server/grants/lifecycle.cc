@@ -51,7 +51,7 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
   uint64_t id = 0;
   std::string refusal;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::StatusOr<Entry*> found = Find(grant, "grant");
     if (!found.ok() || shutdown_ || (*found)->info.state() != v1::GRANT_ISSUED) {
       // Ended before its client got here (revoked, expired, the MR went): no key, and goodbye.
@@ -83,7 +83,7 @@ void GrantManager::Activate(uint64_t id) {
   fabric::MwType type = fabric::MwType::kType2;
   v1::BindMwRequest bind;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
     Entry& e = *it->second;
@@ -138,7 +138,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
   v1::Grant info;
   bool retry = false, kill = false, failed = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
     Entry& e = *it->second;
@@ -189,7 +189,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
         window,
         Guarded([this, id, window](absl::StatusOr<v1::MemoryWindow>) {
           {
-            absl::MutexLock lock(&mu_);
+            MutexLock lock(&mu_);
             auto g = grants_.find(id);
             if (g != grants_.end()) {
               auto pool = pools_.find(g->second->info.pd());
@@ -220,7 +220,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
 void GrantManager::Revoke(const std::string& name, Done<v1::Grant> done) {
   uint64_t id = 0;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::StatusOr<Entry*> e = Find(name, "name");
     if (!e.ok()) return std::move(done)(e.status());
     id = (*e)->id;
@@ -234,7 +234,7 @@ void GrantManager::End(uint64_t id, v1::GrantEndReason reason, std::string detai
   v1::Grant info;
   bool kill = false, ended_before = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) {
       if (done) std::move(done)(NotFound("name", absl::StrCat(Name("grants", id), " does not exist")));
@@ -278,7 +278,7 @@ void GrantManager::KillKey(uint64_t id) {
   std::string window, mr;
   v1::GrantScope scope;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
     window = it->second->info.window();
@@ -318,7 +318,7 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
   Waiters waiters;
   v1::Grant info;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
     Entry& e = *it->second;
@@ -424,7 +424,7 @@ void GrantManager::FlushAudit() {
   if (audit_ == nullptr) return;
   std::vector<audit::Event> records;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     records.swap(audit_pending_);
   }
   for (const audit::Event& a : records) audit_->Record(a);
@@ -436,13 +436,13 @@ void GrantManager::Farewell(const std::string& cm_id, std::string message, absl:
   // Best effort: on a QP in the error state the SEND is flushed. Then the connection is closed; its
   // DISCONNECTED brings OnGone, which releases it.
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++farewells_;  // a drain waits for it
   }
   cm_->Send(cm_id, std::move(message), Guarded([this, cm_id](absl::Status) {
     cm_->Disconnect(cm_id, Guarded([this, cm_id](absl::StatusOr<v1::CmId> r) {
       if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       --farewells_;
     }));
   }));
@@ -454,7 +454,7 @@ void GrantManager::Farewell(const std::string& cm_id, std::string message, absl:
 void GrantManager::OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) {
   uint64_t id = 0;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::StatusOr<Entry*> found = Find(grant, "grant");
     if (found.ok() && (*found)->info.state() != v1::GRANT_ENDED && !shutdown_) {
       id = (*found)->id;

@@ -53,7 +53,7 @@ GrantManager::~GrantManager() {
 size_t GrantManager::Drain(absl::Time deadline) {
   std::vector<uint64_t> live;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     draining_ = true;
     for (const auto& [id, e] : grants_) {
       if (e->info.state() != v1::GRANT_ENDED) live.push_back(id);
@@ -65,18 +65,18 @@ size_t GrantManager::Drain(absl::Time deadline) {
   for (uint64_t id : live) {
     End(id, v1::END_SHUTDOWN, "rdmad is shutting down", [ending](absl::StatusOr<v1::Grant>) { --*ending; });
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto done = [this, &ending]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *ending == 0 && farewells_ == 0; };
   // The counter is not mu_'s: look again every 10 ms (a drain is rare and short).
   while (!done() && absl::Now() < deadline) {
-    mu_.AwaitWithDeadline(absl::Condition(&done), std::min(deadline, absl::Now() + absl::Milliseconds(10)));
+    mu_.AwaitWithDeadline(done, std::min(deadline, absl::Now() + absl::Milliseconds(10)));
   }
   return *ending + farewells_;
 }
 
 void GrantManager::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
     const absl::Time now = options_.clock();
@@ -170,7 +170,7 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
   bool refill = false;
   std::string pd = plan.info.pd();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shutdown_ || draining_) return absl::UnavailableError("rdmad is shutting down");
     for (const std::string* what : {&plan.info.mr(), &plan.info.pd()}) {
       if (retiring_.count(*what)) {
@@ -278,7 +278,7 @@ absl::StatusOr<GrantManager::Entry*> GrantManager::Find(const std::string& name,
 }
 
 absl::StatusOr<v1::Grant> GrantManager::Get(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(name, "name"));
   return e->info;
 }
@@ -290,7 +290,7 @@ absl::Status GrantManager::CheckMrFilter(const std::string& mr) const {
 }
 
 size_t GrantManager::LiveOnPd(const std::string& pd) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = by_pd_.find(pd);
   return it == by_pd_.end() ? 0 : it->second.size();
 }
@@ -300,7 +300,7 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
   // name it (the ended grants of a deregistered region).
   absl::Status region = CheckMrFilter(request.mr());
   if (!region.ok() && region.code() != absl::StatusCode::kNotFound) return region;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!region.ok() &&
       std::none_of(grants_.begin(), grants_.end(), [&](const auto& g) { return g.second->info.mr() == request.mr(); })) {
     return region;
@@ -326,7 +326,7 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
 }
 
 absl::StatusOr<v1::Grant> GrantManager::Renew(const v1::RenewGrantRequest& request) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(request.name(), "name"));
   if (e->info.state() == v1::GRANT_ENDED || e->ending) {
     return FailedPrecondition("name", absl::StrCat(request.name(), " has ended (",
@@ -364,7 +364,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
   std::vector<std::string> pool_windows;
   absl::Status busy;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     retiring_.insert(what);
     const auto& index = mr.empty() ? by_pd_ : by_mr_;
     if (auto it = index.find(what); it != index.end()) live.assign(it->second.begin(), it->second.end());
@@ -380,7 +380,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
   if (!busy.ok()) return std::move(done)(busy);
   // Ends them all, then (for a PD) gives back the pool's windows.
   struct Join {
-    absl::Mutex mu;
+    Mutex mu;
     size_t left = 0;
     absl::Status first;
     absl::AnyInvocable<void(absl::Status) &&> done;
@@ -391,7 +391,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
   auto finish_one = [this, join, pd](absl::Status s) {
     bool last = false;
     {
-      absl::MutexLock lock(&join->mu);
+      MutexLock lock(&join->mu);
       if (join->first.ok() && !s.ok()) join->first = s;
       last = --join->left == 0;
     }
@@ -399,7 +399,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
     if (join->first.ok() && !pd.empty()) {
       std::vector<std::string> windows;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (auto it = pools_.find(pd); it != pools_.end()) {
           windows = it->second.TakeAll();
           pools_.erase(it);
@@ -422,7 +422,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
 }
 
 void GrantManager::Unretire(const std::string& mr, const std::string& pd) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   retiring_.erase(mr.empty() ? pd : mr);
 }
 
@@ -439,7 +439,7 @@ void GrantManager::ArmTimer() {
   if (timer_fd_ < 0) return;
   absl::Time next = absl::InfiniteFuture();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!expiries_.empty()) next = expiries_.begin()->first;
   }
   itimerspec spec{};
@@ -458,7 +458,7 @@ void GrantManager::OnTimer() {
   (void)!read(timer_fd_, &ticks, sizeof ticks);
   std::vector<uint64_t> due;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const absl::Time now = options_.clock();
     while (!expiries_.empty() && expiries_.begin()->first <= now) {
       due.push_back(expiries_.begin()->second);
@@ -474,7 +474,7 @@ void GrantManager::OnTimer() {
 
 void GrantManager::RefillSoon(const std::string& pd) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!refilling_.insert(pd).second) return;  // one queued refill per PD
   }
   loop_->Post([this, pd] { Refill(pd); });
@@ -484,7 +484,7 @@ void GrantManager::Refill(const std::string& pd) {
   for (;;) {
     fabric::MwType type;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = pools_.find(pd);
       if (shutdown_ || it == pools_.end() || retiring_.count(pd) || it->second.ready() >= options_.pool_size) {
         refilling_.erase(pd);
@@ -498,13 +498,13 @@ void GrantManager::Refill(const std::string& pd) {
     absl::StatusOr<v1::MemoryWindow> mw = registry_->AllocMw(req, "grants");
     if (!mw.ok()) {
       RDMAD_LOG_WARN("grants: refilling %s's window pool: %s", pd.c_str(), std::string(mw.status().message()).c_str());
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       refilling_.erase(pd);
       return;
     }
     bool orphan = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = pools_.find(pd);
       if (it != pools_.end()) {
         it->second.Add(mw->name());  // if the PD is going, Retire deallocates it with the others

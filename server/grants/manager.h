@@ -43,7 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/time.h"
 #include "proto/wire/wall_clock.h"
 #include "rdmad/v1/rdmad.pb.h"
@@ -199,7 +199,7 @@ class GrantManager final : public cm::GrantConnections {
   GrantHub hub_;
   audit::AuditSink* audit_ = nullptr;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   size_t farewells_ ABSL_GUARDED_BY(mu_) = 0;  // ENDED/FAILED messages sent, their disconnect not yet done
@@ -224,23 +224,23 @@ class GrantManager final : public cm::GrantConnections {
   class Lifeline {
    public:
     bool Enter() {  // false once cut
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (cut_) return false;
       ++running_;
       return true;
     }
     void Leave() {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       --running_;
     }
     void Cut() {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       cut_ = true;
-      mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &running_));
+      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; });
     }
 
    private:
-    absl::Mutex mu_;
+    Mutex mu_;
     bool cut_ ABSL_GUARDED_BY(mu_) = false;
     int running_ ABSL_GUARDED_BY(mu_) = 0;  // callbacks inside (nested ones count twice)
   };

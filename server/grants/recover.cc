@@ -29,7 +29,7 @@ void GrantManager::UnpersistLocked(uint64_t id) {
 
 std::vector<std::string> GrantManager::Recover(const std::vector<v1::Grant>& live) {
   std::vector<std::string> out;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = options_.clock();
   for (const v1::Grant& g : live) {
     absl::StatusOr<uint64_t> id = ParseName(g.name(), "grants", "name");

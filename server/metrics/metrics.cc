@@ -71,13 +71,13 @@ Counter::Counter(std::string name, std::string help, std::vector<std::string> la
     : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)) {}
 
 void Counter::Add(const std::vector<std::string>& values, double delta) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   values_[values] += delta;
 }
 
 Family Counter::Snapshot() const {
   Family f{name_, help_, "counter", {}};
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& [values, v] : values_) f.samples.push_back({"", Zip(label_names_, values), v});
   return f;
 }
@@ -92,7 +92,7 @@ Histogram::Histogram(std::string name, std::string help, std::vector<std::string
 void Histogram::Observe(const std::vector<std::string>& values, double v) {
   size_t bucket = 0;
   while (bucket < bounds_.size() && v > bounds_[bucket]) ++bucket;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Cell& c = cells_[values];
   if (c.counts.empty()) c.counts.assign(bounds_.size() + 1, 0);
   c.counts[bucket]++;
@@ -103,7 +103,7 @@ void Histogram::Observe(const std::vector<std::string>& values, double v) {
 Family Histogram::Snapshot() const {
   std::map<std::vector<std::string>, Cell> cells;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cells = cells_;
   }
   Family f{name_, help_, "histogram", {}};

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 
 namespace rdmad::metrics {
 
@@ -55,7 +55,7 @@ class Counter {
  private:
   const std::string name_, help_;
   const std::vector<std::string> label_names_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::vector<std::string>, double> values_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -75,7 +75,7 @@ class Histogram {
   const std::string name_, help_;
   const std::vector<std::string> label_names_;
   const std::vector<double> bounds_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::vector<std::string>, Cell> cells_ ABSL_GUARDED_BY(mu_);
 };
 

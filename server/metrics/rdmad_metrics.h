@@ -20,7 +20,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/time.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"

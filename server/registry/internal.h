@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
+#include "server/common/sync.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/fabric/fabric.h"
 
@@ -36,7 +36,7 @@ v1::Device ToProto(const fabric::Device& device, bool counters, MwBoundsRegion b
 // Runs an asynchronous operation (a function taking its Done callback) and waits for its result.
 template <typename T, typename Start>
 absl::StatusOr<T> Await(Start&& start) {
-  absl::Notification finished;
+  Notification finished;
   absl::StatusOr<T> result = absl::UnknownError("not finished");
   std::forward<Start>(start)([&](absl::StatusOr<T> r) {
     result = std::move(r);

@@ -104,7 +104,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   PdEntry* pd = nullptr;
   absl::Status refused;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::StatusOr<PdEntry*> found = FindPd(request.pd(), "pd");
     if (found.ok() && (*found)->busy) found = InProgress("pd", request.pd(), (*found)->busy);
     if (found.ok()) {
@@ -133,7 +133,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     if (!mr.ok() && room.ok()) mr = options_.memlock.Explain(mr.status(), (*mapping)->length(), "source");
     absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       pd->pending--;
       if (!mr.ok()) {
         out = mr.status();
@@ -159,7 +159,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   };
   if (!workers_->Post(std::move(work))) {
     // Shutting down: the closure (and `done` in it) was destroyed unrun; nobody waits on a stopped pool.
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     pd->pending--;
   }
 }
@@ -171,13 +171,13 @@ absl::StatusOr<v1::MemoryRegion> Registry::RegisterMr(const v1::RegisterMrReques
 }
 
 absl::StatusOr<v1::MemoryRegion> Registry::GetMr(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(MrEntry * e, FindMr(name, "name"));
   return ToProto(*e);
 }
 
 absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMrsRequest& request) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::MemoryRegion> out;
   if (!request.pd().empty()) {
     RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
@@ -189,7 +189,7 @@ absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMr
 }
 
 absl::Status Registry::CheckDeregister(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(const MrEntry* e, FindMr(name, "name"));
   if (e->busy) return InProgress("name", name, e->busy);
   std::vector<std::string> bound;
@@ -206,7 +206,7 @@ absl::Status Registry::CheckDeregister(const std::string& name) const {
 absl::Status Registry::DeregisterMr(const std::string& name) {
   MrEntry* e = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(e, FindMr(name, "name"));
     if (e->busy) return InProgress("name", name, e->busy);
     if (!e->windows.empty()) {
@@ -221,7 +221,7 @@ absl::Status Registry::DeregisterMr(const std::string& name) {
   absl::Status released = e->mr ? WithContext(e->mr->Release(), name) : absl::OkStatus();  // lost: nothing registered
   std::unique_ptr<MrEntry> owned;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     e->busy = nullptr;
     if (!released.ok()) return released;  // still registered, still ours
     Unpersist("mrs", e->id);

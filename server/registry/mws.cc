@@ -57,7 +57,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
   PdEntry* pd = nullptr;
   fabric::MwType type;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.pd(), "pd"));
     if (pd->busy) return InProgress("pd", request.pd(), pd->busy);
     const fabric::DeviceInfo& info = pd->device->info();
@@ -78,7 +78,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
     pd->pending++;
   }
   absl::StatusOr<std::unique_ptr<fabric::Mw>> mw = pd->pd->AllocMw(type);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   pd->pending--;
   if (!mw.ok()) return mw.status();
   auto e = std::make_unique<MwEntry>();
@@ -95,13 +95,13 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
 }
 
 absl::StatusOr<v1::MemoryWindow> Registry::GetMw(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(MwEntry * e, FindMw(name, "name"));
   return ToProto(*e);
 }
 
 absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMwsRequest& request) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::MemoryWindow> out;
   if (!request.pd().empty()) {
     RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
@@ -121,7 +121,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   fabric::Mr* parent = nullptr;  // the MR's registration: stays while the reservation links the window to it
   bool queued = false;
   absl::Status refused = [&]() -> absl::Status {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(w, FindMw(request.name(), "name"));
     RDMAD_ASSIGN_OR_RETURN(mr, FindMr(request.mr(), "mr"));
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, request.name(), owner));
@@ -215,7 +215,7 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
   std::unique_ptr<fabric::Mr> released;  // whichever bounds region is no longer referenced
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     w->busy = nullptr;
     std::unique_ptr<fabric::Mr> bounds = std::move(w->binding_bounds_mr);
     const bool rebound_same = w->mr == mr && (w->qp == user_qp);
@@ -275,7 +275,7 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
   bool qp_in_error = false;  // type 2: its QP is known to be in the error state
   absl::StatusOr<v1::MemoryWindow> early = absl::UnknownError("");
   absl::Status refused = [&]() -> absl::Status {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(w, FindMw(name, "name"));
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, name, owner));
     if (w->busy) return InProgress("name", name, w->busy);
@@ -341,7 +341,7 @@ void Registry::FinishInvalidate(MwEntry* w, const std::string& name, absl::Statu
   std::unique_ptr<fabric::Mr> released;
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     w->busy = nullptr;
     if (s.ok()) {
       released = Unbind(*w);
@@ -375,7 +375,7 @@ absl::Status Registry::DeallocMw(const std::string& name, const std::string& own
   std::unique_ptr<MwEntry> owned;
   std::unique_ptr<fabric::Mr> bounds;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(MwEntry * w, FindMw(name, "name"));
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, name, owner));
     if (w->busy) return InProgress("name", name, w->busy);

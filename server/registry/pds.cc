@@ -36,7 +36,7 @@ absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdReques
   e->device = device;
   e->label = request.label();
   e->pd = std::move(pd);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   e->id = next_pd_.Next();
   if (options_.state != nullptr) {
     // Recorded before anyone can see it: a restart re-creates it under this name.
@@ -53,25 +53,25 @@ absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdReques
 }
 
 absl::StatusOr<v1::ProtectionDomain> Registry::GetPd(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(PdEntry * e, FindPd(name, "name"));
   return ToProto(*e);
 }
 
 absl::Status Registry::CheckPd(const std::string& name, const std::string& field) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return FindPd(name, field).status();
 }
 
 std::vector<v1::ProtectionDomain> Registry::ListPds() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::ProtectionDomain> out;
   for (const auto& [id, e] : pds_) out.push_back(ToProto(*e));
   return out;
 }
 
 absl::Status Registry::CheckDeletePd(const v1::DeletePdRequest& request) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(const PdEntry* pd, FindPd(request.name(), "name"));
   if (pd->busy) return InProgress("name", request.name(), pd->busy);
   // What stays once the grants are gone: its regions, its own windows and QPs (not the grant pool's
@@ -87,7 +87,7 @@ absl::Status Registry::CheckDeletePd(const v1::DeletePdRequest& request) const {
 absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdRequest& request) {
   PdEntry* pd = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.name(), "name"));
     if (pd->busy) return InProgress("name", request.name(), pd->busy);
     if (pd->pending > 0 || pd->lane_busy) {
@@ -138,7 +138,7 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
   std::vector<std::unique_ptr<QpEntry>> qps;
   std::unique_ptr<PdEntry> owned;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (uint64_t id : released_mws) {
       MwEntry* w = pd->mws[id];
       if (w->mr) w->mr->windows.erase(id);
@@ -190,7 +190,7 @@ bool Registry::TakeLane(PdEntry& pd) {
 void Registry::ReleaseLane(PdEntry& pd) {
   absl::AnyInvocable<void() &&> next;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     pd.lane_busy = false;
     if (pd.lane.empty()) return;
     next = std::move(pd.lane.front());

@@ -32,7 +32,7 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
   PdEntry* pd = nullptr;
   fabric::QpOptions options;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.pd(), "pd"));
     if (pd->busy) return InProgress("pd", request.pd(), pd->busy);
     options.port = request.port() ? request.port() : 1;
@@ -54,7 +54,7 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
     pd->pending++;
   }
   absl::StatusOr<std::unique_ptr<fabric::Qp>> qp = pd->pd->CreateQp(options);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   pd->pending--;
   if (!qp.ok()) return qp.status();
   auto e = std::make_unique<QpEntry>();
@@ -75,7 +75,7 @@ std::vector<v1::QueuePair> Registry::QueryAndConvert(const std::vector<QpEntry*>
   // QP to ERROR without any completion of rdmad's, and this is where it shows.
   std::vector<fabric::QpState> states;
   for (QpEntry* e : pinned) states.push_back(e->get()->state());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::QueuePair> out;
   for (size_t i = 0; i < pinned.size(); ++i) {
     QpEntry* e = pinned[i];
@@ -87,13 +87,13 @@ std::vector<v1::QueuePair> Registry::QueryAndConvert(const std::vector<QpEntry*>
 }
 
 void Registry::AwaitNoReaders(QpEntry& e) const {
-  mu_.Await(absl::Condition(+[](QpEntry* q) { return q->readers == 0; }, &e));
+  mu_.Await([&e] { return e.readers == 0; });
 }
 
 absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
   QpEntry* e = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(e, FindQp(name, "name"));
     e->readers++;
   }
@@ -103,7 +103,7 @@ absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
 std::vector<v1::QueuePair> Registry::ListQps() const {
   std::vector<QpEntry*> pinned;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, e] : qps_) {
       e->readers++;
       pinned.push_back(e.get());
@@ -113,7 +113,7 @@ std::vector<v1::QueuePair> Registry::ListQps() const {
 }
 
 absl::StatusOr<Registry::PdUsage> Registry::UsageOfPd(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(const PdEntry* pd, FindPd(name, "pd"));
   PdUsage u;
   u.mrs = pd->mrs.size();
@@ -124,7 +124,7 @@ absl::StatusOr<Registry::PdUsage> Registry::UsageOfPd(const std::string& name) c
 }
 
 absl::StatusOr<std::string> Registry::PdOf(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const PdEntry* pd = nullptr;
   if (absl::StartsWith(name, "pds/")) {
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(name, "name"));
@@ -149,7 +149,7 @@ absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& re
   if (request.remote().lid() > 0xffff) return InvalidArgument("remote.lid", "must fit in 16 bits");
   QpEntry* e = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(e, FindQp(request.name(), "name"));
     if (e->busy) return InProgress("name", request.name(), e->busy);
     if (!e->cm_id.empty()) {
@@ -167,7 +167,7 @@ absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& re
   absl::Status connected = e->qp->Connect(remote);
   const fabric::QpState state = e->qp->state();
   const fabric::QpEndpoint local = e->qp->local();  // a reconnect draws a new PSN
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   e->busy = nullptr;
   e->state = state;
   e->local = local;
@@ -180,7 +180,7 @@ absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& re
 absl::Status Registry::DeleteQp(const std::string& name) {
   std::unique_ptr<QpEntry> owned;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "name"));
     if (e->busy) return InProgress("name", name, e->busy);
     if (!e->cm_id.empty()) {
@@ -214,13 +214,13 @@ absl::StatusOr<v1::QueuePair> Registry::AdoptCmQp(const std::string& pd_name, co
                                                   const CmQpFactory& create) {
   PdEntry* pd = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(pd_name, "pd"));
     if (pd->busy) return InProgress("pd", pd_name, pd->busy);
     pd->pending++;  // the PD stays while the QP is created on it
   }
   absl::StatusOr<fabric::Qp*> qp = create(*pd->pd, pd->device);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   pd->pending--;
   if (!qp.ok()) return qp.status();
   auto e = std::make_unique<QpEntry>();
@@ -238,7 +238,7 @@ absl::StatusOr<v1::QueuePair> Registry::AdoptCmQp(const std::string& pd_name, co
 
 void Registry::SetCmQpState(const std::string& name, fabric::QpState state, const fabric::QpEndpoint* remote,
                             const fabric::QpEndpoint* local) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<QpEntry*> e = FindQp(name, "qp");
   if (!e.ok() || (*e)->cm_id.empty()) return;
   (*e)->state = state;
@@ -253,7 +253,7 @@ absl::Status Registry::ReleaseCmQp(const std::string& name, bool force, const st
   std::vector<std::unique_ptr<MwEntry>> windows;
   std::vector<std::unique_ptr<fabric::Mr>> bounds;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, field));
     if (e->cm_id.empty()) return FailedPrecondition(field, absl::StrCat(name, " does not belong to a CM id"));
     for (const auto& [id, w] : e->windows) {

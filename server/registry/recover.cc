@@ -32,7 +32,7 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
     e->label = row.label;
     e->pd = std::move(pd).value();
     pds[row.id] = e.get();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     pds_.emplace(row.id, std::move(e));
     out.owners[name] = row.owner;
     out.pds.push_back(name);
@@ -78,7 +78,7 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
       out.lost.push_back(absl::StrCat(name, ": ", mr.status().message()));
       RDMAD_LOG_WARN("recovery: %s is lost: %s", name.c_str(), std::string(mr.status().message()).c_str());
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Attach(pd->second, e.get());
     mrs_.emplace(row.id, std::move(e));
   }

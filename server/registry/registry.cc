@@ -130,7 +130,7 @@ Registry::~Registry() {
   // completion runs after this point.
   workers_.reset();
   dispatchers_.clear();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Children before parents: windows, regions (then their memory), QPs, PDs; the fabric's device
   // contexts go last with fabric_.
   mws_.clear();

@@ -41,7 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/auth/caller.h"
 #include "server/dispatch/event_loop.h"
@@ -252,7 +252,7 @@ class Registry {
   std::unique_ptr<fabric::Fabric> fabric_;
   const Options options_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   // Never reused, across restarts too (state/names.h).
   state::NameCounter next_pd_ ABSL_GUARDED_BY(mu_){options_.state, "pds"};
   state::NameCounter next_mr_ ABSL_GUARDED_BY(mu_){options_.state, "mrs"};

@@ -69,7 +69,7 @@ absl::Status Registry::PlanReregLocked(const v1::ReregisterMrRequest& request, b
 }
 
 absl::Status Registry::CheckReregister(const v1::ReregisterMrRequest& request) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   MrEntry* e = nullptr;
   ReregPlan plan;
   return PlanReregLocked(request, /*windows_allowed=*/true, &e, &plan);
@@ -80,7 +80,7 @@ void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1
   MrEntry* e = nullptr;
   ReregPlan plan;
   absl::Status refused = [&]() -> absl::Status {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RDMAD_RETURN_IF_ERROR(PlanReregLocked(request, /*windows_allowed=*/false, &e, &plan));
     plan.files = files;
     e->busy = "ReregisterMr";
@@ -92,7 +92,7 @@ void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1
     PdEntry* new_pd = plan.new_pd;
     absl::StatusOr<v1::ReregisterMrResponse> out = ReregWorkAndCommit(e, std::move(plan));
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       e->busy = nullptr;
       new_pd->pending--;
     }
@@ -146,7 +146,7 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
   response.set_old_rkey(e->mr->rkey());
   // What the commit applies: the new PD, mapping and source, and the registration's (new) attributes.
   auto commit = [&]() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Detach(e->pd, e);  // its PD and length may change
     e->pd = plan.new_pd;
     if (translate) {
@@ -212,7 +212,7 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
     default: {
       // ERR_CMD, ERR_CMD_AND_DO_FORK_NEW: the MR must not be used. Keep both mappings until deregistration,
       // since the device may reference either.
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       e->unusable = true;
       e->unusable_reason = absl::StrCat(what, ", errno ", err, " (", ErrnoName(err), ")");
       if (new_mapping != e->mapping) e->retained.push_back(std::move(new_mapping));

@@ -33,24 +33,24 @@ std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InFlightC
 }
 
 void InFlightCalls::Started() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++count_;
 }
 
 void InFlightCalls::Finished() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   --count_;
 }
 
 size_t InFlightCalls::count() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return count_;
 }
 
 size_t InFlightCalls::AwaitNone(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ == 0; };
-  mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+  mu_.AwaitWithDeadline(none, deadline);
   return count_;
 }
 

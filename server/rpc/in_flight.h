@@ -14,7 +14,7 @@
 #include <grpcpp/support/server_interceptor.h>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/time.h"
 
 namespace rdmad {
@@ -32,7 +32,7 @@ class InFlightCalls {
   void Finished() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

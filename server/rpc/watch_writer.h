@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "server/dispatch/hub.h"
 #include "server/rpc/status.h"
 
@@ -41,7 +41,7 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
   }
   void OnWriteDone(bool ok) override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       writing_ = false;
       broken_ = broken_ || !ok;
     }
@@ -49,7 +49,7 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
   }
   void OnCancel() override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       broken_ = true;
     }
     Pump();
@@ -68,7 +68,7 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
     bool write = false, finish = false;
     grpc::Status status;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (writing_ || finished_) return;
       if (broken_) {
         finished_ = finish = true;
@@ -88,7 +88,7 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
   HubT* const hub_;
   const std::shared_ptr<WatcherT> watcher_;
   std::shared_ptr<WatchWriter> self_;
-  absl::Mutex mu_;
+  Mutex mu_;
   Event current_;  // written under mu_ only while no write is in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   }
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<Store> store(new Store(path, db));
-  absl::MutexLock lock(&store->mu_);
+  MutexLock lock(&store->mu_);
   // WAL: a commit appends to the log and fsyncs it (synchronous=FULL), readers never block the writer,
   // and a crash at any point leaves the last committed transaction. The log is checkpointed into the
   // file automatically.
@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 }
 
 Store::~Store() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   sqlite3_close(db_);
 }
 
@@ -128,13 +128,13 @@ absl::Status Store::Exec(const char* sql, const std::vector<Value>& values) {
 
 
 uint64_t Store::Mark(const std::string& kind) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = marks_.find(kind);
   return it == marks_.end() ? 0 : it->second;
 }
 
 absl::Status Store::SetMark(const std::string& kind, uint64_t next) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RDMAD_RETURN_IF_ERROR(Exec("INSERT INTO marks (kind, next) VALUES (?, ?) ON CONFLICT(kind) DO UPDATE SET next = "
                              "excluded.next",
                              {Value::Text(kind), Value::Int(next)}));
@@ -143,23 +143,23 @@ absl::Status Store::SetMark(const std::string& kind, uint64_t next) {
 }
 
 absl::Status Store::PutPd(const PdRow& row) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Exec("INSERT OR REPLACE INTO pds (id, device, label, owner) VALUES (?, ?, ?, ?)",
               {Value::Int(row.id), Value::Text(row.device), Value::Text(row.label), Value::Text(row.owner)});
 }
 
 absl::Status Store::SetPdOwner(uint64_t id, const std::string& owner) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Exec("UPDATE pds SET owner = ? WHERE id = ?", {Value::Text(owner), Value::Int(id)});
 }
 
 absl::Status Store::DeletePd(uint64_t id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Exec("DELETE FROM pds WHERE id = ?", {Value::Int(id)});
 }
 
 absl::Status Store::PutMr(const MrRow& row) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::string source;
   if (!row.source.SerializeToString(&source)) return absl::InternalError("state store: cannot serialize a source");
   return Exec("INSERT OR REPLACE INTO mrs (id, pd, source, access) VALUES (?, ?, ?, ?)",
@@ -168,24 +168,24 @@ absl::Status Store::PutMr(const MrRow& row) {
 }
 
 absl::Status Store::DeleteMr(uint64_t id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Exec("DELETE FROM mrs WHERE id = ?", {Value::Int(id)});
 }
 
 absl::Status Store::PutGrant(uint64_t id, const v1::Grant& grant) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::string info;
   if (!grant.SerializeToString(&info)) return absl::InternalError("state store: cannot serialize a grant");
   return Exec("INSERT OR REPLACE INTO grants (id, info) VALUES (?, ?)", {Value::Int(id), Value::Blob(info)});
 }
 
 absl::Status Store::DeleteGrant(uint64_t id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Exec("DELETE FROM grants WHERE id = ?", {Value::Int(id)});
 }
 
 absl::StatusOr<Snapshot> Store::Load() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Snapshot out;
   out.marks = marks_;
   sqlite3_stmt* st = nullptr;

@@ -27,7 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 struct sqlite3;
@@ -98,7 +98,7 @@ class Store {
   absl::Status Error(const char* what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
-  absl::Mutex mu_;
+  Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> marks_ ABSL_GUARDED_BY(mu_);
 };

@@ -37,7 +37,7 @@ absl::StatusOr<auth::Caller> Gate::Admit(const auth::Peer& peer) {
   const double rate = static_cast<double>(t->quotas.rpc_per_second);
   const double burst = static_cast<double>(t->quotas.rpc_burst ? t->quotas.rpc_burst : t->quotas.rpc_per_second);
   const absl::Time now = absl::Now();
-  absl::MutexLock lock(&rate_mu_);
+  MutexLock lock(&rate_mu_);
   if (buckets_.size() > 4096) {  // forget connections idle for a minute
     for (auto it = buckets_.begin(); it != buckets_.end();) {
       it = now - it->second.last > absl::Minutes(1) ? buckets_.erase(it) : std::next(it);
@@ -67,7 +67,7 @@ absl::Status Gate::Hidden(const std::string& name, const std::string& field) con
 
 std::string Gate::CmIdPd(const std::string& cm_id, absl::Status* miss) {
   {
-    absl::MutexLock lock(&map_mu_);
+    MutexLock lock(&map_mu_);
     auto it = cm_id_pd_.find(cm_id);
     if (it != cm_id_pd_.end()) return it->second;
   }
@@ -95,7 +95,7 @@ std::string Gate::TenantOf(const std::string& name, absl::Status* miss) {
     if (deps_.grants == nullptr) *miss = absl::NotFoundError(""); else take(deps_.grants->Get(name), [](const v1::Grant& g) { return g.pd(); });
   } else if (absl::StartsWith(name, "channels/")) {
     {
-      absl::MutexLock lock(&map_mu_);
+      MutexLock lock(&map_mu_);
       auto it = channel_tenant_.find(name);
       if (it != channel_tenant_.end()) return it->second;
     }
@@ -143,7 +143,7 @@ bool Gate::SeesDevice(const auth::Caller& caller, const std::string& device) con
 
 bool Gate::SeesChannel(const auth::Caller& caller, const v1::EventChannel& channel) const {
   if (caller.admin || channel.role() != v1::CHANNEL_USER) return true;
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   auto it = channel_tenant_.find(channel.name());
   return it != channel_tenant_.end() && it->second == caller.tenant;
 }
@@ -152,7 +152,7 @@ bool Gate::SeesChannel(const auth::Caller& caller, const v1::EventChannel& chann
 // Ownership
 
 void Gate::OwnPd(const std::string& pd, const std::string& tenant) {
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   auto [it, fresh] = pd_tenant_.try_emplace(pd, tenant);
   if (!fresh && it->second != tenant) {
     tenant_pds_[it->second].erase(pd);
@@ -162,7 +162,7 @@ void Gate::OwnPd(const std::string& pd, const std::string& tenant) {
 }
 
 void Gate::ForgetPd(const std::string& pd) {
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   auto it = pd_tenant_.find(pd);
   if (it == pd_tenant_.end()) return;
   auto pds = tenant_pds_.find(it->second);
@@ -171,28 +171,28 @@ void Gate::ForgetPd(const std::string& pd) {
 }
 
 void Gate::OwnChannel(const std::string& channel, const std::string& tenant) {
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   channel_tenant_[channel] = tenant;
 }
 
 void Gate::ForgetChannel(const std::string& channel) {
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   channel_tenant_.erase(channel);
 }
 
 void Gate::NoteCmId(const std::string& cm_id, const std::string& pd) {
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   cm_id_pd_[cm_id] = pd;
 }
 
 std::string Gate::TenantOfPd(const std::string& pd) const {
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   auto it = pd_tenant_.find(pd);
   return it == pd_tenant_.end() ? "" : it->second;  // PDs made outside the gate: admins'
 }
 
 std::vector<std::string> Gate::PdsOf(const std::string& tenant) const {
-  absl::MutexLock lock(&map_mu_);
+  MutexLock lock(&map_mu_);
   auto it = tenant_pds_.find(tenant);
   if (it == tenant_pds_.end()) return {};
   return std::vector<std::string>(it->second.begin(), it->second.end());
@@ -201,7 +201,7 @@ std::vector<std::string> Gate::PdsOf(const std::string& tenant) const {
 std::function<bool(const v1::CmEvent&)> Gate::CmEventsFor(const auth::Caller& caller) {
   if (caller.admin) return nullptr;
   return [this, tenant = caller.tenant](const v1::CmEvent& e) {
-    absl::MutexLock lock(&map_mu_);
+    MutexLock lock(&map_mu_);
     auto it = cm_id_pd_.find(e.cm_id());
     if (it == cm_id_pd_.end() && !e.listener().empty()) {
       // A connect request on a tenant's listener: the new id takes the listener's PD.
@@ -218,7 +218,7 @@ std::function<bool(const v1::CmEvent&)> Gate::CmEventsFor(const auth::Caller& ca
 std::function<bool(const v1::GrantEvent&)> Gate::GrantEventsFor(const auth::Caller& caller) {
   if (caller.admin) return nullptr;
   return [this, tenant = caller.tenant](const v1::GrantEvent& e) {
-    absl::MutexLock lock(&map_mu_);
+    MutexLock lock(&map_mu_);
     auto pd = pd_tenant_.find(e.grant().pd());
     return pd != pd_tenant_.end() && pd->second == tenant;
   };
@@ -260,7 +260,7 @@ absl::StatusOr<Gate::Reservation> Gate::Reserve(const auth::Caller& caller,
   bool limited = false;
   for (const auto& [quota, n] : wants) limited |= limits[static_cast<int>(quota)] > 0;
   if (!limited) return r;
-  absl::MutexLock lock(&quota_mu_);
+  MutexLock lock(&quota_mu_);
   const Counts use = CountUse(t->name);
   Counts& reserved = reserved_[t->name];
   for (const auto& [quota, n] : wants) {
@@ -286,7 +286,7 @@ absl::Status Gate::AdmitConnection(const std::string& pd) {
   const std::string tenant = TenantOfPd(pd);
   const TenantConfig* t = tenant.empty() ? nullptr : policy_->FindTenant(tenant);
   if (t == nullptr || t->quotas.connections == 0) return absl::OkStatus();
-  absl::MutexLock lock(&quota_mu_);
+  MutexLock lock(&quota_mu_);
   const Counts use = CountUse(tenant);
   const int i = static_cast<int>(Quota::kConnections);
   const uint64_t in_use = use[i] + reserved_[tenant][i];
@@ -299,7 +299,7 @@ absl::Status Gate::AdmitConnection(const std::string& pd) {
 }
 
 void Gate::Release(const std::string& tenant, const Counts& amounts) {
-  absl::MutexLock lock(&quota_mu_);
+  MutexLock lock(&quota_mu_);
   Counts& reserved = reserved_[tenant];
   for (int i = 0; i < kQuotas; ++i) reserved[i] -= amounts[i];
 }
@@ -321,7 +321,7 @@ Gate::Reservation::~Reservation() {
 std::vector<v1::QuotaUsage> Gate::Usage(const TenantConfig& t) {
   Counts use;
   {
-    absl::MutexLock lock(&quota_mu_);
+    MutexLock lock(&quota_mu_);
     use = CountUse(t.name);
   }
   const Quotas& q = t.quotas;

@@ -37,7 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/time.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/auth/caller.h"
@@ -135,7 +135,7 @@ class Gate {
   const auth::Policy* const policy_;
   const Deps deps_;
 
-  mutable absl::Mutex map_mu_;
+  mutable Mutex map_mu_;
   std::map<std::string, std::string> pd_tenant_ ABSL_GUARDED_BY(map_mu_);       // "pds/3" -> tenant
   std::map<std::string, std::set<std::string>> tenant_pds_ ABSL_GUARDED_BY(map_mu_);  // the reverse
   std::map<std::string, std::string> channel_tenant_ ABSL_GUARDED_BY(map_mu_);  // user channels
@@ -143,7 +143,7 @@ class Gate {
   // the watch filter place events of ids already destroyed.
   std::map<std::string, std::string> cm_id_pd_ ABSL_GUARDED_BY(map_mu_);
 
-  absl::Mutex quota_mu_;
+  Mutex quota_mu_;
   std::map<std::string, Counts> reserved_ ABSL_GUARDED_BY(quota_mu_);
 
   struct Bucket {
@@ -151,7 +151,7 @@ class Gate {
     absl::Time last;
   };
   std::atomic<bool> draining_{false};
-  absl::Mutex rate_mu_;
+  Mutex rate_mu_;
   std::map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(rate_mu_);  // by gRPC peer (one per connection)
 };
 

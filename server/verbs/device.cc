@@ -116,7 +116,7 @@ Device::~Device() {
 }
 
 uint64_t Device::HookCq(Qp* qp) {
-  absl::MutexLock lock(&cq_mu_);
+  MutexLock lock(&cq_mu_);
   const uint64_t id = next_cq_id_++;
   cqs_.emplace(id, qp);
   qp->cq()->cq_context = reinterpret_cast<void*>(static_cast<uintptr_t>(id));
@@ -124,7 +124,7 @@ uint64_t Device::HookCq(Qp* qp) {
 }
 
 void Device::UnhookCq(uint64_t id) {
-  absl::MutexLock lock(&cq_mu_);
+  MutexLock lock(&cq_mu_);
   cqs_.erase(id);
 }
 
@@ -135,7 +135,7 @@ void Device::DrainCompletions() {
     if (ibv_get_cq_event(channel_, &cq, &context) != 0) return;  // EAGAIN: drained
     std::vector<absl::AnyInvocable<void() &&>> ready;
     {
-      absl::MutexLock lock(&cq_mu_);
+      MutexLock lock(&cq_mu_);
       auto it = cqs_.find(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(context)));
       if (it != cqs_.end()) ready = it->second->PollCompletions();
       // Acknowledged at once (a QP being destroyed waits in ibv_destroy_cq for exactly this).

@@ -24,7 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "server/fabric/cm.h"
 #include "server/fabric/fabric.h"
 #include "server/fabric/hw_counters.h"
@@ -70,7 +70,7 @@ class Device final : public fabric::Device {
   const bool owned_;
   const std::string sysfs_root_;
   ibv_comp_channel* channel_ = nullptr;
-  absl::Mutex cq_mu_;
+  Mutex cq_mu_;
   uint64_t next_cq_id_ ABSL_GUARDED_BY(cq_mu_) = 1;
   std::map<uint64_t, class Qp*> cqs_ ABSL_GUARDED_BY(cq_mu_);
   fabric::DeviceInfo info_;

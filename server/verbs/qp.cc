@@ -222,7 +222,7 @@ absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
 
 absl::Status Qp::Post(ibv_send_wr& wr, const char* what, Finish finish) {
   ibv_send_wr* bad = nullptr;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   wr.wr_id = next_wr_id_++;
   wr.send_flags |= IBV_SEND_SIGNALED;
   // Registered before posting: the completion may be polled before ibv_post_send returns.
@@ -248,7 +248,7 @@ std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions() {
       break;
     }
     if (n == 0) break;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (int i = 0; i < n; ++i) {
       auto it = pending_.find(wcs[i].wr_id);
       if (it == pending_.end()) continue;  // not ours to report (already failed at post)
@@ -280,7 +280,7 @@ absl::Status Qp::PostBind(fabric::Mw& fmw, const fabric::BindSpec& spec, fabric:
     // ibv_bind_mw posts by itself; the pending entry is registered first, under the same lock as in Post,
     // so its completion cannot be polled before it is known.
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       const uint64_t wr_id = next_wr_id_++;
       ibv_mw_bind bind{};
       bind.wr_id = wr_id;

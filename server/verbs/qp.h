@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "server/fabric/fabric.h"
 
 struct rdma_cm_id;  // <rdma/rdma_cma.h>
@@ -70,7 +70,7 @@ class Qp final : public fabric::Qp {
   uint64_t cq_id_ = 0;  // the CQ's key in the device's dispatcher table (0: not hooked)
   fabric::QpEndpoint local_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   uint64_t next_wr_id_ ABSL_GUARDED_BY(mu_) = 1;
   struct Pending {
     const char* what;

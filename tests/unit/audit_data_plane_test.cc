@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "absl/time/clock.h"
 #include "server/audit/audit_log.h"
 #include "server/cm/manager.h"
@@ -51,19 +51,19 @@ class ProbingSink final : public audit::AuditSink {
     if (cm != nullptr) (void)cm->ListCmIds(v1::ListCmIdsRequest());
     if (grants != nullptr) (void)grants->List(v1::ListGrantsRequest());
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       count++;
     }
     log->Record(e);
   }
   int Count() {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return count;
   }
   audit::AuditLog* log = nullptr;
   cm::CmManager* cm = nullptr;
   grants::GrantManager* grants = nullptr;
-  absl::Mutex mu;
+  Mutex mu;
   int count = 0;
 };
 

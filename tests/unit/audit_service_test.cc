@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "client/client.h"
 #include "server/audit/audit_log.h"
 #include "tests/unit/test_util.h"
@@ -84,21 +84,21 @@ TEST_F(AuditServiceTest, ReplaysFromOldestThenFollowsLive) {
   log->Record(Sample(1));
   log->Record(Sample(2));
 
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<v1::AuditRecord> got;
   absl::Status end;
   v1::WatchAuditRequest req;
   req.set_from_oldest(true);
   std::thread watcher([&] {
     end = client_->WatchAudit(req, [&](const v1::AuditRecord& r) {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       got.push_back(r);
       return got.size() < 4;  // two replayed, two live
     });
   });
   // Live records once the replay arrived (the stream is subscribed by then).
   auto count = [&] {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return got.size();
   };
   const auto give_up = std::chrono::steady_clock::now() + 10s;

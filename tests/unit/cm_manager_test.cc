@@ -133,7 +133,7 @@ class CmManagerTest : public ::testing::Test {
     EXPECT_TRUE(Listen(listener.name(), port).ok());
     auto w = Watch(EventFilter{"", listener.name(), {"RDMA_CM_EVENT_CONNECT_REQUEST"}});
     v1::CmId active = NewId(active_channel);
-    absl::Notification connected;
+    Notification connected;
     absl::StatusOr<v1::CmId> result = absl::UnknownError("");
     manager_->Connect(ConnectReq(active.name(), port), [&](absl::StatusOr<v1::CmId> r) {
       result = r;
@@ -280,7 +280,7 @@ TEST_F(CmManagerTest, AnIdMigratedBeforeConnectGetsEstablishedOnItsNewChannel) {
   m.set_channel(target);
   ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->Migrate(m, absl::InfiniteFuture(), std::move(d)); }).ok());
   auto established = Watch(EventFilter{"", active.name(), {"RDMA_CM_EVENT_ESTABLISHED"}});
-  absl::Notification connected;
+  Notification connected;
   manager_->Connect(ConnectReq(active.name(), 7474), [&](absl::StatusOr<v1::CmId> r) {
     EXPECT_TRUE(r.ok()) << r.status();
     connected.Notify();
@@ -324,7 +324,7 @@ TEST_F(CmManagerTest, AnIdDeletedOnItsNewChannelWhileItsMigrationAnswersIsNotRea
     v1::MigrateCmIdRequest m;
     m.set_name(id.name());
     m.set_channel(to);
-    absl::Notification migrated;
+    Notification migrated;
     absl::StatusOr<v1::CmId> answer = absl::UnknownError("none");
     manager_->Migrate(m, absl::InfiniteFuture(), [&](absl::StatusOr<v1::CmId> r) {
       answer = std::move(r);
@@ -353,7 +353,7 @@ TEST_F(CmManagerTest, RejectAndNoListenerFailTheConnectWithTheReason) {
   ASSERT_TRUE(Listen(listener.name(), 7475).ok());
   auto requests = Watch(EventFilter{"", listener.name(), {"RDMA_CM_EVENT_CONNECT_REQUEST"}});
   v1::CmId active = NewId();
-  absl::Notification finished;
+  Notification finished;
   absl::Status connect_status;
   manager_->Connect(ConnectReq(active.name(), 7475), [&](absl::StatusOr<v1::CmId> r) {
     connect_status = r.status();
@@ -506,7 +506,7 @@ TEST_F(CmManagerTest, DestroyWithEventsPendingAndShutdownWithAConnectWaitingNeve
   ASSERT_TRUE(Listen(listener.name(), 7491).ok());
   fake_cm_->Hold();
   v1::CmId stuck = NewId();
-  absl::Notification answered;
+  Notification answered;
   absl::Status answer;
   manager_->Connect(ConnectReq(stuck.name(), 7491), [&](absl::StatusOr<v1::CmId> r) {
     answer = r.status();
@@ -585,7 +585,7 @@ TEST_F(CmManagerTest, CmEventsFlowWhileABindIsHeldInsideTheFabric) {
   mw.set_type(v1::TYPE_2);
   const std::string mw_name = registry_->AllocMw(mw).value().name();
   ledger_->HoldCompletions();
-  absl::Notification bound;
+  Notification bound;
   v1::BindMwRequest bind;
   bind.set_name(mw_name);
   bind.set_mr(mr_name);

@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/synchronization/notification.h"
+#include "server/common/sync.h"
 #include "server/dispatch/worker_pool.h"
 
 namespace rdmad::dispatch {
@@ -43,7 +43,7 @@ TEST(EventLoopTest, WatchedFdRunsItsHandlerUntilUnwatched) {
   int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ASSERT_GE(fd, 0);
   std::atomic<int> calls{0};
-  absl::Notification fired;
+  Notification fired;
   ASSERT_TRUE(loop.RunSync([&] {
     ASSERT_TRUE(loop.Watch(fd, [&] {
       uint64_t v;
@@ -63,7 +63,7 @@ TEST(EventLoopTest, WatchedFdRunsItsHandlerUntilUnwatched) {
 
 TEST(EventLoopTest, AfterStopPostsAreRefusedAndQueuedTasksAreDestroyedUnrun) {
   auto loop = std::make_unique<EventLoop>("stop-loop");
-  absl::Notification blocked, release;
+  Notification blocked, release;
   loop->Post([&] {
     blocked.Notify();
     release.WaitForNotification();
@@ -158,7 +158,7 @@ TEST(EventLoopTest, CreateMakesAWorkingLoop) {
 
 TEST(WorkerPoolTest, RunsTasksOnSeveralThreads) {
   WorkerPool pool("w", 2);
-  absl::Notification both_running, release;
+  Notification both_running, release;
   std::atomic<int> running{0};
   for (int i = 0; i < 2; ++i) {
     pool.Post([&] {
@@ -172,7 +172,7 @@ TEST(WorkerPoolTest, RunsTasksOnSeveralThreads) {
 
 TEST(WorkerPoolTest, DestructionLetsRunningTasksFinishAndDropsQueuedOnes) {
   auto pool = std::make_unique<WorkerPool>("w", 1);
-  absl::Notification running, release;
+  Notification running, release;
   bool finished = false, queued_ran = false;
   pool->Post([&] {
     running.Notify();

@@ -117,7 +117,7 @@ class GrantManagerTest : public ::testing::Test {
     return Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(name, std::move(d)); });
   }
   absl::Status Retire(const std::string& mr, const std::string& pd, bool revoke) {
-    absl::Notification n;
+    Notification n;
     absl::Status out;
     // Unretire from the callback, as the RPC layer does (services.cc AfterGrants): a refusal must not call
     // back with the manager's lock held (a self-deadlock the API fuzzer found).

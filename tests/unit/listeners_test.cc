@@ -38,7 +38,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/notification.h"
+#include "server/common/sync.h"
 #include "client/channel.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/auth/listeners.h"
@@ -127,7 +127,7 @@ class IdentityService final : public Health::Service {
 
  private:
   const PeerDirectory* peers_;
-  absl::Notification entered_, release_, finished_;
+  Notification entered_, release_, finished_;
   std::string blocked_address_;
   Peer blocked_peer_;
 };

@@ -11,7 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/synchronization/notification.h"
+#include "server/common/sync.h"
 #include "server/common/status.h"
 #include "server/registry/registry.h"
 #include "tests/unit/fake_fabric.h"
@@ -29,7 +29,7 @@ constexpr uint64_t kPage = 4096;
 // The result of an asynchronous registry call, readable once it arrived.
 template <typename T>
 struct Pending {
-  absl::Notification arrived;
+  Notification arrived;
   absl::StatusOr<T> result = absl::UnknownError("not arrived");
   Done<T> Callback() {
     return [this](absl::StatusOr<T> r) {
@@ -165,7 +165,7 @@ TEST_F(ConcurrencyTest, TypeOneBindsOfOnePdQueueOnItsLaneInsteadOfFailing) {
 
 TEST_F(ConcurrencyTest, WhileARegistrationPinsOtherPdsAreServed) {
   const std::string a = NewPd(), b = NewPd();
-  absl::Notification inside, release;
+  Notification inside, release;
   std::atomic<int> hooks{0};
   ledger_->SetRegMrHook([&] {
     if (hooks++ == 0) {  // only the first registration is held

@@ -91,7 +91,7 @@ class TenancyTest : public ::testing::Test {
     };
     env_.audit = [this](const auth::Caller& c, const std::string& method, const std::string& resource,
                         const absl::Status& s) {
-      absl::MutexLock lock(&audit_mu_);
+      MutexLock lock(&audit_mu_);
       audit_.push_back({c.principal, c.tenant, method, resource, s.code()});
     };
     services_ = MakeServices(&env_);
@@ -163,7 +163,7 @@ class TenancyTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   int conns_ = 0;
-  absl::Mutex audit_mu_;
+  Mutex audit_mu_;
   std::vector<Record> audit_;
 };
 
@@ -641,7 +641,7 @@ TEST_F(TenancyTest, EachMutationIsAudited) {
             grpc::StatusCode::NOT_FOUND);
   d.set_cascade(true);
   ASSERT_TRUE(v1::ProtectionDomains::NewStub(channel_)->DeletePd(As(kA).get(), d, &r).ok());
-  absl::MutexLock lock(&audit_mu_);
+  MutexLock lock(&audit_mu_);
   ASSERT_EQ(audit_.size(), 4u);  // GetPd is not a mutation
   EXPECT_EQ(audit_[0].method, "CreatePd");
   EXPECT_EQ(audit_[0].resource, pd);

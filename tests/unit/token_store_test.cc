@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/sync.h"
 #include "server/cm/token.h"
 #include "tests/unit/test_util.h"
 
@@ -279,7 +279,7 @@ TEST(TokenStoreConcurrency, EachTokenRedeemedExactlyOnce) {
   constexpr int kThreads = 4;
   constexpr int kPerIssuer = 300;
   TokenStore store;
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<std::string> issued;  // guarded by mu
   std::atomic<int> issuers_left{kThreads};
   std::vector<std::atomic<int>> accepted(kThreads * kPerIssuer + 1);  // by token id
@@ -295,7 +295,7 @@ TEST(TokenStoreConcurrency, EachTokenRedeemedExactlyOnce) {
           ADD_FAILURE() << t.status();
           continue;
         }
-        absl::MutexLock lock(&mu);
+        MutexLock lock(&mu);
         issued.push_back(t->bytes);
       }
       --issuers_left;
@@ -306,7 +306,7 @@ TEST(TokenStoreConcurrency, EachTokenRedeemedExactlyOnce) {
         const bool done = issuers_left.load() == 0;
         std::vector<std::string> batch;
         {
-          absl::MutexLock lock(&mu);
+          MutexLock lock(&mu);
           batch.assign(issued.begin() + next, issued.end());
         }
         next += batch.size();
