@@ -102,9 +102,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
                                   "rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
                                   "grant_quarantine_ms, grant_window_pool, shutdown_deadline_s, state_file, insecure_tcp, "
                                   "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
-                                  "mw_bounds_region)");
+                                  "mw_bounds_region, default_quotas, limits)");
     }
   }
+  ApplyDefaultQuotas(j, &c);
   return c;
 }
 

@@ -110,6 +110,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text);
 absl::Status CheckListeners(const Config& config);
 // The security keys (config_security.cc): true if `key` is one of them, with *status its parse result.
 bool ParseSecurityKey(const std::string& key, const nlohmann::json& value, Config* config, absl::Status* status);
+// After every key was parsed: each tenant's quotas it did not set itself (in `root`, the whole config) take
+// default_quotas' values.
+void ApplyDefaultQuotas(const nlohmann::json& root, Config* config);
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 
 }  // namespace rdmad

@@ -104,15 +104,27 @@ absl::Status ParseUnixPrincipals(const json& v, std::vector<UnixPrincipal>* out)
   return absl::OkStatus();
 }
 
+// A quota's field by its config key; null if there is none.
+uint64_t Quotas::*QuotaField(const std::string& k) {
+  static const std::pair<const char*, uint64_t Quotas::*> kFields[] = {
+      {"pinned_bytes", &Quotas::pinned_bytes}, {"mrs", &Quotas::mrs},
+      {"mws", &Quotas::mws},                   {"qps", &Quotas::qps},
+      {"cm_ids", &Quotas::cm_ids},             {"grants", &Quotas::grants},
+      {"tokens", &Quotas::tokens},             {"connections", &Quotas::connections},
+      {"channels", &Quotas::channels},         {"watch_streams", &Quotas::watch_streams},
+      {"rpc_per_second", &Quotas::rpc_per_second}, {"rpc_burst", &Quotas::rpc_burst}};
+  for (const auto& [name, field] : kFields) {
+    if (k == name) return field;
+  }
+  return nullptr;
+}
+
 absl::Status ParseQuotas(const json& v, const std::string& base, Quotas* q) {
   if (!v.is_object()) return InvalidArgument(base, "must be an object of quota: limit");
   for (const auto& [k, f] : v.items()) {
     const std::string field = base + "." + k;
-    uint64_t* dst = k == "pinned_bytes" ? &q->pinned_bytes : k == "mrs" ? &q->mrs : k == "mws" ? &q->mws
-                  : k == "qps" ? &q->qps : k == "cm_ids" ? &q->cm_ids : k == "grants" ? &q->grants
-                  : k == "tokens" ? &q->tokens : k == "connections" ? &q->connections
-                  : k == "channels" ? &q->channels : k == "watch_streams" ? &q->watch_streams
-                  : k == "rpc_per_second" ? &q->rpc_per_second : k == "rpc_burst" ? &q->rpc_burst : nullptr;
+    uint64_t Quotas::*member = QuotaField(k);
+    uint64_t* dst = member == nullptr ? nullptr : &(q->*member);
     if (dst == nullptr) {
       return InvalidArgument(field, "unknown quota (known: pinned_bytes, mrs, mws, qps, cm_ids, grants, tokens, "
                                     "connections, channels, watch_streams, rpc_per_second, rpc_burst)");
@@ -164,6 +176,25 @@ absl::Status ParseTenants(const json& v, std::vector<TenantConfig>* out) {
   return absl::OkStatus();
 }
 
+absl::Status ParseLimits(const json& v, Limits* l) {
+  if (!v.is_object()) return InvalidArgument("limits", "must be an object of limit: value");
+  for (const auto& [k, f] : v.items()) {
+    const std::string field = "limits." + k;
+    uint64_t* dst = k == "channels" ? &l->channels : k == "watch_streams" ? &l->watch_streams
+                  : k == "cm_ids" ? &l->cm_ids : k == "tokens" ? &l->tokens
+                  : k == "connections" ? &l->connections : k == "grants" ? &l->grants : nullptr;
+    if (dst == nullptr) {
+      return InvalidArgument(field, "unknown limit (known: channels, watch_streams, cm_ids, tokens, connections, grants)");
+    }
+    // A cap every caller shares must exist: 0 would be none at all.
+    if (!f.is_number_unsigned() || f.get<uint64_t>() < 1 || f.get<uint64_t>() > 1048576) {
+      return InvalidArgument(field, "must be an integer from 1 to 1048576");
+    }
+    *dst = f.get<uint64_t>();
+  }
+  return absl::OkStatus();
+}
+
 // A principal is an admin or in one tenant, never two places.
 absl::Status CheckPrincipals(const Config& c) {
   std::set<std::string> seen(c.admins.begin(), c.admins.end());
@@ -199,6 +230,10 @@ bool ParseSecurityKey(const std::string& key, const nlohmann::json& value, Confi
   } else if (key == "tenants") {
     *status = ParseTenants(value, &c->tenants);
     if (status->ok()) *status = CheckPrincipals(*c);
+  } else if (key == "default_quotas") {
+    *status = ParseQuotas(value, key, &c->default_quotas);
+  } else if (key == "limits") {
+    *status = ParseLimits(value, &c->limits);
   } else if (key == "audit") {
     *status = value.is_string() ? absl::OkStatus() : InvalidArgument(key, "must be a path, \"-\" or \"\"");
     if (status->ok()) c->audit = value.get<std::string>();
@@ -209,6 +244,20 @@ bool ParseSecurityKey(const std::string& key, const nlohmann::json& value, Confi
     return false;
   }
   return true;
+}
+
+void ApplyDefaultQuotas(const nlohmann::json& root, Config* c) {
+  const json* tenants = root.contains("tenants") ? &root.at("tenants") : nullptr;
+  for (size_t i = 0; i < c->tenants.size(); ++i) {
+    const json* own = nullptr;
+    if (tenants != nullptr && i < tenants->size() && (*tenants)[i].contains("quotas")) own = &(*tenants)[i]["quotas"];
+    for (const char* k : {"pinned_bytes", "mrs", "mws", "qps", "cm_ids", "grants", "tokens", "connections",
+                          "channels", "watch_streams", "rpc_per_second", "rpc_burst"}) {
+      if (own != nullptr && own->contains(k)) continue;  // the tenant's own value, 0 included, wins
+      uint64_t Quotas::*member = QuotaField(k);
+      c->tenants[i].quotas.*member = c->default_quotas.*member;
+    }
+  }
 }
 
 absl::Status CheckListeners(const Config& c) {

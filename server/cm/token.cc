@@ -53,13 +53,14 @@ absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
   entry.kind = claims.grant.empty() ? TokenKind::kConnect : TokenKind::kGrant;
   entry.claims = std::move(claims);
 
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock();
   PurgeLocked(now);
   if (outstanding_.size() >= options_.max_outstanding) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("connection tokens: ", outstanding_.size(), " outstanding, the limit (max_outstanding_tokens) is ",
-                     options_.max_outstanding, "; redeem or revoke some, or wait for them to expire"));
+        absl::StrCat("limit tokens of rdmad: limit ", options_.max_outstanding, ", in use ", outstanding_.size(),
+                     "; this call needs 1 (the limit counts every caller's outstanding tokens; they end when "
+                     "redeemed, revoked or expired)"));
   }
   const uint64_t id = next_id_.Next();
   entry.expiry = now + ttl;
@@ -82,7 +83,7 @@ Redemption TokenStore::Peek(absl::string_view private_data) { return Check(priva
 
 Redemption TokenStore::Check(absl::string_view private_data, bool consume) {
   DecodedToken decoded = DecodeToken(private_data);
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   if (!decoded.ok()) return RejectLocked(decoded.reason, 0, std::move(decoded.detail));
   const Token& token = *decoded.token;
   const absl::Time now = options_.clock();
@@ -123,7 +124,7 @@ Redemption TokenStore::Check(absl::string_view private_data, bool consume) {
 }
 
 size_t TokenStore::RevokeWhere(const std::function<bool(const Claims&)>& match) {
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   std::vector<uint64_t> ids;
   for (const auto& [expiry, id] : outstanding_) {
@@ -142,7 +143,7 @@ absl::Status TokenStore::Revoke(absl::string_view name) {
   if (!ParseTokenName(name, &id)) {
     return InvalidArgument("name", absl::StrCat("expected tokens/<number>, got '", name, "'"));
   }
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   auto it = entries_.find(id);
   if (it == entries_.end()) {
@@ -165,13 +166,13 @@ absl::Status TokenStore::Revoke(absl::string_view name) {
 }
 
 size_t TokenStore::Outstanding() {
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   return outstanding_.size();
 }
 
 size_t TokenStore::Outstanding(const std::function<bool(const Claims&)>& match) {
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   size_t n = 0;
   for (const auto& [expiry, id] : outstanding_) {
@@ -182,14 +183,14 @@ size_t TokenStore::Outstanding(const std::function<bool(const Claims&)>& match) 
 }
 
 size_t TokenStore::OutstandingOnPd(const std::string& pd) {
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   auto it = by_pd_.find(pd);
   return it == by_pd_.end() ? 0 : it->second;
 }
 
 TokenStore::Counters TokenStore::GetCounters() {
-  MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   return counters_;
 }

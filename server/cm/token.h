@@ -92,7 +92,8 @@ struct Redemption {
 class TokenStore {
  public:
   struct Options {
-    // Tokens issued and neither redeemed, revoked nor expired. Issue beyond it: RESOURCE_EXHAUSTED.
+    // Tokens issued and neither redeemed, revoked nor expired, of every caller (config limits.tokens). Issue
+    // beyond it: RESOURCE_EXHAUSTED "limit tokens of rdmad: limit N, in use N; ...".
     size_t max_outstanding = 65536;
     // Longest ttl Issue accepts.
     absl::Duration max_ttl = absl::Hours(1);

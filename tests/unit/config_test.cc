@@ -242,6 +242,42 @@ TEST(SecurityConfigTest, TenantsAdminsPrincipalsAndQuotasAreParsed) {
   EXPECT_EQ(c->audit, "-");
 }
 
+TEST(SecurityConfigTest, DefaultQuotasFillWhatATenantLeavesUnsetAndItsOwnValuesWin) {
+  absl::StatusOr<Config> c = ParseConfig(R"({
+    "tenants": [{"name": "own", "quotas": {"channels": 0, "tokens": 7}},
+                {"name": "bare"}],
+    "default_quotas": {"channels": 4, "tokens": 100, "watch_streams": 8, "cm_ids": 16}
+  })");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->tenants.size(), 2u);
+  const Quotas& own = c->tenants[0].quotas;
+  EXPECT_EQ(own.channels, 0u);  // set explicitly: unlimited, not the default 4
+  EXPECT_EQ(own.tokens, 7u);
+  EXPECT_EQ(own.watch_streams, 8u);
+  EXPECT_EQ(own.cm_ids, 16u);
+  const Quotas& bare = c->tenants[1].quotas;
+  EXPECT_EQ(bare.channels, 4u);
+  EXPECT_EQ(bare.tokens, 100u);
+  EXPECT_EQ(bare.mrs, 0u);  // neither sets it
+  EXPECT_EQ(c->default_quotas.watch_streams, 8u);
+}
+
+TEST(SecurityConfigTest, LimitsAreParsedAndDefaultWhenAbsent) {
+  absl::StatusOr<Config> c = ParseConfig(R"({"limits": {"channels": 3, "watch_streams": 4, "cm_ids": 5,
+                                                         "tokens": 6, "connections": 7, "grants": 8}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limits.channels, 3u);
+  EXPECT_EQ(c->limits.watch_streams, 4u);
+  EXPECT_EQ(c->limits.cm_ids, 5u);
+  EXPECT_EQ(c->limits.tokens, 6u);
+  EXPECT_EQ(c->limits.connections, 7u);
+  EXPECT_EQ(c->limits.grants, 8u);
+  absl::StatusOr<Config> d = ParseConfig("{}");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->limits.channels, 128u);
+  EXPECT_EQ(d->limits.tokens, 65536u);
+}
+
 TEST(SecurityConfigTest, MistakesNameTheirField) {
   const struct {
     const char* json;
@@ -259,6 +295,12 @@ TEST(SecurityConfigTest, MistakesNameTheirField) {
       {R"({"audit": "relative.log"})", "audit"},
       {R"({"tls": {"cert": "/c"}})", "tls"},
       {R"({"insecure_tcp": "yes"})", "insecure_tcp"},
+      {R"({"default_quotas": {"bogus": 1}})", "default_quotas.bogus"},
+      {R"({"default_quotas": {"channels": -1}})", "default_quotas.channels"},
+      {R"({"limits": {"channels": 0}})", "limits.channels"},
+      {R"({"limits": {"tokens": 2000000}})", "limits.tokens"},
+      {R"({"limits": {"mrs": 5}})", "limits.mrs"},
+      {R"({"limits": 5})", "limits"},
   };
   for (const auto& c : cases) {
     absl::StatusOr<Config> parsed = ParseConfig(c.json);

@@ -229,8 +229,8 @@ TEST_F(TokenStoreTest, OutstandingLimit) {
   }
   absl::StatusOr<Issued> over = store.Issue(PdClaims(), absl::Seconds(10));
   ASSERT_TRUE(IsError(over, absl::StatusCode::kResourceExhausted, ""));
-  EXPECT_TRUE(absl::StrContains(over.status().message(), "connection tokens")) << over.status();
-  EXPECT_TRUE(absl::StrContains(over.status().message(), "max_outstanding_tokens) is 3")) << over.status();
+  EXPECT_TRUE(absl::StrContains(over.status().message(), "outstanding tokens")) << over.status();
+  EXPECT_TRUE(absl::StrContains(over.status().message(), "limit tokens of rdmad: limit 3, in use 3")) << over.status();
   // Redeeming, revoking and expiring each free a place.
   ASSERT_TRUE(store.Redeem(tokens[0].bytes).accepted());
   ASSERT_OK(store.Issue(PdClaims(), absl::Seconds(20)).status());
