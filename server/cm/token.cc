@@ -53,7 +53,7 @@ absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
   entry.kind = claims.grant.empty() ? TokenKind::kConnect : TokenKind::kGrant;
   entry.claims = std::move(claims);
 
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = options_.clock();
   PurgeLocked(now);
   if (outstanding_.size() >= options_.max_outstanding) {
@@ -83,7 +83,7 @@ Redemption TokenStore::Peek(absl::string_view private_data) { return Check(priva
 
 Redemption TokenStore::Check(absl::string_view private_data, bool consume) {
   DecodedToken decoded = DecodeToken(private_data);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!decoded.ok()) return RejectLocked(decoded.reason, 0, std::move(decoded.detail));
   const Token& token = *decoded.token;
   const absl::Time now = options_.clock();
@@ -124,7 +124,7 @@ Redemption TokenStore::Check(absl::string_view private_data, bool consume) {
 }
 
 size_t TokenStore::RevokeWhere(const std::function<bool(const Claims&)>& match) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   std::vector<uint64_t> ids;
   for (const auto& [expiry, id] : outstanding_) {
@@ -143,7 +143,7 @@ absl::Status TokenStore::Revoke(absl::string_view name) {
   if (!ParseTokenName(name, &id)) {
     return InvalidArgument("name", absl::StrCat("expected tokens/<number>, got '", name, "'"));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   auto it = entries_.find(id);
   if (it == entries_.end()) {
@@ -166,13 +166,13 @@ absl::Status TokenStore::Revoke(absl::string_view name) {
 }
 
 size_t TokenStore::Outstanding() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   return outstanding_.size();
 }
 
 size_t TokenStore::Outstanding(const std::function<bool(const Claims&)>& match) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   size_t n = 0;
   for (const auto& [expiry, id] : outstanding_) {
@@ -183,14 +183,14 @@ size_t TokenStore::Outstanding(const std::function<bool(const Claims&)>& match) 
 }
 
 size_t TokenStore::OutstandingOnPd(const std::string& pd) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   auto it = by_pd_.find(pd);
   return it == by_pd_.end() ? 0 : it->second;
 }
 
 TokenStore::Counters TokenStore::GetCounters() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   PurgeLocked(options_.clock());
   return counters_;
 }
