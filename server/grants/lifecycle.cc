@@ -122,9 +122,20 @@ void GrantManager::Activate(uint64_t id) {
     window = mw->name();
   }
   bind.set_name(window);
+  std::shared_ptr<void> hold;  // the tenant's pinned_bytes for the bounds region, until the bind commits
+  if (admit_pinned_) {
+    if (const uint64_t pinned = registry_->BoundsRegionBytes(bind); pinned > 0) {
+      absl::StatusOr<std::shared_ptr<void>> admitted = admit_pinned_(pd, pinned);
+      if (!admitted.ok()) {
+        return OnBound(id, window, WithContext(admitted.status(), "pinning the window's bounds region"));
+      }
+      hold = std::move(admitted).value();
+    }
+  }
   registry_->BindMwAsync(
       bind,
-      Guarded([this, id, window](absl::StatusOr<v1::MemoryWindow> bound) {
+      Guarded([this, id, window, hold = std::move(hold)](absl::StatusOr<v1::MemoryWindow> bound) mutable {
+        hold.reset();  // committed (or failed): the registry's totals count the pages from here
         if (!bound.ok()) return OnBound(id, window, bound.status());
         OnBound(id, window, Key{bound->rkey(), bound->binding().remote_addr()});
       }),

@@ -165,13 +165,30 @@ absl::StatusOr<GrantManager::Plan> GrantManager::Check(const v1::IssueGrantReque
   return plan;
 }
 
-absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints) {
+uint64_t GrantManager::OpenTicket(std::set<std::string> mrs) {
+  MutexLock lock(&mu_);
+  const uint64_t ticket = ++next_ticket_;
+  tickets_[ticket].mrs = std::move(mrs);
+  return ticket;
+}
+
+void GrantManager::CloseTicket(uint64_t ticket) {
+  MutexLock lock(&mu_);
+  tickets_.erase(ticket);
+}
+
+absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints,
+                                                     uint64_t ticket, bool* stale) {
   v1::IssuedGrant out;
   bool refill = false;
   std::string pd = plan.info.pd();
   {
     MutexLock lock(&mu_);
     if (shutdown_ || draining_) return absl::UnavailableError("rdmad is shutting down");
+    if (auto t = tickets_.find(ticket); t == tickets_.end() || t->second.stale) {
+      *stale = true;
+      return absl::AbortedError("the region or PD changed after the request was checked");
+    }
     for (const std::string* what : {&plan.info.mr(), &plan.info.pd()}) {
       if (retiring_.count(*what)) {
         return FailedPrecondition("mr", absl::StrCat(*what, " is being deregistered or deleted: no new grants on it"));
@@ -225,11 +242,36 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
 }
 
 absl::StatusOr<v1::IssuedGrant> GrantManager::Issue(const v1::IssueGrantRequest& request) {
+  return IssueChecked(request, nullptr);
+}
+
+namespace {
+// Checks of one issue, each after a Retire of its region or PD came between the previous check and its
+// commit; then the caller is told to retry.
+constexpr int kMaxIssueChecks = 4;
+
+absl::Status RetiredTooOften(const std::string& field) {
+  return FieldError(absl::StatusCode::kAborted, field,
+                    "the region or its PD was being removed or re-registered each time the grant was checked; retry");
+}
+}  // namespace
+
+absl::StatusOr<v1::IssuedGrant> GrantManager::IssueChecked(const v1::IssueGrantRequest& request,
+                                                           const std::function<void()>& between) {
   RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, cm_ ? cm_->DataPlaneEndpoints()
                                                                        : absl::StatusOr<std::vector<v1::SocketAddress>>(
                                                                              absl::UnavailableError("no rdma_cm")));
-  RDMAD_ASSIGN_OR_RETURN(Plan plan, Check(request, ""));
-  return Commit(std::move(plan), endpoints);
+  for (int check = 0; check < kMaxIssueChecks; ++check) {
+    const uint64_t ticket = OpenTicket({request.mr()});
+    absl::StatusOr<Plan> plan = Check(request, "");
+    if (plan.ok() && between && check == 0) between();
+    bool stale = false;
+    absl::StatusOr<v1::IssuedGrant> out =
+        plan.ok() ? Commit(std::move(plan).value(), endpoints, ticket, &stale) : plan.status();
+    CloseTicket(ticket);
+    if (!stale) return out;  // else checked again: the region may be gone (NOT_FOUND on mr), or changed
+  }
+  return RetiredTooOften("mr");
 }
 
 absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::IssueGrantsRequest& request) {
@@ -241,6 +283,21 @@ absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::Issue
   RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, cm_ ? cm_->DataPlaneEndpoints()
                                                                        : absl::StatusOr<std::vector<v1::SocketAddress>>(
                                                                              absl::UnavailableError("no rdma_cm")));
+  std::set<std::string> mrs;
+  for (const v1::IssueGrantRequest& g : request.grants()) mrs.insert(g.mr());
+  for (int check = 0; check < kMaxIssueChecks; ++check) {
+    bool stale = false;
+    const uint64_t ticket = OpenTicket(mrs);
+    absl::StatusOr<v1::IssueGrantsResponse> out = IssueBatchChecked(request, endpoints, ticket, &stale);
+    CloseTicket(ticket);
+    if (!stale) return out;  // else checked again, as a whole
+  }
+  return RetiredTooOften("grants");
+}
+
+absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatchChecked(
+    const v1::IssueGrantsRequest& request, const std::vector<v1::SocketAddress>& endpoints, uint64_t ticket,
+    bool* stale) {
   // Every request is checked before any is issued: all or nothing.
   std::vector<Plan> plans;
   plans.reserve(request.grants_size());
@@ -250,7 +307,7 @@ absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::Issue
   }
   v1::IssueGrantsResponse out;
   for (size_t i = 0; i < plans.size(); ++i) {
-    absl::StatusOr<v1::IssuedGrant> issued = Commit(std::move(plans[i]), endpoints);
+    absl::StatusOr<v1::IssuedGrant> issued = Commit(std::move(plans[i]), endpoints, ticket, stale);
     if (!issued.ok()) {
       // Undo: those issued so far hold no key yet; they end at once.
       for (const v1::IssuedGrant& g : out.grants()) {
@@ -328,10 +385,16 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
 absl::StatusOr<v1::Grant> GrantManager::Renew(const v1::RenewGrantRequest& request) {
   MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(request.name(), "name"));
-  if (e->info.state() == v1::GRANT_ENDED || e->ending) {
+  if (e->info.state() == v1::GRANT_ENDED) {
     return FailedPrecondition("name", absl::StrCat(request.name(), " has ended (",
                                                    v1::GrantEndReason_Name(e->info.end_reason()),
                                                    "): issue a new grant"));
+  }
+  if (e->ending || e->pending_end != v1::GRANT_END_UNSPECIFIED) {
+    // Its end has begun (the expiry took it, or a revocation waits for its activation): a renewal would
+    // answer a lease end the grant will not see.
+    return FailedPrecondition("name", absl::StrCat(request.name(), " is ending (",
+                                                   v1::GrantEndReason_Name(e->pending_end), "): issue a new grant"));
   }
   const absl::Duration ttl = request.ttl_ms() ? absl::Milliseconds(request.ttl_ms()) : options_.default_ttl;
   if (ttl > options_.max_ttl) {
@@ -366,6 +429,11 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
   {
     MutexLock lock(&mu_);
     retiring_.insert(what);
+    // Issues checked before this and not yet committed check again (a PD's: every one; its regions are
+    // not named by the requests).
+    for (auto& [n, t] : tickets_) {
+      if (mr.empty() || t.mrs.count(mr)) t.stale = true;
+    }
     const auto& index = mr.empty() ? by_pd_ : by_mr_;
     if (auto it = index.find(what); it != index.end()) live.assign(it->second.begin(), it->second.end());
     if (!live.empty() && !revoke) {
@@ -456,17 +524,33 @@ void GrantManager::ArmTimer() {
 void GrantManager::OnTimer() {
   uint64_t ticks = 0;
   (void)!read(timer_fd_, &ticks, sizeof ticks);
+  EndDue(TakeDue());
+  ArmTimer();
+}
+
+std::vector<uint64_t> GrantManager::TakeDue() {
   std::vector<uint64_t> due;
-  {
-    MutexLock lock(&mu_);
-    const absl::Time now = options_.clock();
-    while (!expiries_.empty() && expiries_.begin()->first <= now) {
-      due.push_back(expiries_.begin()->second);
-      expiries_.erase(expiries_.begin());
+  MutexLock lock(&mu_);
+  const absl::Time now = options_.clock();
+  while (!expiries_.empty() && expiries_.begin()->first <= now) {
+    const uint64_t id = expiries_.begin()->second;
+    expiries_.erase(expiries_.begin());
+    due.push_back(id);
+    // In the same step, its end begins: from here a RenewGrant is refused (the grant is ending), never
+    // answered OK with a lease end the end then ignores.
+    auto it = grants_.find(id);
+    if (it == grants_.end()) continue;
+    Entry& e = *it->second;
+    if (e.info.state() != v1::GRANT_ENDED && !e.ending && e.pending_end == v1::GRANT_END_UNSPECIFIED) {
+      e.pending_end = v1::END_EXPIRED;
+      e.pending_detail = "its lease ran out";
     }
   }
+  return due;
+}
+
+void GrantManager::EndDue(const std::vector<uint64_t>& due) {
   for (uint64_t id : due) End(id, v1::END_EXPIRED, "its lease ran out", nullptr);
-  ArmTimer();
 }
 
 // ---------------------------------------------------------------------------------------------------------

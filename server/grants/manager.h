@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -59,6 +60,8 @@
 #include "server/state/store.h"
 
 namespace rdmad::grants {
+
+class GrantManagerTestPeer;
 
 class GrantManager final : public cm::GrantConnections {
  public:
@@ -98,6 +101,12 @@ class GrantManager final : public cm::GrantConnections {
   // reason). Set before the first grant is issued; not owned. Records are made under mu_ and written after
   // it is released (FlushAudit), never with mu_ held.
   void set_audit(audit::AuditSink* sink) { audit_ = sink; }
+  // Before a grant's bind pins a bounds region (registry.h BoundsRegionBytes), the PD's tenant's pinned_bytes
+  // quota: `admit(pd, bytes)` returns a hold, kept until the bind has committed (the registry then counts
+  // the pages), or why not, which fails the activation (END_ACTIVATION_FAILED, nothing pinned). Set before
+  // the first grant is issued; none: no quota applies.
+  using AdmitPinned = std::function<absl::StatusOr<std::shared_ptr<void>>(const std::string& pd, uint64_t bytes)>;
+  void set_admit_pinned(AdmitPinned admit) { admit_pinned_ = std::move(admit); }
 
   // Before DeregisterMr / ReregisterMr (`mr` set) or DeletePd (`pd` set): with live grants on it, refuses
   // (FAILED_PRECONDITION, EBUSY, naming them) unless `revoke`, in which case it ends them with `reason`
@@ -156,7 +165,21 @@ class GrantManager final : public cm::GrantConnections {
     fabric::MwType window_type = fabric::MwType::kType2;
   };
   absl::StatusOr<Plan> Check(const v1::IssueGrantRequest& request, const std::string& prefix) const;
-  absl::StatusOr<v1::IssuedGrant> Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints);
+  // Commits a checked plan, unless the ticket it was checked under went stale (*stale set, nothing done).
+  absl::StatusOr<v1::IssuedGrant> Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints,
+                                         uint64_t ticket, bool* stale);
+  // A ticket covers an issue from before its Check until its Commit: a Retire of one of its regions (or of
+  // any PD) in between makes it stale, and the issue is checked again, so it never commits on a region or
+  // PD removed or changed after its check.
+  uint64_t OpenTicket(std::set<std::string> mrs);
+  void CloseTicket(uint64_t ticket);
+  // Issue's steps; `between` (tests only, may be null) runs after the request was first checked and before
+  // it commits.
+  absl::StatusOr<v1::IssuedGrant> IssueChecked(const v1::IssueGrantRequest& request,
+                                               const std::function<void()>& between);
+  absl::StatusOr<v1::IssueGrantsResponse> IssueBatchChecked(const v1::IssueGrantsRequest& request,
+                                                            const std::vector<v1::SocketAddress>& endpoints,
+                                                            uint64_t ticket, bool* stale);
   void Publish(v1::GrantEventType type, const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The state store's record of a live grant (issued, renewed), or its removal (ended). No-op without one.
   void PersistLocked(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -187,6 +210,9 @@ class GrantManager final : public cm::GrantConnections {
   void ScheduleLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmTimer();
   void OnTimer();
+  // OnTimer's two steps: take the grants whose lease has run out from the expiry index, then end them.
+  std::vector<uint64_t> TakeDue();
+  void EndDue(const std::vector<uint64_t>& due);
   // Pool refill (the "grants" loop).
   void RefillSoon(const std::string& pd);
   void Refill(const std::string& pd);
@@ -198,6 +224,7 @@ class GrantManager final : public cm::GrantConnections {
   const Options options_;
   GrantHub hub_;
   audit::AuditSink* audit_ = nullptr;
+  AdmitPinned admit_pinned_;
 
   mutable Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
@@ -213,6 +240,12 @@ class GrantManager final : public cm::GrantConnections {
   std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued
+  struct Ticket {
+    std::set<std::string> mrs;  // the regions its requests name
+    bool stale = false;         // a Retire that may concern it came after its check began
+  };
+  std::map<uint64_t, Ticket> tickets_ ABSL_GUARDED_BY(mu_);  // issues between their Check and Commit
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<audit::Event> audit_pending_ ABSL_GUARDED_BY(mu_);  // grant ends not yet written (FlushAudit)
 
   // The callbacks this manager hands to the registry and the CM layer (bind, invalidate and rereg
@@ -257,6 +290,8 @@ class GrantManager final : public cm::GrantConnections {
 
   int timer_fd_ = -1;
   std::unique_ptr<dispatch::EventLoop> loop_;  // last: stopped first
+
+  friend class GrantManagerTestPeer;  // runs the steps of Issue and OnTimer apart, to force their races
 };
 
 }  // namespace rdmad::grants

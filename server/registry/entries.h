@@ -48,6 +48,9 @@ struct PdEntry {
   std::map<uint64_t, MwEntry*> mws;
   std::map<uint64_t, QpEntry*> qps;
   uint64_t mr_bytes = 0;  // sum of the MRs' cached lengths
+  // Whole pages pinned by the bounds regions of its windows, bound or being bound (MwEntry::bounds_bytes
+  // and binding_bounds_bytes, kept by mws.cc with the regions themselves).
+  uint64_t bounds_bytes = 0;
   uint64_t own_mws = 0;   // windows but rdmad's own (owner empty)
   uint64_t user_qps = 0;  // QPs but those of rdma_cm ids (cm_id empty)
   uint32_t pending = 0;          // registrations and re-registrations in flight that target this PD
@@ -122,6 +125,9 @@ struct MwEntry {
   // The bounds region of a bind in flight, held here (not by the completion callback) so that teardown
   // releases it in order even if the completion never arrives. Owned by the bind's reservation.
   std::unique_ptr<fabric::Mr> binding_bounds_mr;
+  // The whole pages each of the two pins, counted in the PD's bounds_bytes from the bind's reservation
+  // (before the region is registered) until the region is released.
+  uint64_t bounds_bytes = 0, binding_bounds_bytes = 0;
   std::unique_ptr<fabric::Mw> mw;
   MrEntry* mr = nullptr;  // set while bound
   QpEntry* qp = nullptr;  // the user QP the bind was posted on (type 2: the only QP it works on)

@@ -2,6 +2,8 @@
 // and finishes on the device's dispatcher when its completion arrives; nothing waits for it. Type 1
 // operations of a PD take its lane (they share the PD's bind QP); type 2 ones run on the caller's QP.
 // Threads: see registry.h. No fabric call is made with mu_ held.
+#include <unistd.h>
+
 #include <cinttypes>
 #include <utility>
 
@@ -17,6 +19,18 @@ using registry_internal::Await;
 using registry_internal::InProgress;
 
 namespace {
+
+// The bytes of the whole pages [addr, addr + length) touches: what registering a bounds region over it pins.
+uint64_t PagesBytes(uint64_t addr, uint64_t length) {
+  static const uint64_t page = [] {
+    const long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<uint64_t>(p) : uint64_t{4096};
+  }();
+  if (length == 0) return 0;
+  const uint64_t start = addr / page * page;
+  const uint64_t end = (addr + length + page - 1) / page * page;
+  return end - start;
+}
 
 // Only the owner of a window rdmad manages itself may use it.
 absl::Status CheckOwner(const registry_internal::MwEntry& w, const std::string& name, const std::string& owner) {
@@ -50,6 +64,8 @@ std::unique_ptr<fabric::Mr> Registry::Unbind(MwEntry& mw) {
   mw.mr = nullptr;
   mw.qp = nullptr;
   mw.binding.Clear();
+  mw.pd->bounds_bytes -= mw.bounds_bytes;  // released by the caller once the window no longer uses it
+  mw.bounds_bytes = 0;
   return std::move(mw.bounds_mr);
 }
 
@@ -112,6 +128,15 @@ absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMw
   return out;
 }
 
+uint64_t Registry::BoundsRegionBytes(const v1::BindMwRequest& request) const {
+  MutexLock lock(&mu_);
+  absl::StatusOr<MwEntry*> w = FindMw(request.name(), "name");
+  absl::StatusOr<MrEntry*> mr = FindMr(request.mr(), "mr");
+  if (!w.ok() || !mr.ok() || !UsesBoundsRegion(options_.mw_bounds_region, (*w)->pd->device->info())) return 0;
+  if (request.offset() > (*mr)->length || request.length() > (*mr)->length - request.offset()) return 0;
+  return PagesBytes((*mr)->addr + request.offset(), request.length());
+}
+
 void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner) {
   MwEntry* w = nullptr;
   MrEntry* mr = nullptr;
@@ -119,6 +144,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   uint32_t access = 0, mr_access = 0;
   uint64_t addr = 0;
   fabric::Mr* parent = nullptr;  // the MR's registration: stays while the reservation links the window to it
+  bool bounds_region = false;
   bool queued = false;
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
@@ -171,6 +197,11 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     mr_access = mr->access;
     addr = mr->addr + request.offset();
     parent = mr->mr.get();
+    // The bounds region's pages count as pinned in the PD from now until the region is released (a tenant's
+    // pinned_bytes quota: the RPC layer reserved them before this call).
+    bounds_region = UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info());
+    w->binding_bounds_bytes = bounds_region ? PagesBytes(addr, request.length()) : 0;
+    w->pd->bounds_bytes += w->binding_bounds_bytes;
     return absl::OkStatus();
   }();
   if (queued) return;
@@ -182,11 +213,16 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   if (!qp.ok()) return FinishBind(w, mr, user_qp, request, addr, qp.status(), std::move(done));
   fabric::BindSpec spec;
   spec.mr = parent;
-  if (UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info())) {
+  if (bounds_region) {
+    // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration: checked
+    // before anything is pinned, as RegisterMr does.
+    if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(addr), request.length(), "length");
+        !room.ok()) {
+      return FinishBind(w, mr, user_qp, request, addr, WithContext(room, "its bounds region"), std::move(done));
+    }
     absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds = w->pd->pd->RegMr(
         reinterpret_cast<void*>(addr), request.length(), mr_access & (fabric::kLocalWrite | fabric::kMwBind));
     if (!bounds.ok()) {
-      // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration.
       absl::Status s = WithContext(options_.memlock.Explain(bounds.status(), request.length(), "length"),
                                    absl::StrCat("binding ", request.name(), ": bounds region"));
       return FinishBind(w, mr, user_qp, request, addr, s, std::move(done));
@@ -218,8 +254,10 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
     MutexLock lock(&mu_);
     w->busy = nullptr;
     std::unique_ptr<fabric::Mr> bounds = std::move(w->binding_bounds_mr);
+    const uint64_t bounds_bytes = std::exchange(w->binding_bounds_bytes, 0);
     const bool rebound_same = w->mr == mr && (w->qp == user_qp);
     if (!rkey.ok()) {
+      pd->bounds_bytes -= bounds_bytes;  // the bind's bounds region (if it was made) is released below
       // Undo the reservation's links unless they belong to the binding the window keeps.
       if (w->mr != mr) mr->windows.erase(w->id);
       if (user_qp && w->qp != user_qp) {
@@ -239,6 +277,8 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
         if (w->qp && w->qp != user_qp) w->qp->windows.erase(w->id);
       }
       released = std::exchange(w->bounds_mr, std::move(bounds));
+      pd->bounds_bytes -= w->bounds_bytes;  // the previous binding's region, released below
+      w->bounds_bytes = bounds_bytes;
       w->mr = mr;
       w->qp = user_qp;
       w->rkey = *rkey;

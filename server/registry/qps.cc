@@ -117,7 +117,7 @@ absl::StatusOr<Registry::PdUsage> Registry::UsageOfPd(const std::string& name) c
   RDMAD_ASSIGN_OR_RETURN(const PdEntry* pd, FindPd(name, "pd"));
   PdUsage u;
   u.mrs = pd->mrs.size();
-  u.mr_bytes = pd->mr_bytes;
+  u.mr_bytes = pd->mr_bytes + pd->bounds_bytes;
   u.mws = pd->own_mws;
   u.qps = pd->user_qps;
   return u;

@@ -71,6 +71,10 @@ class Registry {
   struct Options {
     // A shared file may be registered only if its real path lies under one of these.
     std::vector<std::string> allowed_file_roots = {"/dev/shm", "/dev/hugepages", "/run/rdmad"};
+    // Files on other filesystems than tmpfs, hugetlbfs and ramfs may be registered too (config
+    // allow_disk_files): a region over one pins its page cache for as long as it lives. Default: refused,
+    // FAILED_PRECONDITION on "source.file.path" naming the filesystem.
+    bool allow_disk_files = false;
     // Largest MR in bytes; 0: no limit beyond the device's max_mr_size and physical memory.
     uint64_t max_mr_bytes = 0;
     // Threads that map and pin memory.
@@ -138,7 +142,9 @@ class Registry {
   absl::StatusOr<v1::QueuePair> GetQp(const std::string& name) const;
   std::vector<v1::QueuePair> ListQps() const;
   // What a tenant's quotas count in one PD, from running totals (O(log n), no listing, no device query):
-  // its MRs and their bytes, its windows but rdmad's own (grant pools), its QPs but rdma_cm ids'.
+  // its MRs, the bytes it pins (mr_bytes: its MRs' lengths, and the whole pages of its windows' bounds
+  // regions, rdmad's grant windows' included), its windows but rdmad's own (grant pools), its QPs but rdma_cm
+  // ids'.
   struct PdUsage {
     uint64_t mrs = 0, mr_bytes = 0, mws = 0, qps = 0;
   };
@@ -171,6 +177,10 @@ class Registry {
   absl::StatusOr<std::vector<v1::MemoryWindow>> ListMws(const v1::ListMwsRequest& request) const;
   void BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request);
+  // The bytes a bind of `request` would pin for its bounds region (whole pages; the tenant's pinned_bytes
+  // quota counts them): 0 where the window's device needs none, or where the request names no window or
+  // region, or a range outside the region (BindMw refuses those itself).
+  uint64_t BoundsRegionBytes(const v1::BindMwRequest& request) const;
   void InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name, const std::string& owner = "");
@@ -181,12 +191,21 @@ class Registry {
   // checks out; a device that is gone) stays in the registry as MR_LOST with the reason: only DeregisterMr
   // is accepted on it. A PD whose device is gone is not re-created (logged; its record stays for a later
   // start). Everything else (windows, QPs) is gone; its names are never handed out again.
+  //
+  // A file region is mapped again only with the rights its registering caller has now: the rights recorded
+  // at registration, passed through `rights` with its PD's tenant (rdmad: the tenant's current file roots,
+  // memory/mapping.h RightsAtRecovery; unset: as recorded), checked on the inode opened as a live
+  // registration checks them; the file is opened at the real path recorded then, with no symlink on the
+  // way (each component O_NOFOLLOW), and must be the same inode. A row without that record (written by an
+  // older rdmad) maps no file: the strictest case. Each refusal makes the region MR_LOST with the reason.
   struct Recovered {
     std::map<std::string, std::string> owners;  // "pds/3" -> its tenant (empty: admins')
     std::vector<std::string> pds, mrs;          // re-created
     std::vector<std::string> lost;              // "mrs/4: why", "pds/2: why"
   };
-  absl::StatusOr<Recovered> Recover(const state::Snapshot& snapshot);
+  using RecoveryRights = std::function<absl::StatusOr<auth::FileAccess>(const std::string& tenant,
+                                                                         const auth::FileAccess& recorded)>;
+  absl::StatusOr<Recovered> Recover(const state::Snapshot& snapshot, const RecoveryRights& rights = nullptr);
 
  private:
   using PdEntry = registry_internal::PdEntry;
@@ -212,6 +231,12 @@ class Registry {
   absl::StatusOr<std::unique_ptr<Mapping>> MapSource(const v1::MemorySource& source, const fabric::Device& device,
                                                      const std::string& field, const auth::FileAccess& files,
                                                      uint32_t access) const;
+
+  // Restart recovery (recover.cc): a recorded region's memory, mapped again only as its registering caller
+  // could map it now (see Recover); the reason otherwise.
+  absl::StatusOr<std::unique_ptr<Mapping>> MapRecorded(const state::MrRow& row, const fabric::Device& device,
+                                                       const std::string& tenant,
+                                                       const RecoveryRights& rights) const;
 
   // Type 1 lane of a PD (entries.h). TakeLane: true if the caller now holds it; if not, the caller queues
   // its retry on pd.lane. ReleaseLane runs the next waiter, if any (call without mu_).

@@ -4,6 +4,7 @@
 // rebinds, invalidations (type 1 and 2), deallocation, the PD cascade and the destructor work on the parent
 // MR directly, in the order ibv_dereg_mr(3) requires (the fake refuses to deregister an MR a window is
 // bound to, and records any violation). GetDevice says which applies.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/memory/memlock.h"
 #include "server/registry/registry.h"
 #include "tests/unit/fake_fabric.h"
 #include "tests/unit/test_util.h"
@@ -106,6 +108,7 @@ class BoundsRegionTest : public ::testing::TestWithParam<MwBoundsRegion> {
 
   std::shared_ptr<FakeLedger> ledger_;
   std::unique_ptr<Registry> registry_;
+  std::atomic<uint64_t> ledger_pinned_{0};  // what the memlock test's Memlock sees as pinned
 };
 
 TEST_P(BoundsRegionTest, GetDeviceSaysWhatTheProbeSawAndWhetherWindowsGetABoundsRegion) {
@@ -206,6 +209,77 @@ TEST_P(BoundsRegionTest, TheDestructorReleasesBoundWindowsBeforeTheirRegions) {
     Ok(registry_->BindMw(Bind(NewMw(pd, v1::TYPE_2), mr.name(), kPage, kPage, NewQp(pd))));
   }
   // TearDown: no violation, nothing left.
+}
+
+// A bounds region pins the window's pages again: they count in the PD's pinned bytes (what a tenant's
+// pinned_bytes quota sums) from the bind until the region is released, however many windows are bound
+// over the same range, and BoundsRegionBytes says beforehand what a bind will add.
+TEST_P(BoundsRegionTest, BoundsRegionsCountAsPinnedBytesOfTheirPdUntilReleased) {
+  for (const char* device : {kRxe, kEnforcing}) {
+    SCOPED_TRACE(device);
+    const bool bounds = Expected(device);
+    const std::string pd = NewPd(device);
+    const v1::MemoryRegion mr = NewMr(pd, 16 * kPage);
+    const std::string qp = NewQp(pd);
+    auto pinned = [&] { return Ok(registry_->UsageOfPd(pd)).mr_bytes; };
+    EXPECT_EQ(pinned(), 16 * kPage);
+    std::vector<std::string> windows;
+    for (int i = 0; i < 8; ++i) windows.push_back(NewMw(pd, i % 2 ? v1::TYPE_2 : v1::TYPE_1));
+    // Unaligned ranges pin every page they touch: [kPage/2, kPage/2 + 3 kPage) touches 4.
+    for (size_t i = 0; i < windows.size(); ++i) {
+      v1::BindMwRequest b = Bind(windows[i], mr.name(), kPage / 2, 3 * kPage, i % 2 ? qp : "");
+      EXPECT_EQ(registry_->BoundsRegionBytes(b), bounds ? 4 * kPage : 0);
+      Ok(registry_->BindMw(b));
+      EXPECT_EQ(pinned(), 16 * kPage + (bounds ? (i + 1) * 4 * kPage : 0));
+    }
+    // A type 1 window bound again: the new region counts, the previous one no longer.
+    Ok(registry_->BindMw(Bind(windows[0], mr.name(), 0, kPage)));
+    EXPECT_EQ(pinned(), 16 * kPage + (bounds ? 7 * 4 * kPage + kPage : 0));
+    // A failed bind (a type 2 window bound already) adds nothing.
+    EXPECT_FALSE(registry_->BindMw(Bind(windows[1], mr.name(), 0, kPage, qp)).ok());
+    EXPECT_EQ(pinned(), 16 * kPage + (bounds ? 7 * 4 * kPage + kPage : 0));
+    Ok(registry_->InvalidateMw(windows[0]));
+    Ok(registry_->InvalidateMw(windows[1]));
+    EXPECT_EQ(pinned(), 16 * kPage + (bounds ? 6 * 4 * kPage : 0));
+    for (const std::string& w : windows) ASSERT_TRUE(registry_->DeallocMw(w).ok());
+    EXPECT_EQ(pinned(), 16 * kPage);
+  }
+}
+
+// RLIMIT_MEMLOCK applies to bounds regions as to registrations: a bind whose region would pass it is
+// refused before anything is pinned, naming the limit.
+TEST_P(BoundsRegionTest, ABindWhoseBoundsRegionWouldPassTheMemlockLimitIsRefusedBeforePinning) {
+  ledger_ = std::make_shared<FakeLedger>();
+  Registry::Options options;
+  options.mw_bounds_region = GetParam();
+  options.memlock = Memlock(64 * kPage, [this] { return ledger_pinned_.load(); });
+  registry_ = std::make_unique<Registry>(
+      std::make_unique<fake::FakeFabric>(
+          std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0"),
+                                          fake::MakeDeviceInfo("hca0", false, /*mw_bounds_enforced=*/true)},
+          ledger_),
+      options);
+  for (const char* device : {kRxe, kEnforcing}) {
+    SCOPED_TRACE(device);
+    const std::string pd = NewPd(device);
+    const v1::MemoryRegion mr = NewMr(pd, 16 * kPage);
+    const std::string w = NewMw(pd, v1::TYPE_1);
+    ledger_pinned_ = 60 * kPage;  // 4 pages left
+    const int regs = ledger_->calls("reg_mr");
+    absl::StatusOr<v1::MemoryWindow> bound = registry_->BindMw(Bind(w, mr.name(), 0, 8 * kPage));
+    if (Expected(device)) {
+      // (FinishBind puts "binding mws/N" first, so the message does not start with the field.)
+      EXPECT_EQ(bound.status().code(), absl::StatusCode::kResourceExhausted) << bound.status();
+      EXPECT_EQ(FieldOf(bound.status()), "length");
+      EXPECT_THAT(std::string(bound.status().message()), ::testing::HasSubstr("RLIMIT_MEMLOCK"));
+      EXPECT_EQ(ledger_->calls("reg_mr"), regs);  // nothing pinned
+      EXPECT_EQ(Ok(registry_->UsageOfPd(pd)).mr_bytes, 16 * kPage);
+      EXPECT_FALSE(Ok(registry_->GetMw(w)).bound());
+    } else {
+      EXPECT_TRUE(bound.ok()) << bound.status();  // no bounds region: nothing more is pinned
+    }
+    ledger_pinned_ = 0;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, BoundsRegionTest,

@@ -5,6 +5,7 @@
 // quarantine, batches and bad input. Waits are bounded polls of state, never timing assertions.
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -14,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/wire/grant_message.h"
 #include "server/cm/manager.h"
@@ -27,6 +29,18 @@
 #include "tests/unit/test_util.h"
 
 namespace rdmad::grants {
+
+// Runs the steps of Issue and of the expiry timer apart, so a test can put another call between them.
+class GrantManagerTestPeer {
+ public:
+  static std::vector<uint64_t> TakeDue(GrantManager& m) { return m.TakeDue(); }
+  static void EndDue(GrantManager& m, const std::vector<uint64_t>& due) { m.EndDue(due); }
+  static absl::StatusOr<v1::IssuedGrant> IssueChecked(GrantManager& m, const v1::IssueGrantRequest& request,
+                                                      const std::function<void()>& between) {
+    return m.IssueChecked(request, between);
+  }
+};
+
 namespace {
 
 using ::rdmad::test::Eventually;
@@ -55,6 +69,7 @@ class GrantManagerTest : public ::testing::Test {
     GrantManager::Options options;
     options.quarantine = quarantine;
     options.pool_size = 2;
+    if (fake_clock_) options.clock = [this] { return Now(); };
     grants_ = std::make_unique<GrantManager>(registry_.get(), cm_.get(), &tokens_, options);
     v1::CreatePdRequest pd;
     pd.set_device("rxe0");
@@ -73,9 +88,9 @@ class GrantManagerTest : public ::testing::Test {
     fake::FakeLedger::Counts c = ledger_->live();
     EXPECT_EQ(c.mrs + c.mws + c.qps, 0);
   }
-  std::string Register(uint64_t size) {
+  std::string Register(uint64_t size, const std::string& pd = "") {
     v1::RegisterMrRequest r;
-    r.set_pd(pd_);
+    r.set_pd(pd.empty() ? pd_ : pd);
     r.mutable_source()->mutable_anonymous()->set_size(size);
     for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::REMOTE_WRITE, v1::MW_BIND}) r.add_access(a);
     return registry_->RegisterMr(r).value().name();
@@ -131,6 +146,32 @@ class GrantManagerTest : public ::testing::Test {
     return out;
   }
 
+  // The manager's clock, when a test sets fake_clock_ before Build: it moves only by Advance. The expiry
+  // timer is armed in real time for the fake lease, so with leases of many seconds it never fires in a test.
+  absl::Time Now() {
+    MutexLock lock(&clock_mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    MutexLock lock(&clock_mu_);
+    now_ += d;
+  }
+  // Deregisters `mr` as the RPC layer does: the grants' guard, the registry, then Unretire.
+  absl::Status Deregister(const std::string& mr) {
+    Notification n;
+    absl::Status out;
+    grants_->Retire(mr, "", false, v1::END_MR_DEREGISTERED, "name", [&](absl::Status s) {
+      out = s.ok() ? registry_->DeregisterMr(mr) : s;
+      grants_->Unretire(mr, "");
+      n.Notify();
+    });
+    n.WaitForNotification();
+    return out;
+  }
+
+  bool fake_clock_ = false;
+  Mutex clock_mu_;
+  absl::Time now_ ABSL_GUARDED_BY(clock_mu_) = absl::FromUnixSeconds(1800000000);
   cm::TokenStore tokens_;
   std::shared_ptr<fake::FakeLedger> ledger_;
   std::unique_ptr<fake::FakeCm> fake_cm_;
@@ -264,6 +305,111 @@ TEST_F(GrantManagerTest, LeasesExpireAndRenewalsExtendThem) {
   EXPECT_EQ(grants_->LiveOnPd(pd_), 0u);
   EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
   EXPECT_TRUE(IsError(grants_->Renew(renew), absl::StatusCode::kFailedPrecondition, "name"));
+}
+
+// The expiry takes due grants from its index, then ends them. A RenewGrant in between must not answer OK
+// with a new lease end for a grant that then ends EXPIRED: once the expiry has taken it, the grant is ending.
+TEST_F(GrantManagerTest, ARenewalAfterTheExpiryTookTheGrantIsRefusedAndTheGrantEndsExpired) {
+  fake_clock_ = true;
+  Build();
+  v1::IssueGrantRequest r = Request();
+  r.set_ttl_ms(30000);
+  v1::Grant active = Activate(r);
+  absl::StatusOr<v1::IssuedGrant> issued = grants_->Issue(r);  // no client: stays ISSUED
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  Advance(absl::Seconds(31));
+  std::vector<uint64_t> due = GrantManagerTestPeer::TakeDue(*grants_);
+  ASSERT_EQ(due.size(), 2u);
+  for (const std::string& name : {active.name(), issued->grant().name()}) {
+    v1::RenewGrantRequest renew;
+    renew.set_name(name);
+    renew.set_ttl_ms(60000);
+    absl::StatusOr<v1::Grant> renewed = grants_->Renew(renew);
+    EXPECT_TRUE(IsError(renewed, absl::StatusCode::kFailedPrecondition, "name")) << name;
+    if (!renewed.ok()) EXPECT_THAT(renewed.status().message(), HasSubstr("ending")) << renewed.status();
+  }
+  GrantManagerTestPeer::EndDue(*grants_, due);
+  for (const std::string& name : {active.name(), issued->grant().name()}) {
+    EXPECT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ENDED; })) << name;
+    v1::Grant g = grants_->Get(name).value();
+    EXPECT_EQ(g.end_reason(), v1::END_EXPIRED) << name;
+    EXPECT_EQ(g.renewals(), 0u) << name;
+  }
+  EXPECT_EQ(grants_->LiveOnPd(pd_), 0u);
+}
+
+// IssueGrant checks the region without the manager's lock and commits under it. A region deregistered in
+// between (its guard, the registry, Unretire, all done by the time the issue commits) must not get a grant:
+// the call answers as for a missing region.
+TEST_F(GrantManagerTest, AnIssueWhoseRegionIsDeregisteredBeforeItCommitsAnswersAsForAMissingRegion) {
+  Build();
+  const std::string mr = Register(1 << 16);
+  v1::IssueGrantRequest r = Request(0, 4096);
+  r.set_mr(mr);
+  absl::StatusOr<v1::IssuedGrant> issued = GrantManagerTestPeer::IssueChecked(*grants_, r, [&] {
+    EXPECT_TRUE(Deregister(mr).ok());
+  });
+  EXPECT_TRUE(IsError(issued, absl::StatusCode::kNotFound, "mr")) << issued.status();
+  EXPECT_EQ(grants_->LiveOnPd(pd_), 0u);
+  v1::ListGrantsRequest all;
+  all.set_include_ended(true);
+  EXPECT_THAT(grants_->List(all).value(), IsEmpty());
+  // The same for a PD deleted (with its regions) in between.
+  v1::CreatePdRequest create;
+  create.set_device("rxe0");
+  const std::string pd2 = registry_->CreatePd(create).value().name();
+  const std::string mr2 = Register(1 << 16, pd2);
+  r.set_mr(mr2);
+  issued = GrantManagerTestPeer::IssueChecked(*grants_, r, [&] {
+    Notification n;
+    grants_->Retire("", pd2, false, v1::END_PD_DELETED, "name", [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      v1::DeletePdRequest del;
+      del.set_name(pd2);
+      del.set_cascade(true);
+      EXPECT_TRUE(registry_->DeletePd(del).ok());
+      grants_->Unretire("", pd2);
+      n.Notify();
+    });
+    n.WaitForNotification();
+  });
+  EXPECT_TRUE(IsError(issued, absl::StatusCode::kNotFound, "mr")) << issued.status();
+  EXPECT_EQ(grants_->LiveOnPd(pd2), 0u);
+  EXPECT_THAT(grants_->List(all).value(), IsEmpty());
+}
+
+// The fake rxe0 does not enforce window bounds, so a grant's bind pins a bounds region over its range:
+// charged to the PD's pinned bytes while the key lives, and refused past the tenant's pinned_bytes quota
+// (the admit hook, the tenancy gate in rdmad) before anything is pinned.
+TEST_F(GrantManagerTest, AGrantsBoundsRegionCountsAsPinnedAndPastTheQuotaItsActivationFailsBeforePinning) {
+  Build();
+  std::atomic<int> holds{0};
+  grants_->set_admit_pinned([&](const std::string& pd, uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
+    EXPECT_EQ(pd, pd_);
+    if (bytes > 4096) {
+      return absl::ResourceExhaustedError(absl::StrCat("quota pinned_bytes of tenant a: limit 4096; this call needs ",
+                                                       bytes));
+    }
+    ++holds;
+    return std::shared_ptr<void>(nullptr, [&holds](void*) { --holds; });
+  });
+  const uint64_t mr_bytes = registry_->UsageOfPd(pd_).value().mr_bytes;
+  v1::Grant g = Activate(Request(0, 4096));
+  EXPECT_EQ(registry_->UsageOfPd(pd_).value().mr_bytes, mr_bytes + 4096);
+  EXPECT_EQ(holds.load(), 0);  // held only until the bind committed
+  const int regs = ledger_->calls("reg_mr");
+  absl::StatusOr<v1::IssuedGrant> big = grants_->Issue(Request(0, 8192));
+  ASSERT_TRUE(big.ok()) << big.status();
+  clients_.emplace_back();
+  clients_.back().Dial(*fake_cm_, device_, big->token());
+  const std::string name = big->grant().name();
+  ASSERT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ENDED; }));
+  EXPECT_EQ(grants_->Get(name).value().end_reason(), v1::END_ACTIVATION_FAILED);
+  EXPECT_THAT(grants_->Get(name).value().end_detail(), HasSubstr("quota pinned_bytes"));
+  EXPECT_EQ(ledger_->calls("reg_mr"), regs);  // no bounds region was registered
+  EXPECT_EQ(registry_->UsageOfPd(pd_).value().mr_bytes, mr_bytes + 4096);
+  ASSERT_TRUE(Revoke(g.name()).ok());
+  EXPECT_EQ(registry_->UsageOfPd(pd_).value().mr_bytes, mr_bytes);
 }
 
 TEST_F(GrantManagerTest, ADisconnectedClientsGrantEndsAndItsWindowQpAndIdAreReleased) {
