@@ -1,22 +1,28 @@
 // Hub<Event, Filter>: an event stream that is published, numbered and fanned out to watchers, with a
-// retained history to resume from. The rdma_cm events (server/cm/events.h) and the grant events
-// (server/grants/events.h) are two instances.
+// retained history to resume from. The rdma_cm events (server/cm/events.h), the grant events
+// (server/grants/events.h) and the audit records (server/audit/audit_log.h) are instances.
 //
 // Requirements: Event is a protobuf message with sequence(), set_sequence(uint64_t) and
 // set_time_unix_nanos(int64_t); Filter has `bool Matches(const Event&) const`.
 //
-// Publishing never waits for a watcher: Publish appends to each matching watcher's bounded buffer and
-// returns. A watcher whose buffer is full is closed with RESOURCE_EXHAUSTED, the count of events it lost
-// and the last sequence it was given, so it can resume (after_sequence) from the retained history, a
-// bounded ring of the most recent events.
+// Memory is bounded per watcher: each event is stored once (shared, immutable) and a watcher's buffer holds
+// at most `watcher_capacity` references to live events. Publishing never waits for a watcher: Publish pushes
+// one reference to each matching watcher's buffer and returns. A watcher whose buffer is full is cut off with
+// RESOURCE_EXHAUSTED, the count of events it lost and the last sequence it was given, so it can resume
+// (after_sequence) from the retained history, a bounded ring of the most recent events; what it had not
+// taken is freed after the hub's lock is released. A replay (from_oldest, after_sequence) is not copied
+// into the buffer: the watcher reads it from the retained history as its stream sends, so it costs no
+// memory per watcher, and a watcher whose replay falls out of the history is cut off the same way.
 //
 // Threads: Publish on the publishers' threads (for rdma_cm, the channel dispatchers); Subscribe,
-// Unsubscribe and Close* from any thread. One mutex (Hub::mu_) guards the hub; each HubWatcher has its
-// own (the stream reads from it on gRPC's threads). Lock order: hub, then watcher. A watcher's `wake`
+// Unsubscribe, Close* and Next from any thread (Next from one thread at a time: the watcher's stream).
+// One mutex (Hub::mu_) guards the hub; each HubWatcher has its own (the stream reads from it on gRPC's
+// threads). Lock order: hub, then watcher; Next takes them one at a time, never nested. A watcher's `wake`
 // callback runs without any lock held, on the publisher's (or closer's) thread: it must not block.
 #ifndef RDMAD_SERVER_DISPATCH_HUB_H_
 #define RDMAD_SERVER_DISPATCH_HUB_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -44,7 +50,10 @@ class Hub;
 template <typename Event, typename Filter>
 class HubWatcher {
  public:
-  HubWatcher(Filter filter, size_t capacity) : filter_(std::move(filter)), capacity_(capacity) {}
+  using Shared = std::shared_ptr<const Event>;
+
+  HubWatcher(Hub<Event, Filter>* hub, Filter filter, size_t capacity)
+      : hub_(hub), filter_(std::move(filter)), capacity_(capacity) {}
   HubWatcher(const HubWatcher&) = delete;
   HubWatcher& operator=(const HubWatcher&) = delete;
 
@@ -53,19 +62,43 @@ class HubWatcher {
     MutexLock lock(&mu_);
     wake_ = std::move(wake);
   }
-  // The next event to send, if any.
-  std::optional<Event> Next() {
-    MutexLock lock(&mu_);
-    if (queue_.empty()) return std::nullopt;
-    Event e = std::move(queue_.front());
-    queue_.pop_front();
-    last_taken_ = e.sequence();
-    return e;
+  // The next event to send, if any: the rest of the replay first, then the live events queued.
+  std::optional<Event> Next() ABSL_LOCKS_EXCLUDED(mu_) {
+    uint64_t after = 0, until = 0;
+    {
+      MutexLock lock(&mu_);
+      after = replay_after_;
+      until = replay_until_;
+    }
+    if (after < until) {
+      bool lost = false;
+      Shared e = hub_->ReplayNext(filter_, after, until, &lost);  // the hub's lock, not ours
+      MutexLock lock(&mu_);
+      if (replay_after_ == after) {  // not cut off meanwhile
+        if (e != nullptr) {
+          replay_after_ = e->sequence();
+          last_taken_ = e->sequence();
+          return *e;
+        }
+        replay_after_ = replay_until_;  // the replay is done
+        if (lost) CutOffLocked(absl::StrCat("its replay fell out of the retained history (the last ",
+                                            hub_->retained_capacity(), " events)"));
+      }
+    }
+    Shared e;
+    {
+      MutexLock lock(&mu_);
+      if (queue_.empty()) return std::nullopt;
+      e = std::move(queue_.front());
+      queue_.pop_front();
+      last_taken_ = e->sequence();
+    }
+    return *e;
   }
   // Once closed and drained: the status the stream ends with.
   std::optional<absl::Status> Closed() {
     MutexLock lock(&mu_);
-    if (!closed_ || !queue_.empty()) return std::nullopt;
+    if (!closed_ || !queue_.empty() || replay_after_ < replay_until_) return std::nullopt;
     return close_status_;
   }
   const Filter& filter() const { return filter_; }
@@ -73,28 +106,39 @@ class HubWatcher {
  private:
   friend class Hub<Event, Filter>;
 
-  // Returns true if the wake callback must run. A replay (Subscribe's history, itself bounded by
-  // Options::retained) is never cut off: only falling behind live events is.
-  bool Offer(const Event& e, bool replay = false) {
+  // Queues a live event; returns true if the wake callback must run. A full buffer cuts the watcher off:
+  // the references it held move to *freed, for the caller to drop once the hub's lock is released.
+  bool Offer(const Shared& e, std::deque<Shared>* freed) {
     MutexLock lock(&mu_);
     if (closed_) return false;
-    if (!replay && queue_.size() >= capacity_) {
-      // Cut off: what it has not taken is lost too; it resumes from the last event it was given.
+    if (queue_.size() >= capacity_) {
       dropped_ += queue_.size() + 1;
-      queue_.clear();
-      closed_ = true;
-      close_status_ = absl::ResourceExhaustedError(absl::StrCat(
-          "this watcher fell ", capacity_, " events behind and was cut off: ", dropped_,
-          " event(s) dropped; resume with after_sequence = ", last_taken_));
+      freed->swap(queue_);
+      CutOffLocked(absl::StrCat("this watcher fell ", capacity_, " events behind"));
       return static_cast<bool>(wake_);
     }
     queue_.push_back(e);
     return static_cast<bool>(wake_);
   }
-  // A resumed watcher has been given everything up to `sequence`: a cut-off names it, not 0.
-  void ResumeAfter(uint64_t sequence) {
+  // What it has not taken is lost: the queue (already moved out by Offer, or cleared here) and the rest of
+  // the replay. It resumes from the last event it was given.
+  void CutOffLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    dropped_ += queue_.size();
+    queue_.clear();
+    replay_after_ = replay_until_;
+    if (closed_) return;
+    closed_ = true;
+    close_status_ = absl::ResourceExhaustedError(absl::StrCat(why, " and was cut off: ", dropped_,
+                                                              " event(s) dropped; resume with after_sequence = ",
+                                                              last_taken_));
+  }
+  // Subscribe: the events in (after, until] of the history are this watcher's replay; a cut-off names
+  // `after` as the last it was given until it takes one.
+  void Replay(uint64_t after, uint64_t until) {
     MutexLock lock(&mu_);
-    last_taken_ = sequence;
+    last_taken_ = after;
+    replay_after_ = after;
+    replay_until_ = until;
   }
   bool Close(absl::Status status) {
     MutexLock lock(&mu_);
@@ -113,10 +157,13 @@ class HubWatcher {
     if (wake) wake();
   }
 
+  Hub<Event, Filter>* const hub_;  // outlives its watchers' streams
   const Filter filter_;
   const size_t capacity_;
   Mutex mu_;
-  std::deque<Event> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Shared> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t replay_after_ ABSL_GUARDED_BY(mu_) = 0;  // the replay's last event sent (or its start)
+  uint64_t replay_until_ ABSL_GUARDED_BY(mu_) = 0;  // its end: the last event published before Subscribe
   uint64_t last_taken_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -128,6 +175,7 @@ template <typename Event, typename Filter>
 class Hub {
  public:
   using Watcher = HubWatcher<Event, Filter>;
+  using Shared = std::shared_ptr<const Event>;
   struct Options {
     size_t watcher_capacity = 1024;  // events buffered per watcher before it is cut off
     size_t retained = 4096;          // most recent events kept for resuming
@@ -140,9 +188,11 @@ class Hub {
   Hub& operator=(const Hub&) = delete;
 
   // Numbers the event (sequence, time; unless Options::publisher_numbers) and hands it to every matching
-  // watcher.
+  // watcher: one reference pushed to each, whatever their number or speed.
   void Publish(Event event) ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<std::shared_ptr<Watcher>> to_wake;
+    std::vector<std::deque<Shared>> freed;  // the buffers of watchers cut off: dropped after the lock
+    Shared evicted;
     {
       MutexLock lock(&mu_);
       if (options_.publisher_numbers) {
@@ -151,38 +201,43 @@ class Hub {
         event.set_sequence(next_sequence_++);
         event.set_time_unix_nanos(absl::ToUnixNanos(wire::WallNow()));
       }
-      retained_.push_back(event);
-      if (retained_.size() > options_.retained) retained_.pop_front();
+      auto shared = std::make_shared<const Event>(std::move(event));
+      retained_.push_back(shared);
+      if (retained_.size() > options_.retained) {
+        evicted = std::move(retained_.front());
+        retained_.pop_front();
+      }
       for (const auto& w : watchers_) {
-        if (w->filter().Matches(event) && w->Offer(event)) to_wake.push_back(w);
+        if (!w->filter().Matches(*shared)) continue;
+        std::deque<Shared> dropped;
+        if (w->Offer(shared, &dropped)) to_wake.push_back(w);
+        if (!dropped.empty()) freed.push_back(std::move(dropped));
       }
     }
+    freed.clear();
     for (const auto& w : to_wake) w->WakeUp();
   }
 
   // A new watcher; retained events after `after_sequence` (if non-zero), or all of them (`from_oldest`),
-  // are queued first. An after_sequence older than the retained history closes it at once with
-  // OUT_OF_RANGE (field "after_sequence").
+  // are its replay, sent before the events published from now on. An after_sequence older than the
+  // retained history closes it at once with OUT_OF_RANGE (field "after_sequence").
   std::shared_ptr<Watcher> Subscribe(Filter filter, uint64_t after_sequence, bool from_oldest = false)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    auto w = std::make_shared<Watcher>(std::move(filter), options_.watcher_capacity);
+    auto w = std::make_shared<Watcher>(this, std::move(filter), options_.watcher_capacity);
     MutexLock lock(&mu_);
+    const uint64_t last = next_sequence_ - 1;
     if (from_oldest) {
-      for (const auto& e : retained_) {
-        if (w->filter().Matches(e)) w->Offer(e, /*replay=*/true);
-      }
+      w->Replay(0, last);
     } else if (after_sequence > 0) {
-      w->ResumeAfter(after_sequence);
-      const uint64_t oldest = retained_.empty() ? next_sequence_ : retained_.front().sequence();
+      const uint64_t oldest = retained_.empty() ? next_sequence_ : retained_.front()->sequence();
       if (after_sequence + 1 < oldest) {
+        w->Replay(after_sequence, after_sequence);  // nothing to replay; a cut-off would name it
         w->Close(OutOfRange("after_sequence", absl::StrCat("events up to ", oldest - 1,
                                                            " are no longer retained (the history holds the last ",
                                                            options_.retained, ")")));
         return w;
       }
-      for (const auto& e : retained_) {
-        if (e.sequence() > after_sequence && w->filter().Matches(e)) w->Offer(e, /*replay=*/true);
-      }
+      w->Replay(after_sequence, std::max(after_sequence, last));
     }
     watchers_.push_back(w);
     return w;
@@ -222,11 +277,34 @@ class Hub {
     CloseWhere([](const Watcher&) { return true; }, status);
   }
 
+  // Watchers subscribed and not yet unsubscribed or closed (tests, metrics).
+  size_t watchers() const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    return watchers_.size();
+  }
+  size_t retained_capacity() const { return options_.retained; }
+
  private:
+  friend class HubWatcher<Event, Filter>;
+
+  // A watcher's replay: the first retained event in (after, until] that `filter` matches, or null when
+  // there is none (the replay is done; *lost if part of the range is no longer retained).
+  Shared ReplayNext(const Filter& filter, uint64_t after, uint64_t until, bool* lost) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    *lost = retained_.empty() ? after < until : after + 1 < retained_.front()->sequence();
+    if (*lost) return nullptr;
+    auto it = std::upper_bound(retained_.begin(), retained_.end(), after,
+                               [](uint64_t s, const Shared& e) { return s < e->sequence(); });
+    for (; it != retained_.end() && (*it)->sequence() <= until; ++it) {
+      if (filter.Matches(**it)) return *it;
+    }
+    return nullptr;
+  }
+
   const Options options_;
   mutable Mutex mu_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
-  std::deque<Event> retained_ ABSL_GUARDED_BY(mu_);
+  std::deque<Shared> retained_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
 };
 

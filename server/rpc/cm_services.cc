@@ -32,7 +32,7 @@ class ChannelsService final : public v1::EventChannels::Service {
   explicit ChannelsService(const Env* e) : e_(e), m_(e->cm) {}
   Status CreateChannel(ServerContext* ctx, const v1::CreateChannelRequest* req, v1::EventChannel* resp) override {
     Call c(*e_, *ctx, "CreateChannel");
-    if (!c.ok()) return c.Refuse(resp);
+    if (!c.Reserve({{Quota::kChannels, 1}}).ok()) return c.Refuse(resp);
     auto ch = m_->CreateChannel(*req);
     if (ch.ok()) e_->gate->OwnChannel(ch->name(), c.caller().tenant);
     return c.Reply(std::move(ch), resp);
@@ -112,7 +112,23 @@ class CmIdsService final
     return reactor;
   }
   ServerUnaryReactor* Listen(CallbackServerContext* ctx, const v1::ListenRequest* req, v1::CmId* resp) override {
-    return Forward(ctx, "Listen", req->name(), {}, *req, resp, &cm::CmManager::Listen);
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Call c(*e_, *ctx, "Listen");
+    if (!c.See(req->name(), "name", "cmids").ok()) {
+      c.RefuseAsync(reactor);
+      return reactor;
+    }
+    // The device the address is bound to must be one the caller may use (its tenant's devices).
+    std::function<bool(const std::string&)> may_use;
+    if (!c.caller().admin) {
+      may_use = [gate = e_->gate, caller = c.caller()](const std::string& device) {
+        const TenantConfig* t = gate->policy().FindTenant(caller.tenant);
+        if (t == nullptr || t->devices.empty()) return true;  // every device, a wildcard included
+        return !device.empty() && gate->SeesDevice(caller, device);
+      };
+    }
+    m_->Listen(*req, c.Replier<v1::CmId>(reactor, resp), std::move(may_use));
+    return reactor;
   }
   ServerUnaryReactor* Connect(CallbackServerContext* ctx, const v1::ConnectRequest* req, v1::CmId* resp) override {
     return Forward(ctx, "Connect", req->name(), {{Quota::kConnections, 1}}, *req, resp, &cm::CmManager::Connect);
@@ -176,6 +192,12 @@ class CmIdsService final
       absl::StatusOr<std::string> name = cm::CanonicalEventName(t);
       if (name.ok()) filter.types.insert(*name); else bad = name.status();
     }
+    // The stream holds a slot of the watch_streams quota (the tenant's, and rdmad's) for its life.
+    absl::StatusOr<tenancy::Gate::WatchSlot> slot = absl::UnknownError("not admitted");
+    if (bad.ok()) {
+      slot = e_->gate->OpenWatch(c.caller());
+      bad = slot.status();
+    }
     if (!bad.ok()) {
       c.Fail(bad);
       v1::CmEvent unused;
@@ -186,7 +208,8 @@ class CmIdsService final
     }
     filter.visible = e_->gate->CmEventsFor(c.caller());
     return rpc_internal::WatchWriter<v1::CmEvent, cm::EventFilter>::Start(
-        &m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()));
+        &m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()),
+        rpc_internal::HoldSlot(std::move(slot).value()));
   }
 
  private:

@@ -81,8 +81,14 @@ class GrantsService final
   grpc::ServerWriteReactor<v1::GrantEvent>* WatchGrants(CallbackServerContext* ctx,
                                                         const v1::WatchGrantsRequest* req) override {
     Call c(*e_, *ctx, "WatchGrants");
-    // A region filter names a region (a name of nothing is NOT_FOUND, like another tenant's).
-    if (!c.See(req->mr(), "mr").Fail(g_->CheckMrFilter(req->mr())).ok()) {
+    // A region filter names a region (a name of nothing is NOT_FOUND, like another tenant's). The stream
+    // holds a slot of the watch_streams quota (the tenant's, and rdmad's) for its life.
+    absl::StatusOr<tenancy::Gate::WatchSlot> slot = absl::UnknownError("not admitted");
+    if (c.See(req->mr(), "mr").Fail(g_->CheckMrFilter(req->mr())).ok()) {
+      slot = e_->gate->OpenWatch(c.caller());
+      c.Fail(slot.status());
+    }
+    if (!c.ok()) {
       v1::GrantEvent unused;
       grpc::Status s = c.Refuse(&unused);
       auto* failed = new rpc_internal::FailedWatch<v1::GrantEvent>();
@@ -94,7 +100,8 @@ class GrantsService final
     filter.principal = req->principal();
     filter.visible = e_->gate->GrantEventsFor(c.caller());
     return rpc_internal::WatchWriter<v1::GrantEvent, grants::GrantFilter>::Start(
-        &g_->events(), g_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()));
+        &g_->events(), g_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()),
+        rpc_internal::HoldSlot(std::move(slot).value()));
   }
 
  private:

@@ -39,7 +39,9 @@ class DevicesService final : public v1::Devices::Service {
   }
   Status GetDevice(ServerContext* ctx, const v1::GetDeviceRequest* req, v1::Device* resp) override {
     Call c(*e_, *ctx, "GetDevice");
+    // "rxe0" and "devices/rxe0" alike: a device the caller may not use is NOT_FOUND either way.
     if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
+    if (!c.Fail(c.gate().SeeDevice(c.caller(), req->name(), "name")).ok()) return c.Refuse(resp);
     return c.Reply(e_->registry->GetDevice(req->name()), resp);
   }
 
@@ -100,21 +102,33 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
     Registry* r = e_->registry;
     tenancy::Gate* gate = e_->gate;
     cm::CmManager* cm = e_->cm;
+    Done<v1::DeletePdResponse> reply = c.Replier<v1::DeletePdResponse>(reactor, resp,
+                                        [gate, cm, name = req->name()](const v1::DeletePdResponse&) {
+                                          gate->ForgetPd(name);
+                                          if (cm != nullptr) cm->RevokeTokensOn(name);  // they could never connect
+                                        });
+    // CM ids live in the PD too (the CM manager keeps them, above the registry): none may be left, and
+    // none is created until the PD is gone or stays.
+    if (cm != nullptr) {
+      if (absl::Status s = cm->BeginPdRemoval(req->name()); !s.ok()) {
+        std::move(reply)(s);
+        return reactor;
+      }
+      reply = [cm, name = req->name(), reply = std::move(reply)](absl::StatusOr<v1::DeletePdResponse> r) mutable {
+        cm->EndPdRemoval(name);
+        std::move(reply)(std::move(r));
+      };
+    }
     if (req->revoke_grants()) {
       // A request the registry would refuse anyway must not cost the grants it asked to revoke.
       if (absl::Status s = r->CheckDeletePd(*req); !s.ok()) {
-        c.Replier<v1::DeletePdResponse>(reactor, resp)(s);
+        std::move(reply)(s);
         return reactor;
       }
     }
     AfterGrants<v1::DeletePdResponse>(
         e_->grants, "", req->name(), req->revoke_grants(), v1::END_PD_DELETED,
-        [r, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); },
-        c.Replier<v1::DeletePdResponse>(reactor, resp,
-                                        [gate, cm, name = req->name()](const v1::DeletePdResponse&) {
-                                          gate->ForgetPd(name);
-                                          if (cm != nullptr) cm->RevokeTokensOn(name);  // they could never connect
-                                        }));
+        [r, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); }, std::move(reply));
     return reactor;
   }
 
@@ -301,7 +315,15 @@ class MwsService final
                              v1::MemoryWindow* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     Call c(*e_, *ctx, "BindMw");
-    if (!c.See(req->name(), "name").See(req->mr(), "mr").See(req->qp(), "qp").ok()) {
+    c.See(req->name(), "name").See(req->mr(), "mr").See(req->qp(), "qp");
+    // Where the device needs a bounds region, the bind pins its pages: the tenant's pinned_bytes quota,
+    // reserved until the bind has committed (or failed), before anything is pinned.
+    if (c.ok()) {
+      if (const uint64_t pinned = e_->registry->BoundsRegionBytes(*req); pinned > 0) {
+        c.Reserve({{Quota::kPinnedBytes, pinned}});
+      }
+    }
+    if (!c.ok()) {
       c.RefuseAsync(reactor);
       return reactor;
     }

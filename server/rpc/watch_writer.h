@@ -2,7 +2,9 @@
 // into a callback ServerWriteReactor; FailedWatch is a watch refused at once.
 // Threads: a WatchWriter is driven from gRPC's callback threads (OnWriteDone, OnCancel, OnDone) and from
 // the hub's wake-up, on the publisher's thread. Its mu_ guards which write is in flight; StartWrite and
-// Finish are called without it (gRPC may run a reaction inline).
+// Finish are called without it (gRPC may run a reaction inline). A stream keeps nothing once it is done:
+// OnDone unsubscribes its watcher (whose buffer goes with it) and releases its slot among the open streams
+// (the `hold` given to Start: the tenancy gate's watch_streams count).
 #ifndef RDMAD_SERVER_RPC_WATCH_WRITER_H_
 #define RDMAD_SERVER_RPC_WATCH_WRITER_H_
 
@@ -29,8 +31,9 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
   using HubT = dispatch::Hub<Event, Filter>;
   using WatcherT = dispatch::HubWatcher<Event, Filter>;
 
-  static WatchWriter* Start(HubT* hub, std::shared_ptr<WatcherT> watcher) {
+  static WatchWriter* Start(HubT* hub, std::shared_ptr<WatcherT> watcher, std::shared_ptr<void> hold = nullptr) {
     std::shared_ptr<WatchWriter> w(new WatchWriter(hub, std::move(watcher)));
+    w->hold_ = std::move(hold);
     w->self_ = w;
     std::weak_ptr<WatchWriter> weak = w;
     w->watcher_->set_wake([weak] {
@@ -57,6 +60,7 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
   void OnDone() override {
     watcher_->set_wake(nullptr);
     hub_->Unsubscribe(watcher_);
+    hold_.reset();  // the stream's slot: free for another from now
     std::shared_ptr<WatchWriter> last = std::move(self_);  // may destroy this on return
   }
 
@@ -88,12 +92,19 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
   HubT* const hub_;
   const std::shared_ptr<WatcherT> watcher_;
   std::shared_ptr<WatchWriter> self_;
+  std::shared_ptr<void> hold_;  // released in OnDone (gRPC calls it once, after every other reaction)
   Mutex mu_;
   Event current_;  // written under mu_ only while no write is in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// A slot among the open watch streams (tenancy gate's OpenWatch), type-erased for Start's `hold`.
+template <typename Slot>
+std::shared_ptr<void> HoldSlot(Slot slot) {
+  return std::make_shared<Slot>(std::move(slot));
+}
 
 // A watch refused at once (bad filter, service unavailable): new FailedWatch<Event>(), then Fail(status).
 template <typename Event>

@@ -114,6 +114,45 @@ TEST(GrantHub, AWatcherThatFallsBehindIsCutOffWithTheCountAndWhereToResume) {
   EXPECT_THAT(std::string(lagging->Closed()->message()), ::testing::HasSubstr("resume with after_sequence = 7"));
 }
 
+// A replay is read from the history as the stream sends it, never copied into the watcher's buffer: a
+// watcher that replays far more than its buffer holds is served in full, and what bounds it is the live
+// events it has not taken (its buffer), and the history (a replay that falls out of it is cut off).
+TEST(GrantHub, AReplayIsReadFromTheHistoryAndTheWatchersBufferBoundsOnlyLiveEvents) {
+  GrantHub::Options options;
+  options.watcher_capacity = 4;
+  options.retained = 64;
+  GrantHub hub(options);
+  for (int i = 0; i < 50; ++i) hub.Publish(Event("mrs/1", "alice"));  // 1..50
+  auto replaying = hub.Subscribe(GrantFilter{}, 0, /*from_oldest=*/true);
+  hub.Publish(Event("mrs/1", "alice"));  // 51, live: queued behind the replay
+  std::vector<uint64_t> want;
+  for (uint64_t s = 1; s <= 51; ++s) want.push_back(s);
+  EXPECT_EQ(Sequences(Drain(*replaying)), want);
+  EXPECT_FALSE(replaying->Closed().has_value());
+
+  // Unread, with its replay pending: live events past its buffer cut it off at once, replay and all.
+  auto idle = hub.Subscribe(GrantFilter{}, 0, /*from_oldest=*/true);
+  for (int i = 0; i < 5; ++i) hub.Publish(Event("mrs/1", "alice"));  // 52..56: the 5th overflows
+  EXPECT_FALSE(idle->Next().has_value());
+  ASSERT_TRUE(idle->Closed().has_value());
+  EXPECT_EQ(idle->Closed()->code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(idle->Closed()->message()), HasSubstr("resume with after_sequence = 0"));
+  EXPECT_EQ(hub.watchers(), 2u);  // until its stream unsubscribes it
+
+  // A replay read too slowly for the history: cut off where it was, not silently skipped.
+  auto slow = hub.Subscribe(GrantFilter{"mrs/9", ""}, 0, /*from_oldest=*/true);  // matches nothing live
+  auto reader = hub.Subscribe(GrantFilter{"mrs/1", ""}, 40);
+  EXPECT_EQ(reader->Next()->sequence(), 41u);
+  for (int i = 0; i < 64; ++i) hub.Publish(Event("mrs/2", "alice"));  // 57..120: 41.. fall out
+  EXPECT_FALSE(reader->Next().has_value());
+  ASSERT_TRUE(reader->Closed().has_value());
+  EXPECT_EQ(reader->Closed()->code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(reader->Closed()->message()),
+              HasSubstr("fell out of the retained history (the last 64 events)"));
+  EXPECT_THAT(std::string(reader->Closed()->message()), HasSubstr("resume with after_sequence = 41"));
+  EXPECT_FALSE(slow->Closed().has_value());
+}
+
 TEST(GrantHub, AStreamResumesAfterTheLastSequenceItTookThenGoesLive) {
   GrantHub::Options options;
   options.watcher_capacity = 4;
