@@ -47,6 +47,7 @@
 #include "server/metrics/rdmad_metrics.h"
 #include "server/registry/registry.h"
 #include "server/audit/audit_log.h"
+#include "server/audit/reject_summary.h"
 #include "server/auth/listeners.h"
 #include "server/auth/peer.h"
 #include "server/auth/policy.h"
@@ -209,6 +210,9 @@ int Run(int argc, char** argv) {
   cm_options.workers = config.cm_workers;
   cm_options.state = store.get();
   cm_options.events.watcher_capacity = static_cast<size_t>(config.watch_buffer);
+  cm_options.max_channels = config.limits.channels;
+  cm_options.max_cm_ids = config.limits.cm_ids;
+  cm_options.max_connections = config.limits.connections;
   for (const auto& a : config.rdma_listen) {
     fabric::SockAddr addr;
     if (absl::Status s = SplitHostPort(a, "rdma_listen", &addr.host, &addr.port); !s.ok()) return 2;
@@ -216,6 +220,7 @@ int Run(int argc, char** argv) {
   }
   cm::TokenStore::Options token_options;
   token_options.state = store.get();
+  token_options.max_outstanding = static_cast<size_t>(config.limits.tokens);
   cm::TokenStore tokens(token_options);
   auto cm = std::make_unique<cm::CmManager>(fab->cm(), registry.get(), &tokens, cm_options);
   cm->set_data_plane_observer(&rdmad_metrics);
@@ -244,9 +249,13 @@ int Run(int argc, char** argv) {
       return 1;
     }
     audit = std::move(opened).value();
-    cm->set_audit(audit.get());
     grants->set_audit(audit.get());
   }
+  // The data-plane listener's rejects, which any peer can drive at line rate, reach the audit trail and the
+  // log counted per peer address and reason (the first of each per interval at once, the rest in one
+  // summary at its end); the metrics count every one.
+  audit::RejectLimiter rejects(audit.get(), audit::RejectLimiter::Options());
+  cm->set_audit(&rejects);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -254,11 +263,20 @@ int Run(int argc, char** argv) {
   listeners->AddTcpPorts(&builder);  // mutual TLS, or plaintext under insecure_tcp; unix sockets are ours
   // Who may see and use what (docs/security.md): the policy maps each caller to a tenant and a role.
   auth::Policy policy(config);
-  tenancy::Gate gate(&policy, {registry.get(), cm.get(), grants.get(), &tokens});
+  tenancy::Gate gate(&policy, {registry.get(), cm.get(), grants.get(), &tokens, config.limits.watch_streams});
   for (const auto& [pd, tenant] : recovered->owners) {
     if (!tenant.empty()) gate.OwnPd(pd, tenant);  // restored PDs stay their tenant's
   }
   cm->set_admit_connection([&gate](const cm::Claims& claims) { return gate.AdmitConnection(claims.pd); });
+  // A grant's bounds region pins pages of its PD's tenant: its pinned_bytes quota, held until the bind commits.
+  grants->set_admit_pinned([&gate](const std::string& pd, uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
+    auth::Caller owner;
+    owner.tenant = gate.TenantOfPd(pd);
+    if (owner.tenant.empty()) return std::shared_ptr<void>();
+    absl::StatusOr<tenancy::Gate::Reservation> r = gate.Reserve(owner, {{tenancy::Quota::kPinnedBytes, bytes}});
+    if (!r.ok()) return r.status();
+    return std::shared_ptr<void>(std::make_shared<tenancy::Gate::Reservation>(std::move(r).value()));
+  });
   Env env;
   env.registry = registry.get();
   env.cm = cm.get();
@@ -301,7 +319,15 @@ int Run(int argc, char** argv) {
     }
     return absl::OkStatus();
   };
-  for (auto& s : MakeAuditServices(audit.get(), require_admin)) services.push_back(std::move(s));
+  // WatchAudit streams count against rdmad's limits.watch_streams like every other watch.
+  OpenWatchSlot open_watch = [&gate](const grpc::ServerContextBase&) -> absl::StatusOr<std::shared_ptr<void>> {
+    auth::Caller admin;  // WatchAudit is for admins only (require_admin): the rdmad-wide limit applies
+    admin.admin = true;
+    absl::StatusOr<tenancy::Gate::WatchSlot> slot = gate.OpenWatch(admin);
+    if (!slot.ok()) return slot.status();
+    return std::shared_ptr<void>(std::make_shared<tenancy::Gate::WatchSlot>(std::move(slot).value()));
+  };
+  for (auto& s : MakeAuditServices(audit.get(), require_admin, open_watch)) services.push_back(std::move(s));
   for (auto& s : services) builder.RegisterService(s.get());
   InFlightCalls in_flight;  // the drain waits for these (server/rpc/in_flight.h)
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -372,8 +398,11 @@ int Run(int argc, char** argv) {
   services.clear();
   metrics_http.reset();  // no scrape is left reading what goes below
   watchdog.Stage("releasing resources");
-  grants.reset();    // its thread stops; the windows it holds are the registry's
+  // The CM manager before the grant manager: until its dispatchers have stopped, a connection's event can
+  // still call into the grant manager (OnConnected, OnGone), which must be alive then. Then the grants'
+  // thread stops; the windows it holds are the registry's.
   cm.reset();        // dispatchers stop; CM ids (their QPs first), then event channels
+  grants.reset();
   registry.reset();  // windows, regions, QPs, PDs, devices
   listeners.reset();  // the TLS copies
   watchdog.Stop();

@@ -24,6 +24,9 @@ struct Event {
   int errno_value = 0;    // 0: none
   std::string detail;     // the error message, or what happened
   std::string peer;       // the caller's address: the gRPC peer, or the data-plane client's host:port
+  // Data-plane rejects only: the reject reason ("TOKEN_INVALID"), by which they are counted and summarized
+  // (reject_summary.h). Not a field of the line: the detail starts with it.
+  std::string reason;
 };
 
 class AuditSink {

@@ -45,12 +45,20 @@ void CmManager::OnChannelReadable(Channel* ch) {
   }
 }
 
-void CmManager::Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener) {
+void CmManager::Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener,
+                        bool data_plane_request) {
   v1::CmEvent out;
   out.set_cm_id(id ? Name("cmids", id->id) : "");
   out.set_type(fabric::CmEventName(event.type));
   out.set_status(event.status);
-  out.set_private_data(event.private_data);
+  if (!data_plane_request) {
+    out.set_private_data(event.private_data);
+  } else if (DecodedToken t = DecodeToken(event.private_data); t.ok()) {
+    // Watchers learn which token was presented, never its secret.
+    Token shown = *t.token;
+    shown.secret.fill(0);
+    out.set_private_data(EncodeToken(shown));
+  }
   out.set_channel(Name("channels", ch->id));
   out.set_listener(listener);
   events_.Publish(std::move(out));
@@ -210,8 +218,12 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
   {
     MutexLock lock(&mu_);
     auto it = ids_.find(event.key);
-    if (it == ids_.end() || it->second->state != v1::CM_LISTENING || quiescing_ || !event.new_id) {
-      id = nullptr;  // no listener any more: handled below, without the lock
+    const bool over_limit = options_.max_connections > 0 && total_connections_ >= options_.max_connections &&
+                            it != ids_.end() && !it->second->data_plane;
+    if (it == ids_.end() || it->second->state != v1::CM_LISTENING || quiescing_ || !event.new_id || over_limit) {
+      // No listener any more, or a user listener's request past the connections limit (rdmad's data-plane
+      // requests are refused with a reason, below): handled below, without the lock.
+      id = nullptr;
     } else {
       Id* l = it->second.get();
       l->events++;
@@ -243,7 +255,7 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
     return;
   }
   id->cm->set_key(id->id);  // its later events name it
-  Publish(ch, id, event, listener);
+  Publish(ch, id, event, listener, data_plane);
   if (data_plane) OnDataPlaneRequest(id, event.private_data);
 }
 
@@ -262,6 +274,17 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       r.detail = std::string(s.message());
     }
   }
+  if (r.accepted() && options_.max_connections > 0) {
+    // The request's own id counts already: past the limit only if the total exceeds it.
+    MutexLock lock(&mu_);
+    if (total_connections_ > options_.max_connections) {
+      const uint64_t token = r.token_id;
+      r = Redemption();
+      r.reason = RejectReason::kOverQuota;
+      r.token_id = token;
+      r.detail = std::string(OverLimit("connections", options_.max_connections, total_connections_ - 1).message());
+    }
+  }
   if (r.accepted()) r = tokens_->Redeem(private_data);
   // The audit record (written with no lock held): the id, the client's address, the token and what it named.
   audit::Event record;
@@ -271,14 +294,19 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     record.peer = PeerOf(id->remote);
   }
   if (!r.accepted()) {
-    RDMAD_LOG_INFO("cmids/%llu: data-plane connect from %s rejected: %s (%s)", static_cast<unsigned long long>(id->id),
-                   id->remote.host.c_str(), std::string(RejectReasonName(r.reason)).c_str(), r.detail.c_str());
+    // Logged and audited by the sink (rdmad's RejectLimiter, server/audit/reject_summary.h): any peer can
+    // send these at line rate, so they are counted per address and reason and summarized per interval.
     if (audit_ != nullptr) {
       record.method = "data-plane reject";
+      record.reason = std::string(RejectReasonName(r.reason));
       record.code = r.reason == RejectReason::kOverQuota ? "RESOURCE_EXHAUSTED" : "PERMISSION_DENIED";
       record.detail = absl::StrCat(RejectReasonName(r.reason), ": ", r.detail,
                                    r.token_id ? absl::StrCat(" (", TokenName(r.token_id), ")") : std::string());
       audit_->Record(record);
+    } else {
+      RDMAD_LOG_INFO("cmids/%llu: data-plane connect from %s rejected: %s (%s)",
+                     static_cast<unsigned long long>(id->id), id->remote.host.c_str(),
+                     std::string(RejectReasonName(r.reason)).c_str(), r.detail.c_str());
     }
     if (observer_ != nullptr) observer_->OnDataPlaneRejected(r.reason);
     if (absl::Status s = id->cm->Reject(EncodeReject(r.reject())); !s.ok()) {
@@ -431,10 +459,15 @@ void CmManager::FinishConnect(Id* id, absl::Status status) {
   Done<v1::CmId> done = std::move(id->connect_done);
   id->connect_done = nullptr;
   id->connect_data.clear();
-  if (!status.ok()) {
+  {
     MutexLock lock(&mu_);
-    if (id->state != v1::CM_REJECTED) SetStateLocked(id, v1::CM_ERROR);
-    if (id->error.empty()) id->error = std::string(status.message());
+    AccountLocked(*id, -1);
+    id->connecting = false;  // CONNECTED or CONNECTING count it from here, or it failed
+    AccountLocked(*id, +1);
+    if (!status.ok()) {
+      if (id->state != v1::CM_REJECTED) SetStateLocked(id, v1::CM_ERROR);
+      if (id->error.empty()) id->error = std::string(status.message());
+    }
   }
   if (!done) return;
   if (status.ok()) return std::move(done)(Snapshot(id));
@@ -466,6 +499,11 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
   }
   owned.reset();  // ~CmId: its QP (rdma_destroy_qp), then rdma_destroy_id; its events were all acknowledged
   events_.CloseCmId(name);
+  {
+    // This loop published every event of the id, and publishes none from here.
+    MutexLock lock(&mu_);
+    if (cm_id_gone_) cm_id_gone_(name);
+  }
   RDMAD_LOG_INFO("%s destroyed", name.c_str());
   return last;
 }
