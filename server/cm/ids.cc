@@ -1,8 +1,11 @@
 // CmManager: operations on CM ids. Each runs on the loop of the channel that owns the id (RunOnId), so it
 // never races another call on the same id, a migration included. Threads: see manager.h.
+#include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/cm/manager.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
@@ -43,9 +46,13 @@ v1::CmIdState CmManager::StateOf(const Id* id) const {
 }
 
 void CmManager::AccountLocked(const Id& id, int sign) {
+  const bool connection = id.connecting || id.state == v1::CM_CONNECTED || id.state == v1::CM_CONNECTING ||
+                          id.state == v1::CM_CONNECT_REQUEST;
+  // rdmad-wide: ids made by CreateCmId (they have a PD; the data-plane listener has none), and every
+  // connection, a data-plane request not yet redeemed included (it holds an rdma_cm id all the same).
+  if (!id.data_plane && !id.pd.empty()) total_ids_ += sign;
+  if (connection) total_connections_ += sign;
   if (id.pd.empty()) return;  // rdmad's own listener, or a data-plane id not yet redeemed
-  const bool connection =
-      id.state == v1::CM_CONNECTED || id.state == v1::CM_CONNECTING || id.state == v1::CM_CONNECT_REQUEST;
   if (id.data_plane && !connection) return;
   PdUsage& u = usage_[id.pd];
   if (!id.data_plane) u.ids += sign;
@@ -67,28 +74,48 @@ CmManager::PdUsage CmManager::UsageOfPd(const std::string& pd) const {
 
 void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done) {
   if (cm_ == nullptr) return std::move(done)(absl::UnavailableError("rdma_cm is unavailable on this host"));
-  if (!request.pd().empty()) {
-    if (absl::Status s = registry_->CheckPd(request.pd(), "pd"); !s.ok()) return std::move(done)(s);
+  if (request.pd().empty()) {
+    return std::move(done)(InvalidArgument("pd", "is required: the PD an id's QP is created on, whose tenant owns it"));
   }
-  const std::string channel = request.channel().empty() ? "channels/1" : request.channel();
+  NewId(request.channel(), request.pd(), std::move(done));
+}
+
+void CmManager::NewId(const std::string& channel_name, const std::string& pd, Done<v1::CmId> done) {
+  if (cm_ == nullptr) return std::move(done)(absl::UnavailableError("rdma_cm is unavailable on this host"));
+  if (!pd.empty()) {
+    if (absl::Status s = registry_->CheckPd(pd, "pd"); !s.ok()) return std::move(done)(s);
+  }
+  const std::string channel = channel_name.empty() ? "channels/1" : channel_name;
   uint64_t n = 0;
   Channel* ch = nullptr;
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
     if (quiescing_) return absl::UnavailableError("rdmad is shutting down");
     RDMAD_ASSIGN_OR_RETURN(ch, FindChannel(channel, "channel"));
+    if (!pd.empty() && removing_pds_.count(pd) > 0) return registry_internal::InProgress("pd", pd, "DeletePd");
+    if (!pd.empty() && options_.max_cm_ids > 0 && total_ids_ >= options_.max_cm_ids) {
+      return OverLimit("cm_ids", options_.max_cm_ids, total_ids_);
+    }
     auto id = std::make_unique<Id>();
     n = id->id = next_id_.Next();
     id->channel = ch;
-    id->pd = request.pd();
+    id->pd = pd;
     ch->ids.insert(n);
     AccountLocked(*id, +1);
     ids_.emplace(n, std::move(id));
     return absl::OkStatus();
   }();
   if (!refused.ok()) return std::move(done)(refused);
-  RunOnIdLoop(n, ch, [this, done = std::move(done)](absl::StatusOr<Id*> id) mutable {
+  RunOnIdLoop(n, ch, [this, pd, done = std::move(done)](absl::StatusOr<Id*> id) mutable {
     if (!id.ok()) return std::move(done)(id.status());
+    // The PD is looked at again now that the id counts in its totals: a DeletePd that checked them before
+    // has removed the PD by now, or is still marked (BeginPdRemoval), so no id outlives its PD.
+    if (!pd.empty()) {
+      if (absl::Status s = registry_->CheckPd(pd, "pd"); !s.ok()) {
+        (void)Destroy(*id, false);
+        return std::move(done)(s);
+      }
+    }
     absl::StatusOr<std::unique_ptr<fabric::CmId>> created = (*id)->channel->cm->CreateId((*id)->id);
     if (!created.ok()) {
       (void)Destroy(*id, false);
@@ -97,6 +124,32 @@ void CmManager::CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> 
     (*id)->cm = std::move(created).value();
     std::move(done)(Snapshot(*id));
   });
+}
+
+absl::Status CmManager::BeginPdRemoval(const std::string& pd) {
+  MutexLock lock(&mu_);
+  auto it = usage_.find(pd);
+  if (it != usage_.end() && it->second.ids > 0) {
+    std::vector<std::string> names;
+    for (const auto& [n, id] : ids_) {
+      if (id->pd != pd || id->data_plane) continue;
+      if (names.size() == 8) {
+        names.push_back("...");
+        break;
+      }
+      names.push_back(Name("cmids", n));
+    }
+    return registry_internal::Busy("name", absl::StrCat(pd, " still has ", it->second.ids, " CM id(s) (",
+                                                        absl::StrJoin(names, ", "), "): delete them first"));
+  }
+  removing_pds_[pd]++;
+  return absl::OkStatus();
+}
+
+void CmManager::EndPdRemoval(const std::string& pd) {
+  MutexLock lock(&mu_);
+  auto it = removing_pds_.find(pd);
+  if (it != removing_pds_.end() && --it->second == 0) removing_pds_.erase(it);
 }
 
 absl::StatusOr<v1::CmId> CmManager::GetCmId(const std::string& name, const std::string& field) const {
@@ -119,21 +172,36 @@ absl::StatusOr<std::vector<v1::CmId>> CmManager::ListCmIds(const v1::ListCmIdsRe
   return out;
 }
 
-void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done) {
+void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done,
+                       std::function<bool(const std::string& device)> may_use) {
   if (absl::Status s = CheckAddress(request.address(), "address", true); !s.ok()) return std::move(done)(s);
   if (request.backlog() < 0) return std::move(done)(InvalidArgument("backlog", "must be >= 0"));
-  RunOnId(request.name(), [this, request, done = std::move(done)](absl::StatusOr<Id*> found) mutable {
+  RunOnId(request.name(), [this, request, may_use = std::move(may_use),
+                            done = std::move(done)](absl::StatusOr<Id*> found) mutable {
     if (!found.ok()) return std::move(done)(found.status());
     Id* id = *found;
     const v1::CmIdState state = StateOf(id);
     if (state != v1::CM_IDLE || id->cm == nullptr) {
       return std::move(done)(WrongState(request.name(), state, "only an idle id can listen"));
     }
-    absl::Status s = id->cm->Bind(FromProto(request.address()));
-    if (s.ok()) s = id->cm->Listen(request.backlog() ? request.backlog() : 64);
+    if (absl::Status s = id->cm->Bind(FromProto(request.address())); !s.ok()) return std::move(done)(s);
+    const std::string device = id->cm->device() ? absl::StrCat("devices/", id->cm->device()->info().name) : "";
+    if (may_use && !may_use(device)) {
+      // The bound address is given back: the id is replaced by a fresh, unbound one under the same key.
+      absl::StatusOr<std::unique_ptr<fabric::CmId>> fresh = id->channel->cm->CreateId(id->id);
+      if (fresh.ok()) id->cm = std::move(fresh).value();  // the bound one is destroyed
+      if (device.empty()) {
+        return std::move(done)(FieldError(absl::StatusCode::kPermissionDenied, "address",
+                                          absl::StrCat(request.address().address(),
+                                                       " is a wildcard: a tenant limited to some devices listens "
+                                                       "on an address of one of them")));
+      }
+      // As for an address of no RDMA device: a device the caller may not use does not exist for it.
+      return std::move(done)(WithField(ErrnoError("rdma_bind_addr", ENODEV), "address"));
+    }
+    absl::Status s = id->cm->Listen(request.backlog() ? request.backlog() : 64);
     if (!s.ok()) return std::move(done)(s);
     const fabric::SockAddr local = id->cm->local();
-    const std::string device = id->cm->device() ? absl::StrCat("devices/", id->cm->device()->info().name) : "";
     {
       MutexLock lock(&mu_);
       SetStateLocked(id, v1::CM_LISTENING);
@@ -167,6 +235,15 @@ void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) 
     // After Quiesce nothing may wait for an event: the server is about to stop.
     if (Quiescing()) return std::move(done)(absl::UnavailableError("rdmad is shutting down"));
     if (pd.empty()) return std::move(done)(FailedPrecondition("name", absl::StrCat(request.name(), " has no PD for its QP")));
+    {
+      MutexLock lock(&mu_);
+      if (options_.max_connections > 0 && total_connections_ >= options_.max_connections) {
+        return std::move(done)(OverLimit("connections", options_.max_connections, total_connections_));
+      }
+      AccountLocked(*id, -1);
+      id->connecting = true;  // a connection from now on, for the limit and the tenant's quota
+      AccountLocked(*id, +1);
+    }
     id->connect_done = std::move(done);
     id->connect_data = request.private_data();
     id->timeout_ms = request.timeout_ms() ? static_cast<int>(request.timeout_ms()) : 2000;

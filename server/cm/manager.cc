@@ -66,9 +66,7 @@ absl::Status CmManager::Start() {
       return next_id_.Peek();
     }());
     absl::Status listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
-                               v1::CreateCmIdRequest create;
-                               create.set_channel("channels/1");
-                               CreateCmId(create, std::move(done));
+                               NewId("channels/1", "", std::move(done));
                              }).status();
     if (listening.ok()) {
       listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
@@ -124,27 +122,49 @@ void CmManager::Quiesce() {
 // ---------------------------------------------------------------------------------------------------------
 // Channels
 
+absl::Status CmManager::OverLimit(const char* limit, uint64_t max, uint64_t used) {
+  return FieldError(absl::StatusCode::kResourceExhausted, "",
+                    absl::StrCat("limit ", limit, " of rdmad: limit ", max, ", in use ", used,
+                                 "; this call needs 1 (the limit counts every caller's)"));
+}
+
 absl::StatusOr<CmManager::Channel*> CmManager::NewChannel(const std::string& label, v1::ChannelRole role) {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  RDMAD_ASSIGN_OR_RETURN(std::unique_ptr<fabric::CmChannel> fc, cm_->CreateChannel());
+  const bool user = role == v1::CHANNEL_USER;
   auto ch = std::make_unique<Channel>();
   ch->label = label;
   ch->role = role;
-  ch->cm = std::move(fc);
-  Channel* raw = ch.get();
   {
     MutexLock lock(&mu_);
-    ch->id = role == v1::CHANNEL_USER ? next_channel_.Next() : next_own_channel_++;
-    channels_.emplace(ch->id, std::move(ch));
+    if (user) {
+      if (options_.max_channels > 0 && user_channels_ >= options_.max_channels) {
+        return OverLimit("channels", options_.max_channels, user_channels_);
+      }
+      ++user_channels_;  // taken now, so that concurrent creations cannot pass the limit together
+    }
+    ch->id = user ? next_channel_.Next() : next_own_channel_++;
   }
-  raw->loop = std::make_unique<dispatch::EventLoop>(absl::StrCat("cm-", raw->id));
-  absl::Status watched;
-  raw->loop->RunSync([&] { watched = raw->loop->Watch(raw->cm->fd(), [this, raw] { OnChannelReadable(raw); }); });
-  if (!watched.ok()) {
-    MutexLock lock(&mu_);
-    channels_.erase(raw->id);
+  // Built completely before it enters the index: a lookup (ListChannels, a migration) never sees a channel
+  // without its loop. On failure, what was made is released here and the slot given back.
+  absl::Status made = [&]() -> absl::Status {
+    RDMAD_ASSIGN_OR_RETURN(ch->cm, cm_->CreateChannel());
+    RDMAD_ASSIGN_OR_RETURN(ch->loop, dispatch::EventLoop::Create(absl::StrCat("cm-", ch->id)));
+    absl::Status watched;
+    Channel* raw = ch.get();
+    ch->loop->RunSync([&] { watched = raw->loop->Watch(raw->cm->fd(), [this, raw] { OnChannelReadable(raw); }); });
     return watched;
+  }();
+  if (!made.ok()) {
+    ch.reset();  // the loop stops first (declared after cm), then rdma_destroy_event_channel
+    if (user) {
+      MutexLock lock(&mu_);
+      --user_channels_;
+    }
+    return made;
   }
+  Channel* raw = ch.get();
+  MutexLock lock(&mu_);
+  channels_.emplace(raw->id, std::move(ch));
   return raw;
 }
 
@@ -217,6 +237,7 @@ absl::Status CmManager::DeleteChannel(const std::string& name) {
     }
     owned = std::move(channels_[ch->id]);
     channels_.erase(ch->id);
+    --user_channels_;
   }
   events_.CloseChannel(name);
   // Work queued on its loop before the channel left the index (an operation that followed a migrated id

@@ -11,8 +11,10 @@
 //   - The loop drains its channel (each event acknowledged as soon as it is copied out, so rdma_destroy_id
 //     and rdma_migrate_id, which run on the same loop, never wait), updates the id, publishes the event
 //     to the EventHub, and takes the next step of a connect in progress (route, QP, rdma_connect).
-//   - mu_ guards the name index and the ids' bookkeeping (state, names, counters): short sections, never
-//     across an rdma_* or verbs call.
+//   - mu_ guards the name index and the ids' bookkeeping (state, names, counters) and the rdmad-wide totals
+//     its limits are checked against: short sections, never across an rdma_* or verbs call.
+//   - A channel enters the index only once complete (its rdma_event_channel, its loop, the watch on its fd):
+//     a lookup never sees a channel without a loop.
 //   - The QP of an id is created on the id's PD through the Registry (AdoptCmQp): a QueuePair like any
 //     other, removed from the Registry (ReleaseCmQp) before the id is destroyed.
 // Life cycle: Start() creates the default channel (channels/1), the worker channels and the data-plane
@@ -80,6 +82,12 @@ class CmManager {
     // The crash-safe state store (not owned; may be null): CM id and user channel names are never reused
     // across restarts. rdmad's own channels keep their names (channels/1, then the workers').
     state::Store* state = nullptr;
+    // rdmad-wide limits (config "limits"; 0: none), for every caller, admins included. Past one, the call
+    // is RESOURCE_EXHAUSTED naming it ("limit channels of rdmad: limit 128, in use 128; this call needs 1")
+    // and a data-plane connect request is rejected with reason QUOTA.
+    uint64_t max_channels = 128;      // user event channels (CreateChannel)
+    uint64_t max_cm_ids = 16384;      // CM ids made by CreateCmId
+    uint64_t max_connections = 16384;  // ids connected, connecting or waiting for Accept, data-plane included
   };
 
   // `cm` may be null (no rdma_cm on this host): every call then answers UNAVAILABLE.
@@ -98,6 +106,7 @@ class CmManager {
   absl::StatusOr<std::vector<v1::EventChannel>> ListChannels() const;
   absl::Status DeleteChannel(const std::string& name);
 
+  // `pd` is required (INVALID_ARGUMENT otherwise): an id's PD holds its QP and decides its tenant.
   void CreateCmId(const v1::CreateCmIdRequest& request, Done<v1::CmId> done);
   absl::StatusOr<v1::CmId> GetCmId(const std::string& name, const std::string& field = "name") const;
   absl::StatusOr<std::vector<v1::CmId>> ListCmIds(const v1::ListCmIdsRequest& request) const;
@@ -108,7 +117,16 @@ class CmManager {
     uint64_t ids = 0, connections = 0;
   };
   PdUsage UsageOfPd(const std::string& pd) const;
-  void Listen(const v1::ListenRequest& request, Done<v1::CmId> done);
+  // DeletePd's guard, before the registry removes the PD: FAILED_PRECONDITION on "name" naming the PD's CM
+  // ids if it has any; otherwise no id is created on the PD until EndPdRemoval (CreateCmId is ABORTED:
+  // retry), so none can appear between this check and the PD's removal. Pair every OK with EndPdRemoval.
+  absl::Status BeginPdRemoval(const std::string& pd);
+  void EndPdRemoval(const std::string& pd);
+  // `may_use(device)` ("devices/rxe0", or "" for an address of no single device, a wildcard) decides whether
+  // the caller may listen through that device; null: any. A device it may not use is answered as an
+  // address with no RDMA device (NOT_FOUND on "address"), a wildcard with PERMISSION_DENIED.
+  void Listen(const v1::ListenRequest& request, Done<v1::CmId> done,
+              std::function<bool(const std::string& device)> may_use = nullptr);
   void Connect(const v1::ConnectRequest& request, Done<v1::CmId> done);
   void Accept(const v1::AcceptRequest& request, Done<v1::CmId> done);
   void Reject(const v1::RejectRequest& request, Done<v1::CmId> done);
@@ -134,6 +152,13 @@ class CmManager {
   // unused. Set before any token is issued (before the gRPC server starts); it may call this manager's const
   // methods (ListCmIds).
   void set_admit_connection(std::function<absl::Status(const Claims&)> admit) { admit_ = std::move(admit); }
+  // Called with an id's name once it is destroyed, after its last event was published (on the id's
+  // dispatcher, with mu_ held: it may take only a leaf lock and must not call this manager). Any thread;
+  // null clears it.
+  void set_cm_id_gone(std::function<void(const std::string& cm_id)> gone) {
+    MutexLock lock(&mu_);
+    cm_id_gone_ = std::move(gone);
+  }
   // The data-plane listener's addresses; FAILED_PRECONDITION if there is none (no "rdma_listen").
   absl::StatusOr<std::vector<v1::SocketAddress>> DataPlaneEndpoints() const;
   // A signaled inline SEND of `bytes` on the id's QP, posted on the id's dispatcher; `done` gets the
@@ -157,6 +182,7 @@ class CmManager {
     std::unique_ptr<fabric::CmId> cm;  // only on the owning channel's loop
     // Bookkeeping, mu_:
     v1::CmIdState state = v1::CM_IDLE;
+    bool connecting = false;  // a Connect resolving its address or route: counted as a connection
     fabric::SockAddr local, remote;
     std::string qp, listener, last_event, error, device;
     bool data_plane = false;
@@ -175,6 +201,10 @@ class CmManager {
   absl::StatusOr<Id*> FindId(const std::string& name, const std::string& field) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Channel*> NewChannel(const std::string& label, v1::ChannelRole role);
+  // CreateCmId without its checks of the request: `pd` may be empty (rdmad's own data-plane listener).
+  void NewId(const std::string& channel, const std::string& pd, Done<v1::CmId> done);
+  // RESOURCE_EXHAUSTED naming an rdmad-wide limit, its value and its use.
+  static absl::Status OverLimit(const char* limit, uint64_t max, uint64_t used);
   // Runs `task` on the loop that owns the id now (following migrations), with the id, or with why not.
   void RunOnId(const std::string& name, IdTask task);
   void RunOnIdLoop(uint64_t id, Channel* expected, IdTask task);
@@ -192,7 +222,10 @@ class CmManager {
   // Removes the id from the registry and the index and destroys it (QP first). The id must not be used after.
   absl::StatusOr<v1::CmId> Destroy(Id* id, bool force);
   Channel* LeastLoadedWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener);
+  // `data_plane_request`: a CONNECT_REQUEST on rdmad's data-plane listener, whose private data (a token)
+  // is published with its secret zeroed, or not at all if it is no token.
+  void Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener,
+               bool data_plane_request = false);
 
   // Every change of an id's pd, state or data_plane, and its arrival and departure, goes through these so
   // that usage_ stays the sum over ids_.
@@ -222,6 +255,12 @@ class CmManager {
   std::map<uint64_t, std::unique_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<Id>> ids_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, PdUsage> usage_ ABSL_GUARDED_BY(mu_);  // by PD; PDs with nothing counted are absent
+  // rdmad-wide totals for the limits, kept by AccountLocked (ids, connections) and NewChannel/DeleteChannel.
+  uint64_t total_ids_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t total_connections_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t user_channels_ ABSL_GUARDED_BY(mu_) = 0;  // made or being made
+  std::map<std::string, int> removing_pds_ ABSL_GUARDED_BY(mu_);  // BeginPdRemoval counts, by PD
+  std::function<void(const std::string&)> cm_id_gone_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> listeners_ ABSL_GUARDED_BY(mu_);  // the data-plane listener ids
   bool quiescing_ ABSL_GUARDED_BY(mu_) = false;
 };

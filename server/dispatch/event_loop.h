@@ -33,8 +33,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "server/common/sync.h"
 #include "absl/status/statusor.h"
+#include "server/common/sync.h"
 
 namespace rdmad::dispatch {
 

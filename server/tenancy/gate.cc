@@ -16,12 +16,19 @@ std::string Bare(const std::string& device) {
 }  // namespace
 
 const char* QuotaName(Quota q) {
-  static const char* const kNames[kQuotas] = {"pinned_bytes", "mrs",    "mws",    "qps",
-                                              "cm_ids",       "grants", "tokens", "connections"};
+  static const char* const kNames[kQuotas] = {"pinned_bytes", "mrs",         "mws",      "qps",
+                                              "cm_ids",       "grants",      "tokens",   "connections",
+                                              "channels",     "watch_streams"};
   return kNames[static_cast<int>(q)];
 }
 
-Gate::Gate(const auth::Policy* policy, Deps deps) : policy_(policy), deps_(deps) {}
+Gate::Gate(const auth::Policy* policy, Deps deps) : policy_(policy), deps_(deps) {
+  if (deps_.cm != nullptr) deps_.cm->set_cm_id_gone([this](const std::string& cm_id) { ForgetCmId(cm_id); });
+}
+
+Gate::~Gate() {
+  if (deps_.cm != nullptr) deps_.cm->set_cm_id_gone(nullptr);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Callers
@@ -66,17 +73,12 @@ absl::Status Gate::Hidden(const std::string& name, const std::string& field) con
 }
 
 std::string Gate::CmIdPd(const std::string& cm_id, absl::Status* miss) {
-  {
-    MutexLock lock(&map_mu_);
-    auto it = cm_id_pd_.find(cm_id);
-    if (it != cm_id_pd_.end()) return it->second;
-  }
+  // Asked of the CM manager, not remembered here: a note made now could outlive the id.
   absl::StatusOr<v1::CmId> id = deps_.cm ? deps_.cm->GetCmId(cm_id) : absl::NotFoundError("");
   if (!id.ok()) {
     *miss = id.status();
     return "";
   }
-  NoteCmId(cm_id, id->pd());
   return id->pd();
 }
 
@@ -111,10 +113,7 @@ std::string Gate::TenantOf(const std::string& name, absl::Status* miss) {
 absl::Status Gate::See(const auth::Caller& caller, const std::string& name, const std::string& field,
                        bool must_exist) {
   if (caller.admin || name.empty()) return absl::OkStatus();
-  if (field == "device" || absl::StartsWith(name, "devices/")) {
-    if (SeesDevice(caller, name)) return absl::OkStatus();
-    return NotFound(field, absl::StrCat("no device '", name, "'"));
-  }
+  if (field == "device" || absl::StartsWith(name, "devices/")) return SeeDevice(caller, name, field);
   absl::Status miss;
   const std::string tenant = TenantOf(name, &miss);
   if (!miss.ok()) {
@@ -124,6 +123,11 @@ absl::Status Gate::See(const auth::Caller& caller, const std::string& name, cons
   }
   if (tenant == kShared || tenant == caller.tenant) return absl::OkStatus();
   return Hidden(name, field);
+}
+
+absl::Status Gate::SeeDevice(const auth::Caller& caller, const std::string& device, const std::string& field) const {
+  if (device.empty() || SeesDevice(caller, device)) return absl::OkStatus();
+  return NotFound(field, absl::StrCat("no device '", device, "'"));  // the registry's words for a missing one
 }
 
 bool Gate::SeesPd(const auth::Caller& caller, const std::string& pd) const {
@@ -185,6 +189,22 @@ void Gate::NoteCmId(const std::string& cm_id, const std::string& pd) {
   cm_id_pd_[cm_id] = pd;
 }
 
+void Gate::ForgetCmId(const std::string& cm_id) {
+  MutexLock lock(&map_mu_);
+  if (!gone_.insert(cm_id).second) return;
+  gone_order_.push_back(cm_id);
+  while (gone_order_.size() > deps_.remember_gone_cm_ids) {
+    cm_id_pd_.erase(gone_order_.front());
+    gone_.erase(gone_order_.front());
+    gone_order_.pop_front();
+  }
+}
+
+size_t Gate::KnownCmIds() const {
+  MutexLock lock(&map_mu_);
+  return cm_id_pd_.size();
+}
+
 std::string Gate::TenantOfPd(const std::string& pd) const {
   MutexLock lock(&map_mu_);
   auto it = pd_tenant_.find(pd);
@@ -203,14 +223,20 @@ std::function<bool(const v1::CmEvent&)> Gate::CmEventsFor(const auth::Caller& ca
   return [this, tenant = caller.tenant](const v1::CmEvent& e) {
     MutexLock lock(&map_mu_);
     auto it = cm_id_pd_.find(e.cm_id());
-    if (it == cm_id_pd_.end() && !e.listener().empty()) {
-      // A connect request on a tenant's listener: the new id takes the listener's PD.
+    std::string pd_of_id;
+    if (it != cm_id_pd_.end()) {
+      pd_of_id = it->second;
+    } else if (!e.listener().empty()) {
+      // A connect request on a tenant's listener: the new id takes the listener's PD (remembered for its
+      // later events, unless it is already destroyed and this is a replay).
       auto l = cm_id_pd_.find(e.listener());
       if (l == cm_id_pd_.end()) return false;
-      it = cm_id_pd_.emplace(e.cm_id(), l->second).first;
+      pd_of_id = l->second;
+      if (gone_.count(e.cm_id()) == 0) cm_id_pd_.emplace(e.cm_id(), pd_of_id);
+    } else {
+      return false;
     }
-    if (it == cm_id_pd_.end()) return false;
-    auto pd = pd_tenant_.find(it->second);
+    auto pd = pd_tenant_.find(pd_of_id);
     return pd != pd_tenant_.end() && pd->second == tenant;
   };
 }
@@ -247,7 +273,18 @@ Gate::Counts Gate::CountUse(const std::string& tenant) {
     if (deps_.grants != nullptr) add(Quota::kGrants, deps_.grants->LiveOnPd(pd));
     if (deps_.tokens != nullptr) add(Quota::kTokens, deps_.tokens->OutstandingOnPd(pd));
   }
+  {
+    MutexLock lock(&map_mu_);
+    for (const auto& [channel, owner] : channel_tenant_) add(Quota::kChannels, owner == tenant ? 1 : 0);
+  }
+  auto w = tenant_watches_.find(tenant);
+  add(Quota::kWatchStreams, w == tenant_watches_.end() ? 0 : w->second);
   return use;
+}
+
+Gate::Counts Gate::LimitsOf(const Quotas& q) {
+  return {q.pinned_bytes, q.mrs, q.mws, q.qps, q.cm_ids, q.grants, q.tokens, q.connections, q.channels,
+          q.watch_streams};
 }
 
 absl::StatusOr<Gate::Reservation> Gate::Reserve(const auth::Caller& caller,
@@ -255,8 +292,7 @@ absl::StatusOr<Gate::Reservation> Gate::Reserve(const auth::Caller& caller,
   Reservation r;
   const TenantConfig* t = caller.admin || caller.tenant.empty() ? nullptr : policy_->FindTenant(caller.tenant);
   if (t == nullptr) return r;
-  const Quotas& q = t->quotas;
-  const Counts limits = {q.pinned_bytes, q.mrs, q.mws, q.qps, q.cm_ids, q.grants, q.tokens, q.connections};
+  const Counts limits = LimitsOf(t->quotas);
   bool limited = false;
   for (const auto& [quota, n] : wants) limited |= limits[static_cast<int>(quota)] > 0;
   if (!limited) return r;
@@ -318,6 +354,65 @@ Gate::Reservation::~Reservation() {
   if (gate_ != nullptr) gate_->Release(tenant_, amounts_);
 }
 
+absl::StatusOr<Gate::WatchSlot> Gate::OpenWatch(const auth::Caller& caller) {
+  const TenantConfig* t = caller.admin || caller.tenant.empty() ? nullptr : policy_->FindTenant(caller.tenant);
+  const std::string tenant = t == nullptr ? "" : t->name;
+  MutexLock lock(&quota_mu_);
+  if (deps_.max_watch_streams > 0 && watches_ >= deps_.max_watch_streams) {
+    return FieldError(absl::StatusCode::kResourceExhausted, "",
+                      absl::StrCat("limit watch_streams of rdmad: limit ", deps_.max_watch_streams, ", in use ",
+                                   watches_, "; this call needs 1 (the limit counts every caller's)"));
+  }
+  if (t != nullptr && t->quotas.watch_streams > 0) {
+    const int i = static_cast<int>(Quota::kWatchStreams);
+    const uint64_t used = tenant_watches_[tenant] + reserved_[tenant][i];
+    if (used >= t->quotas.watch_streams) {
+      if (tenant_watches_[tenant] == 0) tenant_watches_.erase(tenant);
+      return FieldError(absl::StatusCode::kResourceExhausted, "",
+                        absl::StrCat("quota watch_streams of tenant ", tenant, ": limit ", t->quotas.watch_streams,
+                                     ", in use ", used, "; this call needs 1"));
+    }
+  }
+  ++watches_;
+  if (!tenant.empty()) ++tenant_watches_[tenant];
+  WatchSlot slot;
+  slot.gate_ = this;
+  slot.tenant_ = tenant;
+  return slot;
+}
+
+void Gate::CloseWatch(const std::string& tenant) {
+  MutexLock lock(&quota_mu_);
+  --watches_;
+  if (tenant.empty()) return;
+  auto it = tenant_watches_.find(tenant);
+  if (it != tenant_watches_.end() && --it->second == 0) tenant_watches_.erase(it);
+}
+
+uint64_t Gate::OpenWatches() const {
+  MutexLock lock(&quota_mu_);
+  return watches_;
+}
+
+uint64_t Gate::OpenWatches(const std::string& tenant) const {
+  MutexLock lock(&quota_mu_);
+  auto it = tenant_watches_.find(tenant);
+  return it == tenant_watches_.end() ? 0 : it->second;
+}
+
+Gate::WatchSlot& Gate::WatchSlot::operator=(WatchSlot&& o) noexcept {
+  if (this != &o) {
+    if (gate_ != nullptr) gate_->CloseWatch(tenant_);
+    gate_ = std::exchange(o.gate_, nullptr);
+    tenant_ = std::move(o.tenant_);
+  }
+  return *this;
+}
+
+Gate::WatchSlot::~WatchSlot() {
+  if (gate_ != nullptr) gate_->CloseWatch(tenant_);
+}
+
 std::vector<v1::QuotaUsage> Gate::Usage(const TenantConfig& t) {
   Counts use;
   {
@@ -325,7 +420,7 @@ std::vector<v1::QuotaUsage> Gate::Usage(const TenantConfig& t) {
     use = CountUse(t.name);
   }
   const Quotas& q = t.quotas;
-  const Counts limits = {q.pinned_bytes, q.mrs, q.mws, q.qps, q.cm_ids, q.grants, q.tokens, q.connections};
+  const Counts limits = LimitsOf(q);
   std::vector<v1::QuotaUsage> out;
   for (int i = 0; i < kQuotas; ++i) {
     v1::QuotaUsage u;

@@ -16,16 +16,20 @@
 // what it will add; use + reserved must stay within the limit, else RESOURCE_EXHAUSTED names the quota,
 // its limit and its use. Between a creation's commit and the release of its reservation a concurrent
 // check counts it twice: a refusal can come one early under a race, never a creation past the limit.
+// channels (its user event channels, from the ownership map) and watch_streams (its open Watch* streams,
+// counted by the gate itself through OpenWatch's handles, which also keep the rdmad-wide watch_streams
+// limit for every caller, admins included).
 // rpc_per_second: a token bucket per gRPC connection (peer), burst rpc_burst.
 //
 // Threads: any gRPC thread. map_mu_ guards the ownership maps and is a leaf lock (the watch filters take
-// it under a hub's lock). quota_mu_ serializes reservations and is taken before the registry's, the CM
+// it under a hub's lock, the CM manager's id-gone hook under its mu_). quota_mu_ serializes reservations and is taken before the registry's, the CM
 // manager's, the grant manager's and the token store's locks (it reads their per-PD totals), never under them.
 #ifndef RDMAD_SERVER_TENANCY_GATE_H_
 #define RDMAD_SERVER_TENANCY_GATE_H_
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <atomic>
 #include <map>
@@ -49,8 +53,10 @@
 
 namespace rdmad::tenancy {
 
-enum class Quota { kPinnedBytes, kMrs, kMws, kQps, kCmIds, kGrants, kTokens, kConnections };
-inline constexpr int kQuotas = 8;
+enum class Quota {
+  kPinnedBytes, kMrs, kMws, kQps, kCmIds, kGrants, kTokens, kConnections, kChannels, kWatchStreams
+};
+inline constexpr int kQuotas = 10;
 const char* QuotaName(Quota q);
 
 class Gate {
@@ -60,8 +66,17 @@ class Gate {
     cm::CmManager* cm = nullptr;         // may be null (no rdma_cm)
     grants::GrantManager* grants = nullptr;  // may be null
     cm::TokenStore* tokens = nullptr;    // may be null
+    // rdmad-wide: open Watch* streams of every caller (config limits.watch_streams; 0: none).
+    uint64_t max_watch_streams = Limits().watch_streams;
+    // Destroyed CM ids whose PD is still remembered for the watch filters (their events may be replayed
+    // from the event hub's retained history, EventHub::Options::retained); older ones are forgotten.
+    size_t remember_gone_cm_ids = 4096;
   };
+  // Registers with deps.cm (if any) to forget each CM id once it is destroyed; the destructor unregisters.
   Gate(const auth::Policy* policy, Deps deps);
+  ~Gate();
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
 
   const auth::Policy& policy() const { return *policy_; }
 
@@ -79,6 +94,9 @@ class Gate {
   // NOT_FOUND here too.
   absl::Status See(const auth::Caller& caller, const std::string& name, const std::string& field,
                    bool must_exist = false);
+  // A device, named "devices/rxe0" or bare "rxe0": OK if the caller may use it, else NOT_FOUND on `field`
+  // with the message a missing device gets. Both spellings get the same answer.
+  absl::Status SeeDevice(const auth::Caller& caller, const std::string& device, const std::string& field) const;
   bool SeesPd(const auth::Caller& caller, const std::string& pd) const;
   bool SeesDevice(const auth::Caller& caller, const std::string& device) const;
   // A channel in a list: rdmad's shared channels and the caller's own.
@@ -90,6 +108,11 @@ class Gate {
   void OwnChannel(const std::string& channel, const std::string& tenant);
   void ForgetChannel(const std::string& channel);
   void NoteCmId(const std::string& cm_id, const std::string& pd);
+  // Once the id is destroyed (the CM manager's hook): its last event was published. Its PD stays known
+  // while it is among the last Deps::remember_gone_cm_ids destroyed (a watch may replay its events).
+  void ForgetCmId(const std::string& cm_id);
+  // CM ids whose PD the gate knows now (bounded by the live ids and remember_gone_cm_ids).
+  size_t KnownCmIds() const;
   std::string TenantOfPd(const std::string& pd) const;
   std::vector<std::string> PdsOf(const std::string& tenant) const;
 
@@ -114,6 +137,27 @@ class Gate {
   };
   absl::StatusOr<Reservation> Reserve(const auth::Caller& caller, std::vector<std::pair<Quota, uint64_t>> wants);
 
+  // One open Watch* stream: counted against the caller's tenant's watch_streams quota and the rdmad-wide
+  // limit from OpenWatch until the handle is destroyed (when the stream ends). Move-only; any thread.
+  class WatchSlot {
+   public:
+    WatchSlot() = default;
+    WatchSlot(WatchSlot&& o) noexcept { *this = std::move(o); }
+    WatchSlot& operator=(WatchSlot&& o) noexcept;
+    ~WatchSlot();
+
+   private:
+    friend class Gate;
+    Gate* gate_ = nullptr;
+    std::string tenant_;  // empty: an admin's or a single-tenant caller's (the global limit only)
+  };
+  // A slot for a new watch stream, or RESOURCE_EXHAUSTED naming the quota watch_streams of the tenant (or
+  // the rdmad-wide limit watch_streams), its value and its use.
+  absl::StatusOr<WatchSlot> OpenWatch(const auth::Caller& caller);
+  // Open watch streams: of every caller, and of one tenant.
+  uint64_t OpenWatches() const;
+  uint64_t OpenWatches(const std::string& tenant) const;
+
   // The data-plane listener, before redeeming a good token on `pd` (CmManager::set_admit_connection):
   // RESOURCE_EXHAUSTED if the PD's tenant is at its connections quota. The request's own id is not counted
   // yet (its PD is set once the token is redeemed, on the same listener thread, so the next request counts it).
@@ -130,7 +174,9 @@ class Gate {
   std::string CmIdPd(const std::string& cm_id, absl::Status* miss);
   absl::Status Hidden(const std::string& name, const std::string& field) const;
   Counts CountUse(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(quota_mu_);
+  static Counts LimitsOf(const Quotas& q);
   void Release(const std::string& tenant, const Counts& amounts);
+  void CloseWatch(const std::string& tenant);
 
   const auth::Policy* const policy_;
   const Deps deps_;
@@ -139,12 +185,16 @@ class Gate {
   std::map<std::string, std::string> pd_tenant_ ABSL_GUARDED_BY(map_mu_);       // "pds/3" -> tenant
   std::map<std::string, std::set<std::string>> tenant_pds_ ABSL_GUARDED_BY(map_mu_);  // the reverse
   std::map<std::string, std::string> channel_tenant_ ABSL_GUARDED_BY(map_mu_);  // user channels
-  // CM id -> its PD: ids outlive nothing, names are never reused, so a remembered one stays true; it lets
-  // the watch filter place events of ids already destroyed.
+  // CM id -> its PD, for the watch filters: live ids, and the last destroyed ones (gone_order_, oldest
+  // first), whose events a watch may still replay. Names are never reused, so an entry stays true.
   std::map<std::string, std::string> cm_id_pd_ ABSL_GUARDED_BY(map_mu_);
+  std::set<std::string> gone_ ABSL_GUARDED_BY(map_mu_);
+  std::deque<std::string> gone_order_ ABSL_GUARDED_BY(map_mu_);
 
-  Mutex quota_mu_;
+  mutable Mutex quota_mu_;
   std::map<std::string, Counts> reserved_ ABSL_GUARDED_BY(quota_mu_);
+  uint64_t watches_ ABSL_GUARDED_BY(quota_mu_) = 0;                        // every caller's open streams
+  std::map<std::string, uint64_t> tenant_watches_ ABSL_GUARDED_BY(quota_mu_);  // by tenant; none: absent
 
   struct Bucket {
     double tokens = 0;

@@ -32,7 +32,8 @@ constexpr char kAddr[] = "10.0.2.15";
 
 class CmManagerTest : public ::testing::Test {
  protected:
-  void Build(std::vector<fabric::SockAddr> listen = {}, size_t watcher_capacity = 1024) {
+  void Build(std::vector<fabric::SockAddr> listen = {}, size_t watcher_capacity = 1024,
+             std::function<void(CmManager::Options&)> tweak = nullptr) {
     ledger_ = std::make_shared<fake::FakeLedger>();
     auto fabric = std::make_unique<fake::FakeFabric>(
         std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_);
@@ -43,6 +44,7 @@ class CmManagerTest : public ::testing::Test {
     options.workers = 2;
     options.listen = std::move(listen);
     options.events.watcher_capacity = watcher_capacity;
+    if (tweak) tweak(options);
     manager_ = std::make_unique<CmManager>(fake_cm_.get(), registry_.get(), &tokens_, options);
     ASSERT_TRUE(manager_->Start().ok());
     v1::CreatePdRequest pd;
@@ -629,6 +631,118 @@ TEST(CmManagerWithoutRdmaCm, AnswersUnavailableRatherThanEmpty) {
   EXPECT_EQ(manager.ListChannels().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(manager.ListCmIds(v1::ListCmIdsRequest()).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(manager.GetChannel("channels/1").status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace rdmad::cm
+
+namespace rdmad::cm {
+namespace {
+
+TEST_F(CmManagerTest, AnIdNeedsAPdAndAPdWithIdsCannotBeRemoved) {
+  Build();
+  v1::CreateCmIdRequest bare;
+  EXPECT_TRUE(IsError(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(bare, std::move(d)); }),
+                      absl::StatusCode::kInvalidArgument, "pd"));
+  EXPECT_EQ(fake_cm_->live().ids, 0);  // nothing made, nothing counted
+  v1::CmId a = NewId(), b = NewId();
+  absl::Status refused = manager_->BeginPdRemoval(pd_);
+  EXPECT_TRUE(IsError(refused, absl::StatusCode::kFailedPrecondition, "name"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr(a.name()));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr(b.name()));
+  for (const v1::CmId& id : {a, b}) {
+    ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(id.name(), std::move(d)); }).ok());
+  }
+  // No id left: the removal may go on, and no id is made on the PD meanwhile.
+  ASSERT_TRUE(manager_->BeginPdRemoval(pd_).ok());
+  v1::CreateCmIdRequest on_pd;
+  on_pd.set_pd(pd_);
+  EXPECT_TRUE(IsError(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(on_pd, std::move(d)); }),
+                      absl::StatusCode::kAborted, "pd"));
+  manager_->EndPdRemoval(pd_);
+  EXPECT_TRUE(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(on_pd, std::move(d)); }).ok());
+}
+
+TEST_F(CmManagerTest, ChannelsStopAtTheirLimitAndAFailedChannelLeavesNothing) {
+  Build({}, 1024, [](CmManager::Options& o) { o.max_channels = 2; });
+  const size_t own = manager_->ListChannels().value().size();
+  // The OS refuses the event channel: the error says so, and neither a channel nor a slot is kept.
+  fake_cm_->FailNextCmCall("rdma_create_event_channel", EMFILE);
+  absl::StatusOr<v1::EventChannel> refused = manager_->CreateChannel(v1::CreateChannelRequest());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(manager_->ListChannels().value().size(), own);
+  const std::string first = NewChannel();
+  NewChannel();
+  absl::StatusOr<v1::EventChannel> over = manager_->CreateChannel(v1::CreateChannelRequest());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(over.status().message()), HasSubstr("limit channels of rdmad: limit 2, in use 2"));
+  // Every listed channel is complete (has its thread): none is published before its loop exists.
+  for (const v1::EventChannel& ch : manager_->ListChannels().value()) EXPECT_GT(ch.thread_id(), 0) << ch.name();
+  ASSERT_TRUE(manager_->DeleteChannel(first).ok());
+  EXPECT_TRUE(manager_->CreateChannel(v1::CreateChannelRequest()).ok());
+}
+
+TEST_F(CmManagerTest, IdsAndConnectionsStopAtRdmadsLimits) {
+  Build({}, 1024, [](CmManager::Options& o) {
+    o.max_cm_ids = 3;
+    o.max_connections = 2;
+  });
+  // A listener, the active id and the passive one it accepted: 3 ids, 2 connections.
+  auto [active, passive] = Connected(7600);
+  v1::CreateCmIdRequest more;
+  more.set_pd(pd_);
+  absl::StatusOr<v1::CmId> over = Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(more, std::move(d)); });
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_THAT(std::string(over.status().message()), HasSubstr("limit cm_ids of rdmad: limit 3, in use 3"));
+  // The listener goes: an id slot is free, but both connections still count.
+  const std::string listener = passive.listener();
+  ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(listener, std::move(d)); }).ok());
+  v1::CmId idle = NewId();
+  absl::StatusOr<v1::CmId> refused = Run([&](Done<v1::CmId> d) { manager_->Connect(ConnectReq(idle.name(), 7600), std::move(d)); });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("limit connections of rdmad: limit 2, in use 2"));
+  EXPECT_EQ(manager_->GetCmId(idle.name()).value().state(), v1::CM_IDLE);  // untouched
+  ExpectUsageMatchesTheList("after the refusals");
+}
+
+TEST_F(CmManagerTest, TheDataPlaneConnectRequestEventCarriesTheTokenIdButNotItsSecret) {
+  Build({{kAddr, 7471}});
+  auto w = Watch(EventFilter{"", "", {"RDMA_CM_EVENT_CONNECT_REQUEST"}});
+  v1::IssueConnectTokenRequest issue;
+  issue.set_pd(pd_);
+  absl::StatusOr<v1::ConnectToken> token = manager_->IssueConnectToken(issue);
+  ASSERT_TRUE(token.ok()) << token.status();
+  Client client;
+  client.Dial(*fake_cm_, token->token(), 7471);
+  absl::StatusOr<v1::CmEvent> request = NextEvent(*w);
+  ASSERT_TRUE(request.ok()) << request.status();
+  DecodedToken sent = DecodeToken(token->token());
+  ASSERT_TRUE(sent.ok());
+  const std::string secret(sent.token->secret.begin(), sent.token->secret.end());
+  EXPECT_EQ(request->private_data().find(secret), std::string::npos);
+  DecodedToken shown = DecodeToken(request->private_data());
+  ASSERT_TRUE(shown.ok()) << shown.detail;
+  EXPECT_EQ(shown.token->id, sent.token->id);
+  for (uint8_t b : shown.token->secret) EXPECT_EQ(b, 0);
+  client.id.reset();
+  client.channel.reset();
+}
+
+TEST_F(CmManagerTest, TheGoneHookHearsOfEachDestroyedIdAfterItsLastEvent) {
+  Build();
+  Mutex mu;
+  std::vector<std::string> gone;
+  manager_->set_cm_id_gone([&](const std::string& name) {
+    MutexLock lock(&mu);
+    gone.push_back(name);
+  });
+  v1::CmId id = NewId();
+  ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(id.name(), std::move(d)); }).ok());
+  {
+    MutexLock lock(&mu);
+    EXPECT_EQ(gone, std::vector<std::string>{id.name()});
+  }
+  manager_->set_cm_id_gone(nullptr);
 }
 
 }  // namespace
