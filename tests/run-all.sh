@@ -5,7 +5,8 @@
 # Soft-RoCE on a host, metrics, restart recovery), the two-machine tests (rdma_cm, grants end to end) and
 # the benchmarks' short forms.
 # Then the host tests and the conformance suite again, built with ASan+LSan+UBSan (--config=asan, in an
-# output base of its own: tests/sanitizers/bazel-asan.sh); RDMAD_TEST_SANITIZERS=0 leaves those two out.
+# output base of its own: tests/sanitizers/bazel-asan.sh), and the host tests with ThreadSanitizer
+# (tests/sanitizers/bazel-tsan.sh); RDMAD_TEST_SANITIZERS=0 leaves those three out.
 # Prints one summary line "N passed, N failed" and exits non-zero on any failure.
 # Results (gtest XML, logs) are kept under ${RDMAD_TEST_OUT:-out/test}.
 set -uo pipefail
@@ -81,7 +82,7 @@ tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-fuzz" -- tests/fuzz/
   --both --seed "$fuzz_seed" --iterations "$fuzz_iterations" || fuzz_rc=$?
 ((fuzz_rc == 0)) || rc=1
 
-step "operations on rxe0: SIGTERM's drain, Soft-RoCE on a host with rdma_rxe, metrics, restart recovery"
+step "operations on rxe0: SIGTERM's drain, Soft-RoCE on a host with rdma_rxe, metrics, restart recovery, limits"
 ops_rc=0
 mkdir -p "$out/guest-ops"
 tests/guest/run-in-guest.sh --timeout 900 --out "$out/guest-ops" -- \
@@ -154,6 +155,24 @@ if [ "$sanitizers" != 0 ]; then
   tests/lib/junit-case.sh "$out/asan-host.xml" Sanitizers NoReportInHostTests "$problem"
   [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
 
+  step "host tests under ThreadSanitizer (tests/sanitizers/bazel-tsan.sh test //...)"
+  tsan=tests/sanitizers/bazel-tsan.sh
+  $tsan test --keep_going --build_tests_only //... || rc=1
+  tsan_testlogs=$($tsan info bazel-testlogs 2>/dev/null) || tsan_testlogs=""
+  problem=""
+  if [ -z "$tsan_testlogs" ]; then
+    problem="bazel-tsan.sh info failed"
+  else
+    reports=""
+    for t in "${targets[@]}"; do
+      log="$tsan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.log"
+      ! grep -q "WARNING: ThreadSanitizer" "$log" 2>/dev/null || reports+="$t ($log) "
+    done
+    [ -z "$reports" ] || problem="ThreadSanitizer reports in the logs of $reports"
+  fi
+  tests/lib/junit-case.sh "$out/tsan-host.xml" Sanitizers NoThreadSanitizerReportInHostTests "$problem"
+  [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+
   step "conformance suite on rxe0 under ASan+UBSan"
   guest_asan_rc=0
   if [ -x "$asan_bin/server/rdmad" ]; then
@@ -207,7 +226,8 @@ for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_h
   if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi
 done
 for x in drain.xml drain_resources.xml host_rxe.xml memlock.xml metrics.xml metrics_shutdown.xml recovery.xml \
-         recovery_resources.xml; do
+         recovery_resources.xml limits_tenant.xml limits_default.xml limits_global.xml limits_os.xml \
+         limits_bounds.xml; do
   if [ -f "$out/guest-ops/$x" ]; then xmls+=("$out/guest-ops/$x"); else echo "no $x from the operations guest (exit $ops_rc)" >&2; missing=$((missing + 1)); fi
 done
 for x in deploy_manifests.xml deploy_image.xml deploy_sidecar.xml deploy_daemonset.xml; do
@@ -222,7 +242,11 @@ if [ "$sanitizers" != 0 ]; then
   for x in conformance.xml cm_conformance.xml shutdown.xml; do
     if [ -f "$out/guest-asan/$x" ]; then xmls+=("$out/guest-asan/$x"); else echo "no $x from the ASan+UBSan guest (exit $guest_asan_rc)" >&2; missing=$((missing + 1)); fi
   done
-  xmls+=("$out/asan-host.xml" "$out/asan-guest.xml")
+  for t in "${targets[@]}"; do
+    x="$tsan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
+    if [ -n "$tsan_testlogs" ] && [ -f "$x" ]; then xmls+=("$x"); else echo "no result for $t under ThreadSanitizer" >&2; missing=$((missing + 1)); fi
+  done
+  xmls+=("$out/asan-host.xml" "$out/asan-guest.xml" "$out/tsan-host.xml")
 fi
 read -r total failed skipped < <(count "${xmls[@]}")
 failed=$((failed + missing))

@@ -157,8 +157,8 @@ TEST(EventLoopTest, CreateMakesAWorkingLoop) {
 }
 
 TEST(WorkerPoolTest, RunsTasksOnSeveralThreads) {
+  Notification both_running, release;  // before the pool: its threads are joined before these go
   WorkerPool pool("w", 2);
-  Notification both_running, release;
   std::atomic<int> running{0};
   for (int i = 0; i < 2; ++i) {
     pool.Post([&] {
