@@ -3,7 +3,8 @@
 #   1. drain_test: SIGTERM's drain (each case starts its own rdmad), then `rdma resource show` as before;
 #   2. deploy/host-rxe.sh: Soft-RoCE made on a host whose kernel has rdma_rxe (rxe0 removed, made again);
 #   3. RLIMIT_MEMLOCK: rdmad without CAP_IPC_LOCK under a 2 MiB limit reports it and refuses past it;
-#   4. the metrics suite (run-metrics.sh) and the restart-recovery suite (run-recovery.sh), when present.
+#   4. the metrics suite (run-metrics.sh), the restart-recovery suite (run-recovery.sh) and the limits suite
+#      (run-limits.sh: caps, floods and OS limits), when present.
 # Usage: run-operations.sh OUT_DIR
 #   OUT_DIR receives drain.xml, drain_resources.xml, host_rxe.xml, memlock.xml, and what the sub-suites
 #   write there.
@@ -73,7 +74,7 @@ rm -rf "$mdir"
 [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
 
 # ---- 4. the other operations suites, in the same boot
-for suite in run-metrics.sh run-recovery.sh; do
+for suite in run-metrics.sh run-recovery.sh run-limits.sh; do
   if [ -x "$root/tests/conformance/$suite" ]; then
     echo "=== $suite ==="
     "$root/tests/conformance/$suite" "$out" || rc=1
