@@ -44,7 +44,8 @@ Config TwoTenants() {
        "quotas": {"mrs": 2, "pinned_bytes": 12288, "mws": 1, "qps": 1, "cm_ids": 1, "grants": 1, "tokens": 2}},
       {"name": "b", "principals": ["spiffe://t/b"], "quotas": {"rpc_per_second": 1, "rpc_burst": 3}},
       {"name": "c", "principals": ["spiffe://t/c"]},
-      {"name": "d", "principals": ["spiffe://t/d"], "quotas": {"connections": 1}}
+      {"name": "d", "principals": ["spiffe://t/d"], "quotas": {"connections": 1}},
+      {"name": "e", "principals": ["spiffe://t/e"], "devices": ["rxe9"], "quotas": {"channels": 1, "watch_streams": 1}}
     ]})");
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
@@ -473,7 +474,7 @@ TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
   ASSERT_EQ(lt.tenants_size(), 1);
   EXPECT_EQ(lt.tenants(0).name(), "tenants/c");
   ASSERT_TRUE(v1::Tenants::NewStub(channel_)->ListTenants(As("ops").get(), v1::ListTenantsRequest(), &lt).ok());
-  EXPECT_EQ(lt.tenants_size(), 4);
+  EXPECT_EQ(lt.tenants_size(), 5);
 
   v1::DeletePdRequest d;
   d.set_name(pd);
@@ -722,6 +723,156 @@ TEST_F(TenancyTest, DataPlaneConnectionsOverTheQuotaAreRejectedWithTheTokenLeftU
   v1::DeletePdResponse r;
   grpc::Status s = v1::ProtectionDomains::NewStub(channel_)->DeletePd(As("spiffe://t/d").get(), d, &r);
   EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+}  // namespace
+}  // namespace rdmad
+
+namespace rdmad {
+namespace {
+
+constexpr char kE[] = "spiffe://t/e";  // may use rxe9 only; one channel, one watch stream
+
+TEST_F(TenancyTest, ADeviceTheTenantMayNotUseIsNotFoundUnderEitherSpelling) {
+  auto devices = v1::Devices::NewStub(channel_);
+  for (const std::string name : {"rxe0", "devices/rxe0"}) {
+    v1::GetDeviceRequest get;
+    get.set_name(name);
+    v1::Device d;
+    grpc::Status hidden = devices->GetDevice(As(kE).get(), get, &d);
+    EXPECT_EQ(hidden.error_code(), grpc::StatusCode::NOT_FOUND) << name;
+    EXPECT_EQ(hidden.error_message(), "name: no device '" + name + "'");  // the registry's words for a missing one
+    EXPECT_TRUE(devices->GetDevice(As(kA).get(), get, &d).ok()) << name;  // a tenant with every device
+  }
+}
+
+TEST_F(TenancyTest, AnIdNeedsAPdAndItsPdCannotBeDeletedUnderIt) {
+  auto ids = v1::CmIds::NewStub(channel_);
+  v1::CreateCmIdRequest bare;
+  v1::CmId id;
+  for (const char* who : {kA, "ops"}) {  // the proto says required: for admins too
+    grpc::Status s = ids->CreateCmId(As(who).get(), bare, &id);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << who;
+    EXPECT_THAT(s.error_message(), HasSubstr("pd: is required"));
+  }
+  const std::string pd = CreatePd(kA);
+  v1::CreateCmIdRequest create;
+  create.set_pd(pd);
+  ASSERT_TRUE(ids->CreateCmId(As(kA).get(), create, &id).ok());
+  v1::ListenRequest listen;
+  listen.set_name(id.name());
+  listen.mutable_address()->set_address(kAddr);
+  listen.mutable_address()->set_port(7800);
+  v1::CmId listening;
+  ASSERT_TRUE(ids->Listen(As(kA).get(), listen, &listening).ok());
+  auto pds = v1::ProtectionDomains::NewStub(channel_);
+  v1::DeletePdRequest del;
+  del.set_name(pd);
+  del.set_cascade(true);
+  v1::DeletePdResponse deleted;
+  grpc::Status refused = pds->DeletePd(As(kA).get(), del, &deleted);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr(id.name()));
+  // The id is still the tenant's: it sees it and deletes it, and then the PD goes.
+  v1::GetCmIdRequest get;
+  get.set_name(id.name());
+  ASSERT_TRUE(ids->GetCmId(As(kA).get(), get, &listening).ok());
+  v1::DeleteCmIdRequest del_id;
+  del_id.set_name(id.name());
+  v1::DeleteCmIdResponse gone;
+  ASSERT_TRUE(ids->DeleteCmId(As(kA).get(), del_id, &gone).ok());
+  EXPECT_TRUE(pds->DeletePd(As(kA).get(), del, &deleted).ok());
+}
+
+TEST_F(TenancyTest, ListenOnlyThroughTheTenantsDevices) {
+  const std::string pd = CreatePd("ops");
+  gate_->OwnPd(pd, "e");  // e may not create a PD on rxe0; give it one to hold an id
+  auto ids = v1::CmIds::NewStub(channel_);
+  v1::CreateCmIdRequest create;
+  create.set_pd(pd);
+  v1::CmId id;
+  ASSERT_TRUE(ids->CreateCmId(As(kE).get(), create, &id).ok());
+  v1::ListenRequest listen;
+  listen.set_name(id.name());
+  listen.mutable_address()->set_address(kAddr);  // rxe0's
+  listen.mutable_address()->set_port(7801);
+  v1::CmId out;
+  grpc::Status s = ids->Listen(As(kE).get(), listen, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("address: "));
+  listen.mutable_address()->set_address("0.0.0.0");
+  EXPECT_EQ(ids->Listen(As(kE).get(), listen, &out).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // The refused binds were given back: an admin's id listens on that port.
+  v1::CmId admins;
+  create.clear_pd();
+  create.set_pd(CreatePd("ops"));
+  ASSERT_TRUE(ids->CreateCmId(As("ops").get(), create, &admins).ok());
+  listen.set_name(admins.name());
+  listen.mutable_address()->set_address(kAddr);
+  EXPECT_TRUE(ids->Listen(As("ops").get(), listen, &out).ok());
+}
+
+TEST_F(TenancyTest, ChannelsAndWatchStreamsStopAtTheTenantsQuota) {
+  auto chans = v1::EventChannels::NewStub(channel_);
+  v1::EventChannel ch;
+  ASSERT_TRUE(chans->CreateChannel(As(kE).get(), v1::CreateChannelRequest(), &ch).ok());
+  v1::EventChannel more;
+  grpc::Status s = chans->CreateChannel(As(kE).get(), v1::CreateChannelRequest(), &more);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota channels of tenant e: limit 1, in use 1"));
+  v1::DeleteChannelRequest del;
+  del.set_name(ch.name());
+  v1::DeleteChannelResponse unused;
+  ASSERT_TRUE(chans->DeleteChannel(As(kE).get(), del, &unused).ok());
+  EXPECT_TRUE(chans->CreateChannel(As(kE).get(), v1::CreateChannelRequest(), &more).ok());
+
+  auth::Caller e;
+  e.tenant = "e";
+  absl::StatusOr<tenancy::Gate::WatchSlot> first = gate_->OpenWatch(e);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<tenancy::Gate::WatchSlot> second = gate_->OpenWatch(e);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("quota watch_streams of tenant e: limit 1, in use 1"));
+  auth::Caller admin;
+  admin.admin = true;
+  EXPECT_TRUE(gate_->OpenWatch(admin).ok());  // no quota; the rdmad-wide limit (1024) is far
+  EXPECT_EQ(gate_->OpenWatches("e"), 1u);
+  *first = tenancy::Gate::WatchSlot();  // the stream ended
+  EXPECT_EQ(gate_->OpenWatches("e"), 0u);
+  EXPECT_EQ(gate_->OpenWatches(), 0u);
+  EXPECT_TRUE(gate_->OpenWatch(e).ok());
+}
+
+TEST(GateWatchLimitTest, TheRdmadWideWatchLimitCountsEveryCallerAdminsIncluded) {
+  Config config;
+  auth::Policy policy(config);
+  tenancy::Gate::Deps deps;
+  deps.max_watch_streams = 2;
+  tenancy::Gate gate(&policy, deps);
+  auth::Caller admin;
+  admin.admin = true;
+  absl::StatusOr<tenancy::Gate::WatchSlot> a = gate.OpenWatch(admin), b = gate.OpenWatch(admin);
+  ASSERT_TRUE(a.ok() && b.ok());
+  absl::StatusOr<tenancy::Gate::WatchSlot> c = gate.OpenWatch(admin);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("limit watch_streams of rdmad: limit 2, in use 2"));
+}
+
+TEST_F(TenancyTest, TheGateForgetsDestroyedIdsBeyondTheReplayableOnes) {
+  const std::string pd = CreatePd(kA);
+  auto ids = v1::CmIds::NewStub(channel_);
+  const size_t before = gate_->KnownCmIds();
+  for (int i = 0; i < 5000; ++i) {  // more than remember_gone_cm_ids (4096)
+    v1::CreateCmIdRequest create;
+    create.set_pd(pd);
+    v1::CmId id;
+    ASSERT_TRUE(ids->CreateCmId(As(kA).get(), create, &id).ok());
+    v1::DeleteCmIdRequest del;
+    del.set_name(id.name());
+    v1::DeleteCmIdResponse gone;
+    ASSERT_TRUE(ids->DeleteCmId(As(kA).get(), del, &gone).ok());
+  }
+  EXPECT_LE(gate_->KnownCmIds(), before + 4096);
 }
 
 }  // namespace
