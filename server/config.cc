@@ -36,6 +36,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
       for (const auto& root : c.allowed_file_roots) {
         if (root.empty() || root[0] != '/') return InvalidArgument(key, "entries must be absolute paths");
       }
+    } else if (key == "allow_disk_files") {
+      if (!value.is_boolean()) return InvalidArgument(key, "must be true or false");
+      c.allow_disk_files = value.get<bool>();
     } else if (key == "max_mr_bytes") {
       if (!value.is_number_unsigned()) return InvalidArgument(key, "must be a non-negative integer");
       c.max_mr_bytes = value.get<uint64_t>();
@@ -98,8 +101,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
     } else if (absl::Status s; ParseSecurityKey(key, value, &c, &s)) {
       RDMAD_RETURN_IF_ERROR(s);
     } else {
-      return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, max_mr_bytes, log_level, "
-                                  "rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
+      return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, allow_disk_files, "
+                                  "max_mr_bytes, log_level, rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
                                   "grant_quarantine_ms, grant_window_pool, shutdown_deadline_s, state_file, insecure_tcp, "
                                   "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
                                   "mw_bounds_region, default_quotas, limits)");

@@ -65,6 +65,9 @@ struct Config {
   // gRPC listen addresses: "unix:/path" or "host:port" (TCP, which has no authentication yet).
   std::vector<std::string> listen = {std::string("unix:") + kDefaultSocket};
   std::vector<std::string> allowed_file_roots = {"/dev/shm", "/dev/hugepages", "/run/rdmad"};
+  // Files on other filesystems than tmpfs, hugetlbfs and ramfs may back a region (their page cache stays
+  // pinned while it lives); false: refused (FAILED_PRECONDITION), and such a root is warned at start-up.
+  bool allow_disk_files = false;
   uint64_t max_mr_bytes = 0;  // 0: the device's max_mr_size
   std::string log_level = "info";
   // The data-plane listener (rdma_cm): "10.0.2.15:7471", "[fe80::1]:7471", "0.0.0.0:7471". Empty: none.

@@ -188,6 +188,14 @@ int Run(int argc, char** argv) {
                                                                   : MwBoundsRegion::kAuto;
   LogBoundsRegions(**fabric, options.mw_bounds_region, config.mw_bounds_region);
   options.allowed_file_roots = config.allowed_file_roots;
+  options.allow_disk_files = config.allow_disk_files;
+  for (const auto& root : config.allowed_file_roots) {  // registrations there would be refused
+    absl::StatusOr<int64_t> fs = FilesystemOf(root, "allowed_file_roots");
+    if (fs.ok() && !IsMemoryFilesystem(*fs) && !config.allow_disk_files) {
+      RDMAD_LOG_WARN("allowed_file_roots: %s is on %s, not a memory filesystem (tmpfs, hugetlbfs, ramfs): files "
+                     "there are refused unless allow_disk_files is set", root.c_str(), FilesystemName(*fs).c_str());
+    }
+  }
   options.max_mr_bytes = config.max_mr_bytes;
   options.workers = config.pin_workers;
   // What the kernel will let rdmad pin (its RLIMIT_MEMLOCK, unless it has CAP_IPC_LOCK): registrations past
@@ -200,7 +208,14 @@ int Run(int argc, char** argv) {
   options.state = store.get();
   fabric::Fabric* fab = fabric->get();
   auto registry = std::make_unique<Registry>(std::move(fabric).value(), options);
-  absl::StatusOr<Registry::Recovered> recovered = registry->Recover(recovered_state);
+  // A recovered file is mapped with its registering caller's rights as they are now: its tenant's current
+  // file roots (and the tenant must still exist).
+  auto rights_now = [&config](const std::string& tenant, const auth::FileAccess& recorded) {
+    const TenantConfig* found = nullptr;
+    for (const auto& t : config.tenants) found = t.name == tenant ? &t : found;
+    return RightsAtRecovery(recorded, tenant, found ? &found->file_roots : nullptr, "source.file.path");
+  };
+  absl::StatusOr<Registry::Recovered> recovered = registry->Recover(recovered_state, rights_now);
   if (!recovered.ok()) {
     RDMAD_LOG_ERROR("recovery: %s", std::string(recovered.status().message()).c_str());
     return 1;

@@ -11,7 +11,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
@@ -26,6 +29,15 @@ class Fd {
   explicit Fd(int fd) : fd_(fd) {}
   ~Fd() {
     if (fd_ >= 0) close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      if (fd_ >= 0) close(fd_);
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
   }
   int get() const { return fd_; }
 
@@ -42,6 +54,144 @@ bool UnderRoot(const std::string& real, const std::string& root) {
   while (r.size() > 1 && r.back() == '/') r.pop_back();
   if (r == "/") return true;
   return real.size() > r.size() && real.compare(0, r.size(), r) == 0 && real[r.size()] == '/';
+}
+
+bool IsMemoryFilesystem(int64_t f_type) {
+  const uint32_t t = static_cast<uint32_t>(f_type);
+  return t == TMPFS_MAGIC || t == HUGETLBFS_MAGIC || t == RAMFS_MAGIC;
+}
+
+std::string FilesystemName(int64_t f_type) {
+  switch (static_cast<uint32_t>(f_type)) {
+    case TMPFS_MAGIC:
+      return "tmpfs";
+    case HUGETLBFS_MAGIC:
+      return "hugetlbfs";
+    case RAMFS_MAGIC:
+      return "ramfs";
+    case EXT4_SUPER_MAGIC:
+      return "ext2/ext3/ext4";
+    case XFS_SUPER_MAGIC:
+      return "xfs";
+    case BTRFS_SUPER_MAGIC:
+      return "btrfs";
+    case F2FS_SUPER_MAGIC:
+      return "f2fs";
+    case OVERLAYFS_SUPER_MAGIC:
+      return "overlayfs";
+    case FUSE_SUPER_MAGIC:
+      return "fuse";
+    case NFS_SUPER_MAGIC:
+      return "nfs";
+    case CIFS_SUPER_MAGIC:
+    case SMB2_SUPER_MAGIC:
+      return "cifs/smb";
+    default:
+      break;
+  }
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%x", static_cast<uint32_t>(f_type));
+  return hex;
+}
+
+absl::StatusOr<int64_t> FilesystemOf(const std::string& path, const std::string& field) {
+  struct statfs fs {};
+  if (statfs(path.c_str(), &fs) != 0) return ErrnoError("statfs", errno, path, field);
+  return static_cast<int64_t>(fs.f_type);
+}
+
+namespace {
+
+// Opens the absolute `path` with O_PATH one component at a time from "/", none of them followed if it is a
+// symlink (O_NOFOLLOW; a link is opened as itself and refused here). "." and empty components are
+// skipped; ".." is refused (a real path has none). Returns the descriptor of the last component.
+absl::StatusOr<int> OpenWithoutSymlinks(const std::string& path, const std::string& field) {
+  std::vector<std::string> parts;
+  for (size_t at = 1; at <= path.size();) {
+    size_t slash = path.find('/', at);
+    if (slash == std::string::npos) slash = path.size();
+    std::string part = path.substr(at, slash - at);
+    at = slash + 1;
+    if (!part.empty() && part != ".") parts.push_back(std::move(part));
+  }
+  if (parts.empty()) return InvalidArgument(field, absl::StrCat(path, " names no file"));
+  Fd parent(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (parent.get() < 0) return ErrnoError("open", errno, "/", field);
+  std::string walked;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] == "..") {
+      return FieldError(absl::StatusCode::kPermissionDenied, field,
+                        absl::StrCat(path, " holds a '..' component, which this open does not follow"));
+    }
+    absl::StrAppend(&walked, "/", parts[i]);
+    Fd next(openat(parent.get(), parts[i].c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0) {
+      return ErrnoError(errno == ENOENT ? absl::StatusCode::kNotFound : absl::ErrnoToStatusCode(errno), "open",
+                        errno, walked, field);
+    }
+    struct stat st {};
+    if (fstat(next.get(), &st) != 0) return ErrnoError("fstat", errno, walked, field);
+    if (S_ISLNK(st.st_mode)) {
+      return ErrnoError(absl::StatusCode::kPermissionDenied, "open", ELOOP,
+                        absl::StrCat(walked, " is a symbolic link, which this open does not follow (no component of ",
+                                     path, " may be one)"),
+                        field);
+    }
+    if (i + 1 < parts.size() && !S_ISDIR(st.st_mode)) {
+      return ErrnoError(absl::StatusCode::kFailedPrecondition, "open", ENOTDIR,
+                        absl::StrCat(walked, " is not a directory"), field);
+    }
+    parent = std::move(next);
+  }
+  const int out = dup(parent.get());  // the last component; `parent` closes its own copy
+  if (out < 0) return ErrnoError("dup", errno, walked, field);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> IntersectRoots(const std::vector<std::string>& a, const std::vector<std::string>& b,
+                                        bool* disjoint) {
+  *disjoint = false;
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  auto resolved = [](const std::string& root) {
+    char buf[PATH_MAX];
+    std::string r = realpath(root.c_str(), buf) ? std::string(buf) : root;
+    while (r.size() > 1 && r.back() == '/') r.pop_back();
+    return r;
+  };
+  std::vector<std::string> out;
+  for (const auto& x : a) {
+    for (const auto& y : b) {
+      const std::string rx = resolved(x), ry = resolved(y);
+      if (rx.empty() || ry.empty()) continue;
+      // The deeper of a nested pair (or either, if the same): its subtree is the other's and its own.
+      const std::string& deeper = (rx == ry || UnderRoot(rx, ry)) ? rx : UnderRoot(ry, rx) ? ry : std::string();
+      if (!deeper.empty() && std::find(out.begin(), out.end(), deeper) == out.end()) out.push_back(deeper);
+    }
+  }
+  *disjoint = out.empty();
+  return out;
+}
+
+absl::StatusOr<auth::FileAccess> RightsAtRecovery(const auth::FileAccess& recorded, const std::string& tenant,
+                                                  const std::vector<std::string>* tenant_roots,
+                                                  const std::string& field) {
+  // rdmad's own rights (an admin over TLS, an internal caller): allowed_file_roots alone, as at registration.
+  if (tenant.empty() || !recorded.check) return recorded;
+  if (tenant_roots == nullptr) {
+    return FailedPrecondition(field, absl::StrCat("its PD's tenant ", tenant,
+                                                  " is no longer in rdmad's config, so no one's rights cover it"));
+  }
+  auth::FileAccess now = recorded;
+  bool disjoint = false;
+  now.roots = IntersectRoots(recorded.roots, *tenant_roots, &disjoint);
+  if (disjoint) {
+    return FailedPrecondition(field, absl::StrCat("the file roots of tenant ", tenant,
+                                                  " no longer overlap those it had when the region was registered"));
+  }
+  return now;
 }
 
 uint64_t DefaultHugePageSize() {
@@ -97,7 +247,8 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
                                                        uint64_t length,
                                                        const std::vector<std::string>& allowed_roots,
                                                        const std::string& field,
-                                                       const auth::FileAccess& files, unsigned rights) {
+                                                       const auth::FileAccess& files, unsigned rights,
+                                                       const FileRules& rules) {
   if (path.empty()) return InvalidArgument(field + ".path", "is required");
   // A caller without a file-system identity learns nothing about the path, not even whether it exists.
   RDMAD_RETURN_IF_ERROR(CheckMayUseFiles(files, field + ".path"));
@@ -113,7 +264,15 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   // make rdmad, as root, map a file outside every allowed root. O_PATH opens without side effects and
   // without needing read permission; the kernel's name for the opened file is then checked, and the
   // same inode is reopened read-write through /proc/self/fd.
-  Fd pathfd(open(path.c_str(), O_PATH | O_CLOEXEC));
+  // With no_symlinks, every component is opened without following it: a link anywhere on the way is
+  // refused rather than resolved.
+  Fd pathfd(-1);
+  if (rules.no_symlinks) {
+    RDMAD_ASSIGN_OR_RETURN(int opened, OpenWithoutSymlinks(path, field + ".path"));
+    pathfd = Fd(opened);
+  } else {
+    pathfd = Fd(open(path.c_str(), O_PATH | O_CLOEXEC));
+  }
   if (pathfd.get() < 0) {
     return ErrnoError(errno == ENOENT ? absl::StatusCode::kNotFound : absl::ErrnoToStatusCode(errno), "open",
                       errno, path, field + ".path");
@@ -146,6 +305,24 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   ownership.gid = st.st_gid;
   ownership.mode = st.st_mode;
   RDMAD_RETURN_IF_ERROR(CheckFileRights(files, ownership, rights, real, field + ".path"));
+  const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  if (rules.expect.has_value() && !(id == *rules.expect)) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, field + ".path",
+                      absl::StrCat(real, " is another file than the one registered (device ", id.dev, ", inode ",
+                                   id.ino, "; at registration device ", rules.expect->dev, ", inode ",
+                                   rules.expect->ino, "): it was replaced"));
+  }
+  // Only files whose pages live in memory anyway: a registered range of a disk file keeps its page cache
+  // pinned for as long as the region lives, which the operator must ask for.
+  struct statfs on {};
+  if (fstatfs(pathfd.get(), &on) != 0) return ErrnoError("fstatfs", errno, real, field + ".path");
+  if (!rules.allow_disk && !IsMemoryFilesystem(static_cast<int64_t>(on.f_type))) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, field + ".path",
+                      absl::StrCat(real, " is on a ", FilesystemName(static_cast<int64_t>(on.f_type)),
+                                   " filesystem, not a memory one (tmpfs, hugetlbfs, ramfs): registering it would "
+                                   "pin its page cache for as long as the region lives; rdmad does that only with "
+                                   "allow_disk_files (docs/config.md)"));
+  }
   Fd fd(open(self.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError("open", errno, real, field + ".path");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -171,6 +348,8 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   std::unique_ptr<Mapping> m(new Mapping(base, base_length, static_cast<char*>(base) + w.delta, length));
   m->real_path_ = real;
   m->ownership_ = ownership;
+  m->file_id_ = id;
+  m->files_ = files;
   return m;
 }
 

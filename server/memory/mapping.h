@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,34 @@
 
 namespace rdmad {
 
+// A file's identity on this host: its device and inode, as fstat(2) gives them.
+struct FileId {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+// How Mapping::File may open a file, beyond the roots and the caller's rights.
+struct FileRules {
+  // Files on filesystems other than the memory ones (tmpfs, hugetlbfs, ramfs) are refused unless set: a
+  // registered range of a disk file pins its page cache for as long as the region lives (config
+  // allow_disk_files).
+  bool allow_disk = false;
+  // No component of the path may be a symlink: each is opened with O_NOFOLLOW, from "/". For restart
+  // recovery, which opens the real path recorded at registration: a link found now was not there then.
+  bool no_symlinks = false;
+  // The file must be this one (restart recovery: the device and inode recorded at registration).
+  std::optional<FileId> expect;
+};
+
+// True for the filesystems whose pages live in memory anyway (tmpfs, hugetlbfs, ramfs): registering a
+// range of such a file pins nothing a disk would otherwise hold. `f_type` as statfs(2) reports it.
+bool IsMemoryFilesystem(int64_t f_type);
+// A name for statfs(2)'s f_type ("tmpfs", "ext2/ext3/ext4", "xfs", ...), or "0x<hex>" if not known here.
+std::string FilesystemName(int64_t f_type);
+// The f_type of the filesystem `path` is on, or the statfs error (errno kept, naming `field`).
+absl::StatusOr<int64_t> FilesystemOf(const std::string& path, const std::string& field);
+
 class Mapping {
  public:
   // `field` prefixes errors ("source" or "source.anonymous" ...): the caller's request field.
@@ -30,13 +59,16 @@ class Mapping {
   // `allowed_roots`: the file's real path (symlinks resolved) must lie under one of them, and under one of
   // `files.roots` too if there are any. With `files.check`, the caller's identity must have `rights`
   // (kFileRead | kFileWrite) on the opened inode; without an identity no file is mapped at all. Errors
-  // about the file name `field`.path (PERMISSION_DENIED for every refusal of the caller's).
+  // about the file name `field`.path (PERMISSION_DENIED for every refusal of the caller's). `rules`: a file
+  // outside the memory filesystems is FAILED_PRECONDITION unless allowed; with no_symlinks a symlink on the
+  // path is PERMISSION_DENIED (ELOOP); a file other than `expect` is FAILED_PRECONDITION.
   static absl::StatusOr<std::unique_ptr<Mapping>> File(const std::string& path, uint64_t offset,
                                                        uint64_t length,
                                                        const std::vector<std::string>& allowed_roots,
                                                        const std::string& field,
                                                        const auth::FileAccess& files = {},
-                                                       unsigned rights = kFileRead | kFileWrite);
+                                                       unsigned rights = kFileRead | kFileWrite,
+                                                       const FileRules& rules = {});
   ~Mapping();
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -49,6 +81,12 @@ class Mapping {
   bool is_file() const { return !real_path_.empty(); }
   const std::string& real_path() const { return real_path_; }
   const FileOwnership& ownership() const { return ownership_; }
+  // The file's device and inode when it was opened (zero for anonymous memory).
+  const FileId& file_id() const { return file_id_; }
+  // The caller's rights the file was opened and checked with (what restart recovery checks again).
+  const auth::FileAccess& files() const { return files_; }
+  // What munmap is given (the mapped length; on hugetlbfs whole huge pages).
+  size_t mapped_length() const { return base_length_; }
 
  private:
   Mapping(void* base, size_t base_length, void* data, uint64_t length)
@@ -60,6 +98,8 @@ class Mapping {
   const uint64_t length_;     // requested length
   std::string real_path_;     // set once by File, before the mapping is handed out
   FileOwnership ownership_;
+  FileId file_id_;
+  auth::FileAccess files_;
 };
 
 // True if `real` (a resolved path) lies under `root` (resolved here; "/" holds everything).
@@ -74,6 +114,24 @@ struct FileWindow {
   uint64_t base_length = 0;
 };
 FileWindow PlanFileWindow(uint64_t offset, uint64_t length, uint64_t align, bool hugetlbfs);
+
+// The roots a path must lie under to be under one of `a` and one of `b` (each empty: no narrowing from
+// it): the deeper of every nested pair. Empty `a` gives `b` and the other way round; a non-empty result
+// from two non-empty lists, or an empty one when they do not overlap at all (*disjoint set).
+std::vector<std::string> IntersectRoots(const std::vector<std::string>& a, const std::vector<std::string>& b,
+                                        bool* disjoint);
+
+// The rights a region's file is mapped with at restart recovery: never more than its registering caller
+// could get now. `recorded`: the caller's rights as recorded at registration. `tenant`: the tenant of the
+// region's PD (empty: an admin's PD, or single-tenant mode: the recorded rights as they are; so are
+// rdmad's own rights, `check` false). `tenant_roots`: that tenant's file_roots in the current config,
+// nullptr if it is no longer configured. Otherwise the file must lie under the recorded roots and the
+// tenant's current ones both (so a region a unix admin registered in a tenant's PD comes back only under
+// that tenant's roots). FAILED_PRECONDITION on `field` if the tenant is gone or the two sets of roots no
+// longer overlap.
+absl::StatusOr<auth::FileAccess> RightsAtRecovery(const auth::FileAccess& recorded, const std::string& tenant,
+                                                  const std::vector<std::string>* tenant_roots,
+                                                  const std::string& field);
 
 // The default huge page size of this host (Hugepagesize in /proc/meminfo), or 2 MiB if unknown.
 uint64_t DefaultHugePageSize();

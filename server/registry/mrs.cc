@@ -51,8 +51,10 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySou
         return OutOfRange(field + ".file.length",
                           absl::StrCat(f.length(), " bytes exceeds the largest region allowed (", max, " bytes)"));
       }
+      FileRules rules;
+      rules.allow_disk = options_.allow_disk_files;
       return Mapping::File(f.path(), f.offset(), f.length(), options_.allowed_file_roots, field + ".file", files,
-                           FileRightsFor(access));
+                           FileRightsFor(access), rules);
     }
     default:
       return InvalidArgument(field, "is required: anonymous {size} or file {path, offset, length}");
@@ -78,7 +80,12 @@ v1::MemoryRegion Registry::ToProto(const MrEntry& e) const {
 
 void Registry::PersistMr(const MrEntry& e) {
   if (options_.state == nullptr) return;
-  state::MrRow row{e.id, e.pd->id, e.source, e.access};
+  state::MrRow row{e.id, e.pd->id, e.source, e.access, std::nullopt};
+  // A file region: whose rights opened it and which inode, for restart recovery to check again.
+  if (e.source.has_file() && e.mapping != nullptr && e.mapping->is_file()) {
+    row.file = state::FileRecord{e.mapping->files(), e.mapping->real_path(), e.mapping->file_id().dev,
+                                 e.mapping->file_id().ino};
+  }
   if (absl::Status s = options_.state->PutMr(row); !s.ok()) {
     RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): it will not survive a restart",
                     Name("mrs", e.id).c_str(), std::string(s.message()).c_str());

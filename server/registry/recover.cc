@@ -8,14 +8,51 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
+#include "server/memory/file_rights.h"
+#include "server/memory/mapping.h"
 #include "server/registry/internal.h"
 #include "server/registry/registry.h"
 
 namespace rdmad {
 
-absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& snapshot) {
+absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapRecorded(const state::MrRow& row, const fabric::Device& device,
+                                                                const std::string& tenant,
+                                                                const RecoveryRights& rights) const {
+  if (row.source.has_anonymous()) {
+    return absl::DataLossError("anonymous memory: its contents died with the previous rdmad process");
+  }
+  if (!row.source.has_file()) return InvalidArgument("source", "the recorded source is neither anonymous nor a file");
+  // Who registered it, recorded with it: without that record (a row from an rdmad that did not keep it),
+  // no caller is known whose rights could be checked, so the strictest case applies: no file is mapped.
+  if (!row.file.has_value()) {
+    return FailedPrecondition("source.file.path",
+                              "recorded without who registered it (by an older rdmad), so no caller's rights can be "
+                              "checked again: the strictest case applies and the file is not mapped; deregister the "
+                              "region and register the file again");
+  }
+  const state::FileRecord& rec = *row.file;
+  const auto& f = row.source.file();
+  if (const uint64_t max = MaxMrBytes(device); max && f.length() > max) {
+    return OutOfRange("source.file.length",
+                      absl::StrCat(f.length(), " bytes exceeds the largest region allowed (", max, " bytes)"));
+  }
+  // The caller's rights now: as recorded, narrowed by what its tenant may do in the current config.
+  absl::StatusOr<auth::FileAccess> now = rights ? rights(tenant, rec.files) : absl::StatusOr<auth::FileAccess>(rec.files);
+  if (!now.ok()) return now.status();
+  // The real path the caller's name led to at registration, with no symlink on the way now (a link there
+  // was not there then), and the same inode; the roots and rights checked on it as for a live registration.
+  FileRules rules;
+  rules.allow_disk = options_.allow_disk_files;
+  rules.no_symlinks = true;
+  rules.expect = FileId{rec.dev, rec.ino};
+  return Mapping::File(rec.real_path, f.offset(), f.length(), options_.allowed_file_roots, "source.file", *now,
+                       FileRightsFor(row.access), rules);
+}
+
+absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& snapshot, const RecoveryRights& rights) {
   Recovered out;
   std::map<uint64_t, PdEntry*> pds;  // re-created, by id
+  std::map<uint64_t, std::string> tenants;  // their tenants, by id
   for (const state::PdRow& row : snapshot.pds) {
     const std::string name = Name("pds", row.id);
     absl::StatusOr<fabric::Device*> device = FindDevice(row.device, "device");
@@ -32,6 +69,7 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
     e->label = row.label;
     e->pd = std::move(pd).value();
     pds[row.id] = e.get();
+    tenants[row.id] = row.owner;
     MutexLock lock(&mu_);
     pds_.emplace(row.id, std::move(e));
     out.owners[name] = row.owner;
@@ -45,13 +83,10 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
       RDMAD_LOG_ERROR("recovery: %s", out.lost.back().c_str());
       continue;  // its record stays, with the PD's, for a start that finds the device again
     }
-    // Anonymous memory died with the old process; a file is mapped and registered again (with rdmad's own
-    // rights: allowed_file_roots; the caller's were checked when it was declared).
+    // Anonymous memory died with the old process; a file is mapped and registered again only as its
+    // registering caller could now (MapRecorded).
     absl::StatusOr<std::unique_ptr<Mapping>> mapping =
-        row.source.has_anonymous()
-            ? absl::StatusOr<std::unique_ptr<Mapping>>(absl::DataLossError(
-                  "anonymous memory: its contents died with the previous rdmad process"))
-            : MapSource(row.source, *pd->second->device, "source", auth::FileAccess{}, row.access);
+        MapRecorded(row, *pd->second->device, tenants[row.pd], rights);
     // Within RLIMIT_MEMLOCK, as any registration: past it the MR is lost, saying which limit.
     absl::Status room = mapping.ok() ? options_.memlock.Check((*mapping)->data(), (*mapping)->length(), "source")
                                      : mapping.status();

@@ -5,11 +5,16 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 
@@ -27,6 +32,15 @@ constexpr const char* kSchema[] = {
     "CREATE TABLE IF NOT EXISTS mrs (id INTEGER PRIMARY KEY, pd INTEGER NOT NULL, source BLOB NOT NULL, "
     "access INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS grants (id INTEGER PRIMARY KEY, info BLOB NOT NULL)",
+};
+
+// Columns of mrs added after the first schema: added to an older file when it is opened (ALTER TABLE), NULL
+// in its existing rows. A file region's record (store.h FileRecord): real_path NULL means "not recorded".
+// file_uid NULL: the caller had no file-system identity. file_groups: decimal gids, comma-separated;
+// file_roots: paths separated by NUL bytes.
+constexpr const char* kMrColumns[][2] = {
+    {"file_check", "INTEGER"}, {"file_uid", "INTEGER"}, {"file_gid", "INTEGER"}, {"file_groups", "TEXT"},
+    {"file_roots", "BLOB"},    {"real_path", "TEXT"},   {"file_dev", "INTEGER"}, {"file_ino", "INTEGER"},
 };
 
 absl::Status SqliteError(sqlite3* db, const std::string& path, const char* what) {
@@ -72,8 +86,30 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
           absl::StrCat("state_file ", path, ": creating the schema: ", sqlite3_errmsg(db)));
     }
   }
-  // The schema's version: a newer file is refused (its rows may mean something this rdmad does not know).
   sqlite3_stmt* st = nullptr;
+  // Columns added since the first schema, in a file made before them. Old rows keep NULL there, which Load
+  // reports as "not recorded"; an older rdmad still reads and writes the file (its rows get NULL too).
+  {
+    std::vector<std::string> have;
+    if (sqlite3_prepare_v2(db, "PRAGMA table_info(mrs)", -1, &st, nullptr) != SQLITE_OK) {
+      return SqliteError(db, path, "reading the columns of mrs");
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      const unsigned char* name = sqlite3_column_text(st, 1);
+      if (name != nullptr) have.emplace_back(reinterpret_cast<const char*>(name));
+    }
+    sqlite3_finalize(st);
+    st = nullptr;
+    for (const auto& column : kMrColumns) {
+      if (std::find(have.begin(), have.end(), column[0]) != have.end()) continue;
+      const std::string sql = absl::StrCat("ALTER TABLE mrs ADD COLUMN ", column[0], " ", column[1]);
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("state_file ", path, ": adding column ", column[0], ": ", sqlite3_errmsg(db)));
+      }
+    }
+  }
+  // The schema's version: a newer file is refused (its rows may mean something this rdmad does not know).
   int64_t version = -1;
   if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema'", -1, &st, nullptr) == SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW) {
@@ -112,7 +148,9 @@ absl::Status Store::Exec(const char* sql, const std::vector<Value>& values) {
   for (size_t i = 0; i < values.size(); ++i) {
     const Value& v = values[i];
     const int at = static_cast<int>(i + 1);
-    if (v.is_int) {
+    if (v.null) {
+      sqlite3_bind_null(st, at);
+    } else if (v.is_int) {
       sqlite3_bind_int64(st, at, v.i);
     } else if (v.blob) {
       sqlite3_bind_blob(st, at, v.s.data(), static_cast<int>(v.s.size()), SQLITE_TRANSIENT);
@@ -162,9 +200,31 @@ absl::Status Store::PutMr(const MrRow& row) {
   MutexLock lock(&mu_);
   std::string source;
   if (!row.source.SerializeToString(&source)) return absl::InternalError("state store: cannot serialize a source");
-  return Exec("INSERT OR REPLACE INTO mrs (id, pd, source, access) VALUES (?, ?, ?, ?)",
-              {Value::Int(row.id), Value::Int(row.pd), Value::Blob(source),
-               Value::Int(row.access)});
+  std::vector<Value> values = {Value::Int(row.id), Value::Int(row.pd), Value::Blob(source), Value::Int(row.access)};
+  if (row.file.has_value()) {
+    const auth::FileAccess& f = row.file->files;
+    std::string groups, roots;
+    if (f.identity.has_value()) {
+      for (uint32_t g : f.identity->groups) absl::StrAppend(&groups, groups.empty() ? "" : ",", g);
+    }
+    for (size_t i = 0; i < f.roots.size(); ++i) {
+      if (i > 0) roots.push_back('\0');
+      roots += f.roots[i];
+    }
+    values.push_back(Value::Int(f.check ? 1 : 0));
+    values.push_back(f.identity.has_value() ? Value::Int(f.identity->uid) : Value::Null());
+    values.push_back(f.identity.has_value() ? Value::Int(f.identity->gid) : Value::Null());
+    values.push_back(Value::Text(groups));
+    values.push_back(Value::Blob(roots));
+    values.push_back(Value::Text(row.file->real_path));
+    values.push_back(Value::Int(row.file->dev));
+    values.push_back(Value::Int(row.file->ino));
+  } else {
+    for (size_t i = 0; i < sizeof kMrColumns / sizeof kMrColumns[0]; ++i) values.push_back(Value::Null());
+  }
+  return Exec("INSERT OR REPLACE INTO mrs (id, pd, source, access, file_check, file_uid, file_gid, file_groups, "
+              "file_roots, real_path, file_dev, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              values);
 }
 
 absl::Status Store::DeleteMr(uint64_t id) {
@@ -209,7 +269,10 @@ absl::StatusOr<Snapshot> Store::Load() {
     out.pds.push_back(std::move(r));
   }
   sqlite3_finalize(st);
-  if (sqlite3_prepare_v2(db_, "SELECT id, pd, source, access FROM mrs ORDER BY id", -1, &st, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT id, pd, source, access, file_check, file_uid, file_gid, file_groups, file_roots, "
+                         "real_path, file_dev, file_ino FROM mrs ORDER BY id",
+                         -1, &st, nullptr) != SQLITE_OK) {
     return Error("reading mrs");
   }
   while (sqlite3_step(st) == SQLITE_ROW) {
@@ -221,6 +284,32 @@ absl::StatusOr<Snapshot> Store::Load() {
       return absl::DataLossError(absl::StrCat("state store ", path_, ": mrs/", r.id, ": its source does not parse"));
     }
     r.access = static_cast<uint32_t>(sqlite3_column_int64(st, 3));
+    if (sqlite3_column_type(st, 9) != SQLITE_NULL) {  // the file's record (store.h FileRecord)
+      FileRecord f;
+      f.files.check = sqlite3_column_int64(st, 4) != 0;
+      if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
+        auth::FileIdentity who;
+        who.uid = static_cast<uint32_t>(sqlite3_column_int64(st, 5));
+        who.gid = static_cast<uint32_t>(sqlite3_column_int64(st, 6));
+        for (absl::string_view g : absl::StrSplit(text(7), ',', absl::SkipEmpty())) {
+          uint32_t gid = 0;
+          if (!absl::SimpleAtoi(g, &gid)) {
+            sqlite3_finalize(st);
+            return absl::DataLossError(absl::StrCat("state store ", path_, ": mrs/", r.id, ": a group does not parse"));
+          }
+          who.groups.push_back(gid);
+        }
+        f.files.identity = std::move(who);
+      }
+      const std::string roots = blob(8);
+      if (!roots.empty()) {
+        for (absl::string_view root : absl::StrSplit(roots, absl::ByChar('\0'))) f.files.roots.emplace_back(root);
+      }
+      f.real_path = text(9);
+      f.dev = static_cast<uint64_t>(sqlite3_column_int64(st, 10));
+      f.ino = static_cast<uint64_t>(sqlite3_column_int64(st, 11));
+      r.file = std::move(f);
+    }
     out.mrs.push_back(std::move(r));
   }
   sqlite3_finalize(st);

@@ -7,7 +7,10 @@
 //   - marks:  per name kind ("pds", "mrs", "grants", ...), a number no name handed out so far reaches
 //             (NameCounter reserves names in blocks: one write per block, not per name);
 //   - pds:    id, device, label, owning tenant;
-//   - mrs:    id, PD id, source (file or anonymous), access bits;
+//   - mrs:    id, PD id, source (file or anonymous), access bits; for a file, who registered it (the
+//             caller's file rights: checked or not, uid, gid, groups, roots) and which file it was (its
+//             real path, device and inode), which restart recovery checks again. Rows written by an
+//             rdmad that did not record these have NULL there (FileRecord absent: the strictest case);
 //   - grants: the v1::Grant as issued (renewals update its lease); removed when it ends.
 // Each mutation is one transaction (one fsync of the WAL): fine for a control plane, measured by issue 9.
 //
@@ -21,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "server/common/sync.h"
 #include "rdmad/v1/rdmad.pb.h"
+#include "server/auth/caller.h"
 
 struct sqlite3;
 
@@ -41,11 +46,23 @@ struct PdRow {
   std::string owner;   // the tenant; empty: admins'
 };
 
+// Who registered a file region and which file it was, as rdmad opened it: what restart recovery checks
+// again before it maps the file (docs/operations.md, "Restart recovery").
+struct FileRecord {
+  auth::FileAccess files;  // the caller's rights on files, as given to the registration
+  std::string real_path;   // the file's real path (symlinks resolved) when rdmad opened it
+  uint64_t dev = 0;        // its device and inode then
+  uint64_t ino = 0;
+};
+
 struct MrRow {
   uint64_t id = 0;
   uint64_t pd = 0;
   v1::MemorySource source;
   uint32_t access = 0;  // fabric access bits
+  // File sources: who registered it and which file. Absent for anonymous memory, and for rows written by
+  // an rdmad that did not record it (recovery then maps no file for the row: the strictest case).
+  std::optional<FileRecord> file;
 };
 
 struct Snapshot {
@@ -90,9 +107,11 @@ class Store {
     int64_t i = 0;
     std::string s;
     bool blob = false;
-    static Value Int(uint64_t v) { return Value{true, static_cast<int64_t>(v), {}, false}; }
-    static Value Text(std::string v) { return Value{false, 0, std::move(v), false}; }
-    static Value Blob(std::string v) { return Value{false, 0, std::move(v), true}; }
+    bool null = false;
+    static Value Int(uint64_t v) { return Value{true, static_cast<int64_t>(v), {}, false, false}; }
+    static Value Text(std::string v) { return Value{false, 0, std::move(v), false, false}; }
+    static Value Blob(std::string v) { return Value{false, 0, std::move(v), true, false}; }
+    static Value Null() { return Value{false, 0, {}, false, true}; }
   };
   absl::Status Exec(const char* sql, const std::vector<Value>& values) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Error(const char* what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -205,6 +205,7 @@ class FileRightsRegistryTest : public ::testing::TestWithParam<bool> {
     ledger_ = std::make_shared<FakeLedger>();
     Registry::Options options;
     options.allowed_file_roots = {root_.path()};
+    options.allow_disk_files = true;  // TempDir is on TEST_TMPDIR's filesystem, usually a disk
     std::vector<fabric::DeviceInfo> devices = {fake::MakeDeviceInfo("rxe0", GetParam())};
     registry_ = std::make_unique<Registry>(std::make_unique<fake::FakeFabric>(std::move(devices), ledger_), options);
     v1::CreatePdRequest pd;

@@ -4,6 +4,7 @@
 #include "server/memory/mapping.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "server/common/status.h"
+#include "tests/unit/shm_dir.h"
 #include "tests/unit/test_util.h"
 
 // open(2) interposer, to make a race deterministic: a test arms BeforeOpen() with the path it expects
@@ -65,10 +67,18 @@ using ::testing::HasSubstr;
 
 const uint64_t kPage = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 
+// TempDir is under TEST_TMPDIR, usually a disk filesystem: these tests opt in to it (allow_disk_files);
+// the rule itself is tested below with a directory on /dev/shm.
+FileRules Disk() {
+  FileRules rules;
+  rules.allow_disk = true;
+  return rules;
+}
+
 class MappingFileTest : public ::testing::Test {
  protected:
   absl::StatusOr<std::unique_ptr<Mapping>> Map(const std::string& path, uint64_t offset, uint64_t length) {
-    return Mapping::File(path, offset, length, {root_.path()}, "f");
+    return Mapping::File(path, offset, length, {root_.path()}, "f", {}, kFileRead | kFileWrite, Disk());
   }
   TempDir root_;
 };
@@ -234,9 +244,9 @@ TEST_F(MappingFileTest, RootsMatchWholePathComponents) {
   EXPECT_TRUE(IsError(Mapping::File(path, 0, 1, {}, "f"), absl::StatusCode::kPermissionDenied, "f.path"));
   EXPECT_TRUE(IsError(Mapping::File(path, 0, 1, {""}, "f"), absl::StatusCode::kPermissionDenied, "f.path"));
   // A trailing slash on the root, a second root, and "/" all work.
-  EXPECT_TRUE(Mapping::File(path, 0, 1, {root_.path() + "/"}, "f").ok());
-  EXPECT_TRUE(Mapping::File(path, 0, 1, {"/nonexistent", root_.path()}, "f").ok());
-  EXPECT_TRUE(Mapping::File(path, 0, 1, {"/"}, "f").ok());
+  EXPECT_TRUE(Mapping::File(path, 0, 1, {root_.path() + "/"}, "f", {}, kFileRead, Disk()).ok());
+  EXPECT_TRUE(Mapping::File(path, 0, 1, {"/nonexistent", root_.path()}, "f", {}, kFileRead, Disk()).ok());
+  EXPECT_TRUE(Mapping::File(path, 0, 1, {"/"}, "f", {}, kFileRead, Disk()).ok());
 }
 
 TEST(MappingAnonymousTest, IsZeroFilledAndWritable) {
@@ -307,6 +317,125 @@ TEST(FileWindowTest, HugetlbfsMapsAndUnmapsWholeHugePages) {
   EXPECT_EQ(w.base_offset, kPage);
   EXPECT_EQ(w.delta, 5u);
   EXPECT_EQ(w.base_length, 15u);
+}
+
+// Only memory filesystems back a region unless the operator opts in: a registered range of a disk file
+// would keep its page cache pinned for as long as the region lives.
+TEST(MappingFilesystemTest, DiskFilesAreRefusedUnlessAllowedAndMemoryFilesAreNot) {
+  TempDir disk;
+  absl::StatusOr<int64_t> fs = FilesystemOf(disk.path(), "f");
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  if (IsMemoryFilesystem(*fs)) GTEST_SKIP() << "TEST_TMPDIR is on " << FilesystemName(*fs) << " here";
+  const std::string on_disk = disk.WriteFile("disk.bin", kPage);
+  absl::StatusOr<std::unique_ptr<Mapping>> refused = Mapping::File(on_disk, 0, kPage, {disk.path()}, "f");
+  ASSERT_TRUE(IsError(refused, absl::StatusCode::kFailedPrecondition, "f.path"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr(FilesystemName(*fs)));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("allow_disk_files"));
+  EXPECT_TRUE(Mapping::File(on_disk, 0, kPage, {disk.path()}, "f", {}, kFileRead, Disk()).ok());
+
+  test::ShmDir shm;
+  if (!shm.ok()) GTEST_SKIP() << "/dev/shm is not a writable tmpfs here";
+  const std::string in_memory = shm.WriteFile("mem.bin", kPage);
+  absl::StatusOr<std::unique_ptr<Mapping>> m = Mapping::File(in_memory, 0, kPage, {shm.path()}, "f");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(FilesystemName(TMPFS_MAGIC), "tmpfs");
+  EXPECT_TRUE(IsMemoryFilesystem(HUGETLBFS_MAGIC));
+  EXPECT_TRUE(IsMemoryFilesystem(RAMFS_MAGIC));
+  EXPECT_FALSE(IsMemoryFilesystem(EXT4_SUPER_MAGIC));
+}
+
+// Restart recovery opens the real path recorded at registration with no symlink on the way (FileRules::
+// no_symlinks) and only the same inode (FileRules::expect).
+TEST_F(MappingFileTest, NoSymlinksRefusesALinkAtAnyComponent) {
+  FileRules strict = Disk();
+  strict.no_symlinks = true;
+  const std::string dir = root_.MakeDir("d");
+  const std::string file = root_.WriteFile("d/f.bin", kPage);
+  absl::StatusOr<std::unique_ptr<Mapping>> plain = Mapping::File(file, 0, kPage, {root_.path()}, "f", {}, kFileRead, strict);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->real_path(), file);
+  // The last component a link (to a file inside the root, which a plain open would accept).
+  const std::string link = root_.Sub("link.bin");
+  ASSERT_EQ(symlink(file.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(Map(link, 0, kPage).ok());
+  absl::StatusOr<std::unique_ptr<Mapping>> last = Mapping::File(link, 0, kPage, {root_.path()}, "f", {}, kFileRead, strict);
+  ASSERT_TRUE(IsError(last, absl::StatusCode::kPermissionDenied, "f.path"));
+  EXPECT_EQ(ErrnoOf(last.status()), ELOOP);
+  EXPECT_THAT(std::string(last.status().message()), HasSubstr("symbolic link"));
+  // An intermediate directory a link.
+  const std::string dirlink = root_.Sub("dl");
+  ASSERT_EQ(symlink(dir.c_str(), dirlink.c_str()), 0);
+  ASSERT_TRUE(Map(dirlink + "/f.bin", 0, kPage).ok());
+  absl::StatusOr<std::unique_ptr<Mapping>> middle =
+      Mapping::File(dirlink + "/f.bin", 0, kPage, {root_.path()}, "f", {}, kFileRead, strict);
+  ASSERT_TRUE(IsError(middle, absl::StatusCode::kPermissionDenied, "f.path"));
+  EXPECT_EQ(ErrnoOf(middle.status()), ELOOP);
+  EXPECT_THAT(std::string(middle.status().message()), HasSubstr(dirlink));
+  // ".." is not walked either.
+  EXPECT_TRUE(IsError(Mapping::File(dir + "/../d/f.bin", 0, kPage, {root_.path()}, "f", {}, kFileRead, strict),
+                      absl::StatusCode::kPermissionDenied, "f.path"));
+  // A missing component is NOT_FOUND, as for an ordinary open.
+  EXPECT_TRUE(IsError(Mapping::File(root_.Sub("d/none.bin"), 0, kPage, {root_.path()}, "f", {}, kFileRead, strict),
+                      absl::StatusCode::kNotFound, "f.path"));
+}
+
+TEST_F(MappingFileTest, ExpectRefusesAnotherInodeAtThePath) {
+  const std::string file = root_.WriteFile("f.bin", kPage);
+  absl::StatusOr<std::unique_ptr<Mapping>> first = Map(file, 0, kPage);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const FileId id = (*first)->file_id();
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(id.dev, static_cast<uint64_t>(st.st_dev));
+  EXPECT_EQ(id.ino, static_cast<uint64_t>(st.st_ino));
+  FileRules same = Disk();
+  same.expect = id;
+  EXPECT_TRUE(Mapping::File(file, 0, kPage, {root_.path()}, "f", {}, kFileRead, same).ok());
+  // Replaced by another file of the same name (kept open first, so its inode number is not reused).
+  const std::string other = root_.WriteFile("other.bin", kPage);
+  ASSERT_EQ(rename(other.c_str(), file.c_str()), 0);
+  absl::StatusOr<std::unique_ptr<Mapping>> replaced = Mapping::File(file, 0, kPage, {root_.path()}, "f", {}, kFileRead, same);
+  ASSERT_TRUE(IsError(replaced, absl::StatusCode::kFailedPrecondition, "f.path"));
+  EXPECT_THAT(std::string(replaced.status().message()), HasSubstr("replaced"));
+}
+
+TEST(RecoveryRightsTest, TenantRootsNarrowTheRecordedOnes) {
+  TempDir base;
+  const std::string a = base.MakeDir("a"), ab = base.MakeDir("a/b"), c = base.MakeDir("c");
+  bool disjoint = true;
+  EXPECT_EQ(IntersectRoots({}, {a}, &disjoint), std::vector<std::string>{a});
+  EXPECT_FALSE(disjoint);
+  EXPECT_EQ(IntersectRoots({a}, {}, &disjoint), std::vector<std::string>{a});
+  EXPECT_EQ(IntersectRoots({a}, {ab}, &disjoint), std::vector<std::string>{ab});
+  EXPECT_EQ(IntersectRoots({ab}, {a, c}, &disjoint), std::vector<std::string>{ab});
+  EXPECT_EQ(IntersectRoots({a + "/"}, {a}, &disjoint), std::vector<std::string>{a});
+  EXPECT_TRUE(IntersectRoots({ab}, {c}, &disjoint).empty());
+  EXPECT_TRUE(disjoint);
+
+  auth::FileAccess recorded;
+  recorded.check = true;
+  recorded.identity = auth::FileIdentity{1000, 1000, {27}};
+  recorded.roots = {a};
+  // An admin's PD (no tenant): as recorded.
+  absl::StatusOr<auth::FileAccess> same = RightsAtRecovery(recorded, "", nullptr, "source.file.path");
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->roots, recorded.roots);
+  // The tenant's roots now narrower: those.
+  const std::vector<std::string> narrower = {ab};
+  absl::StatusOr<auth::FileAccess> now = RightsAtRecovery(recorded, "t", &narrower, "source.file.path");
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE(now->check);
+  EXPECT_EQ(now->identity->uid, 1000u);
+  EXPECT_EQ(now->roots, narrower);
+  // Moved elsewhere, or the tenant gone: no rights at all.
+  const std::vector<std::string> elsewhere = {c};
+  EXPECT_TRUE(IsError(RightsAtRecovery(recorded, "t", &elsewhere, "source.file.path"),
+                      absl::StatusCode::kFailedPrecondition, "source.file.path"));
+  EXPECT_TRUE(IsError(RightsAtRecovery(recorded, "t", nullptr, "source.file.path"),
+                      absl::StatusCode::kFailedPrecondition, "source.file.path"));
+  // rdmad's own rights (an admin over TLS): as recorded, allowed_file_roots alone.
+  auth::FileAccess own;
+  EXPECT_TRUE(RightsAtRecovery(own, "t", nullptr, "source.file.path").ok());
 }
 
 }  // namespace

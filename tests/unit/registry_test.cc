@@ -129,6 +129,7 @@ class RegistryTest : public ::testing::Test {
     ledger_ = std::make_shared<FakeLedger>();
     Registry::Options options;
     options.allowed_file_roots = {root_.path()};
+    options.allow_disk_files = true;  // TempDir is on TEST_TMPDIR's filesystem, usually a disk
     options.max_mr_bytes = max_mr_bytes;
     options.memlock = std::move(memlock);
     registry_ = std::make_unique<Registry>(std::make_unique<fake::FakeFabric>(std::move(devices), ledger_),

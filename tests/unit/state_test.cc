@@ -4,6 +4,7 @@
 // file-backed MRs under their names, reports anonymous ones and those whose file vanished as MR_LOST, and
 // ends the grants that were live with END_RESTARTED, told to a watcher that asks from_oldest.
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
 
 #include "server/cm/token.h"
 #include "server/grants/manager.h"
@@ -32,6 +35,33 @@ std::unique_ptr<state::Store> OpenOrDie(const std::string& path) {
   auto s = state::Store::Open(path);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(s).value() : nullptr;
+}
+
+// A state file as the first schema wrote it (no record of who registered a file): one PD (pds/1, tenant
+// "alpha", on rxe0) and one file region over `file` (mrs/1, LOCAL_WRITE | REMOTE_READ, 4096 bytes).
+bool WriteFirstSchemaFile(const std::string& path, const std::string& file) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return false;
+  v1::MemorySource source;
+  source.mutable_file()->set_path(file);
+  source.mutable_file()->set_length(4096);
+  std::string blob;
+  source.SerializeToString(&blob);
+  std::string hex;
+  for (unsigned char c : blob) absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
+  const std::string sql = absl::StrCat(
+      "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+      "CREATE TABLE marks (kind TEXT PRIMARY KEY, next INTEGER NOT NULL);"
+      "CREATE TABLE pds (id INTEGER PRIMARY KEY, device TEXT NOT NULL, label TEXT NOT NULL, owner TEXT NOT NULL);"
+      "CREATE TABLE mrs (id INTEGER PRIMARY KEY, pd INTEGER NOT NULL, source BLOB NOT NULL, access INTEGER NOT NULL);"
+      "CREATE TABLE grants (id INTEGER PRIMARY KEY, info BLOB NOT NULL);"
+      "INSERT INTO meta VALUES ('schema', 1);"
+      "INSERT INTO marks VALUES ('pds', 1024), ('mrs', 1024);"
+      "INSERT INTO pds VALUES (1, 'rxe0', '', 'alpha');"
+      "INSERT INTO mrs VALUES (1, 1, X'", hex, "', ", fabric::kLocalWrite | fabric::kRemoteRead, ");");
+  const bool ok = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK;
+  sqlite3_close(db);
+  return ok;
 }
 
 TEST(StateStoreTest, KeepsWhatWasCommittedAcrossReopen) {
@@ -140,6 +170,71 @@ TEST(NameCounterTest, NeverReusesANumberAfterARestart) {
   EXPECT_EQ(floor.Next(), 4u);
 }
 
+// A file region's record: who registered it and which inode, kept across a reopen; none for anonymous
+// memory.
+TEST(StateStoreTest, KeepsWhoRegisteredAFileAndWhichInode) {
+  test::TempDir dir;
+  const std::string path = dir.Sub("state.db");
+  {
+    auto store = OpenOrDie(path);
+    state::MrRow file{3, 1, {}, 1, std::nullopt};
+    file.source.mutable_file()->set_path("/dev/shm/a/link");
+    file.source.mutable_file()->set_length(4096);
+    state::FileRecord rec;
+    rec.files.check = true;
+    rec.files.identity = auth::FileIdentity{1000, 1001, {27, 44}};
+    rec.files.roots = {"/dev/shm/a", "/dev/shm/b"};
+    rec.real_path = "/dev/shm/a/data";
+    rec.dev = 0x2a;
+    rec.ino = 123456789012ull;
+    file.file = rec;
+    ASSERT_TRUE(store->PutMr(file).ok());
+    state::MrRow no_identity{4, 1, {}, 1, std::nullopt};
+    no_identity.source.mutable_file()->set_path("/dev/shm/x");
+    state::FileRecord own;  // rdmad's own rights: not checked, no identity, no roots
+    own.real_path = "/dev/shm/x";
+    no_identity.file = own;
+    ASSERT_TRUE(store->PutMr(no_identity).ok());
+    state::MrRow anon{5, 1, {}, 1, std::nullopt};
+    anon.source.mutable_anonymous()->set_size(4096);
+    ASSERT_TRUE(store->PutMr(anon).ok());
+  }
+  auto store = OpenOrDie(path);
+  absl::StatusOr<state::Snapshot> snap = store->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->mrs.size(), 3u);
+  ASSERT_TRUE(snap->mrs[0].file.has_value());
+  const state::FileRecord& got = *snap->mrs[0].file;
+  EXPECT_TRUE(got.files.check);
+  ASSERT_TRUE(got.files.identity.has_value());
+  EXPECT_EQ(got.files.identity->uid, 1000u);
+  EXPECT_EQ(got.files.identity->gid, 1001u);
+  EXPECT_EQ(got.files.identity->groups, (std::vector<uint32_t>{27, 44}));
+  EXPECT_EQ(got.files.roots, (std::vector<std::string>{"/dev/shm/a", "/dev/shm/b"}));
+  EXPECT_EQ(got.real_path, "/dev/shm/a/data");
+  EXPECT_EQ(got.dev, 0x2au);
+  EXPECT_EQ(got.ino, 123456789012ull);
+  ASSERT_TRUE(snap->mrs[1].file.has_value());
+  EXPECT_FALSE(snap->mrs[1].file->files.check);
+  EXPECT_FALSE(snap->mrs[1].file->files.identity.has_value());
+  EXPECT_TRUE(snap->mrs[1].file->files.roots.empty());
+  EXPECT_FALSE(snap->mrs[2].file.has_value());
+}
+
+// A state file from before the record existed: it opens (the columns are added), its rows have no record.
+TEST(StateStoreTest, AnOlderFileOpensAndItsRegionsHaveNoRecord) {
+  test::TempDir dir;
+  const std::string path = dir.Sub("state.db");
+  ASSERT_TRUE(WriteFirstSchemaFile(path, "/dev/shm/old"));
+  auto store = OpenOrDie(path);
+  absl::StatusOr<state::Snapshot> snap = store->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->mrs.size(), 1u);
+  EXPECT_EQ(snap->mrs[0].source.file().path(), "/dev/shm/old");
+  EXPECT_FALSE(snap->mrs[0].file.has_value());
+  EXPECT_EQ(store->Mark("mrs"), 1024u);
+}
+
 // --- recovery on the fake fabric ---
 
 class RecoveryTest : public ::testing::Test {
@@ -149,6 +244,7 @@ class RecoveryTest : public ::testing::Test {
     ledger_ = std::make_shared<fake::FakeLedger>();
     Registry::Options options;
     options.allowed_file_roots = {files_.path()};
+    options.allow_disk_files = true;  // TempDir is on TEST_TMPDIR's filesystem, usually a disk
     options.state = store_.get();
     registry_ = std::make_unique<Registry>(
         std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_),
@@ -321,6 +417,22 @@ TEST_F(RecoveryTest, GrantsLiveBeforeARestartEndAsRestarted) {
   Start();
   EXPECT_TRUE(lost_grants_.empty());
   EXPECT_EQ(store_->Mark("grants"), 1025u);  // no grant was issued: the mark did not move
+}
+
+// A region recorded without who registered it (an older rdmad's file): the strictest case, no file is
+// mapped, the region is MR_LOST saying so; the PD comes back.
+TEST_F(RecoveryTest, ARegionRecordedWithoutItsRegistrantIsLost) {
+  const std::string file = files_.WriteFile("old", 4096);
+  ASSERT_TRUE(WriteFirstSchemaFile(dir_.Sub("state.db"), file));
+  Start();
+  EXPECT_THAT(recovered_.pds, UnorderedElementsAre("pds/1"));
+  EXPECT_TRUE(recovered_.mrs.empty());
+  ASSERT_EQ(recovered_.lost.size(), 1u);
+  v1::MemoryRegion lost = registry_->GetMr("mrs/1").value();
+  EXPECT_EQ(lost.state(), v1::MR_LOST);
+  EXPECT_THAT(lost.unusable_reason(), HasSubstr("without who registered it"));
+  EXPECT_EQ(ledger_->live().mrs, 0);
+  ASSERT_TRUE(registry_->DeregisterMr("mrs/1").ok());
 }
 
 }  // namespace
