@@ -37,6 +37,7 @@ struct Quotas {
   uint64_t pinned_bytes = 0, mrs = 0, mws = 0, qps = 0, cm_ids = 0, grants = 0, tokens = 0, connections = 0;
   uint64_t channels = 0;       // user event channels (each a thread and three descriptors)
   uint64_t watch_streams = 0;  // open Watch* streams
+  uint64_t pds = 0;            // protection domains (each holds rdmad's bind QP and its CQ too)
   uint64_t rpc_per_second = 0;  // per gRPC connection
   uint64_t rpc_burst = 0;       // 0: rpc_per_second
 };
@@ -59,6 +60,10 @@ struct Limits {
   uint64_t tokens = 65536;        // outstanding connection tokens
   uint64_t connections = 16384;   // data-plane connections and user CM ids connected or connecting
   uint64_t grants = 65536;        // grants not ended
+  uint64_t pds = 4096;            // protection domains
+  uint64_t mrs = 1048576;         // memory regions
+  uint64_t mws = 65536;           // memory windows made by AllocMw (grants' own windows count as grants)
+  uint64_t qps = 16384;           // QPs made by CreateQp (rdma_cm ids' count as CM ids and connections)
 };
 
 struct Config {

@@ -112,6 +112,7 @@ uint64_t Quotas::*QuotaField(const std::string& k) {
       {"cm_ids", &Quotas::cm_ids},             {"grants", &Quotas::grants},
       {"tokens", &Quotas::tokens},             {"connections", &Quotas::connections},
       {"channels", &Quotas::channels},         {"watch_streams", &Quotas::watch_streams},
+      {"pds", &Quotas::pds},
       {"rpc_per_second", &Quotas::rpc_per_second}, {"rpc_burst", &Quotas::rpc_burst}};
   for (const auto& [name, field] : kFields) {
     if (k == name) return field;
@@ -126,8 +127,8 @@ absl::Status ParseQuotas(const json& v, const std::string& base, Quotas* q) {
     uint64_t Quotas::*member = QuotaField(k);
     uint64_t* dst = member == nullptr ? nullptr : &(q->*member);
     if (dst == nullptr) {
-      return InvalidArgument(field, "unknown quota (known: pinned_bytes, mrs, mws, qps, cm_ids, grants, tokens, "
-                                    "connections, channels, watch_streams, rpc_per_second, rpc_burst)");
+      return InvalidArgument(field, "unknown quota (known: pds, pinned_bytes, mrs, mws, qps, cm_ids, grants, "
+                                    "tokens, connections, channels, watch_streams, rpc_per_second, rpc_burst)");
     }
     if (!f.is_number_unsigned()) return InvalidArgument(field, "must be a non-negative integer (0: unlimited)");
     *dst = f.get<uint64_t>();
@@ -182,9 +183,11 @@ absl::Status ParseLimits(const json& v, Limits* l) {
     const std::string field = "limits." + k;
     uint64_t* dst = k == "channels" ? &l->channels : k == "watch_streams" ? &l->watch_streams
                   : k == "cm_ids" ? &l->cm_ids : k == "tokens" ? &l->tokens
-                  : k == "connections" ? &l->connections : k == "grants" ? &l->grants : nullptr;
+                  : k == "connections" ? &l->connections : k == "grants" ? &l->grants
+                  : k == "pds" ? &l->pds : k == "mrs" ? &l->mrs : k == "mws" ? &l->mws : k == "qps" ? &l->qps : nullptr;
     if (dst == nullptr) {
-      return InvalidArgument(field, "unknown limit (known: channels, watch_streams, cm_ids, tokens, connections, grants)");
+      return InvalidArgument(field, "unknown limit (known: channels, watch_streams, cm_ids, tokens, connections, "
+                                    "grants, pds, mrs, mws, qps)");
     }
     // A cap every caller shares must exist: 0 would be none at all.
     if (!f.is_number_unsigned() || f.get<uint64_t>() < 1 || f.get<uint64_t>() > 1048576) {

@@ -197,6 +197,7 @@ int Run(int argc, char** argv) {
     }
   }
   options.max_mr_bytes = config.max_mr_bytes;
+  options.limits = {config.limits.pds, config.limits.mrs, config.limits.mws, config.limits.qps};
   options.workers = config.pin_workers;
   // What the kernel will let rdmad pin (its RLIMIT_MEMLOCK, unless it has CAP_IPC_LOCK): registrations past
   // it are refused up front with the limit named (docs/operations.md).

@@ -122,11 +122,6 @@ void CmManager::Quiesce() {
 // ---------------------------------------------------------------------------------------------------------
 // Channels
 
-absl::Status CmManager::OverLimit(const char* limit, uint64_t max, uint64_t used) {
-  return FieldError(absl::StatusCode::kResourceExhausted, "",
-                    absl::StrCat("limit ", limit, " of rdmad: limit ", max, ", in use ", used,
-                                 "; this call needs 1 (the limit counts every caller's)"));
-}
 
 absl::StatusOr<CmManager::Channel*> CmManager::NewChannel(const std::string& label, v1::ChannelRole role) {
   if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");

@@ -203,8 +203,6 @@ class CmManager {
   absl::StatusOr<Channel*> NewChannel(const std::string& label, v1::ChannelRole role);
   // CreateCmId without its checks of the request: `pd` may be empty (rdmad's own data-plane listener).
   void NewId(const std::string& channel, const std::string& pd, Done<v1::CmId> done);
-  // RESOURCE_EXHAUSTED naming an rdmad-wide limit, its value and its use.
-  static absl::Status OverLimit(const char* limit, uint64_t max, uint64_t used);
   // Runs `task` on the loop that owns the id now (following migrations), with the id, or with why not.
   void RunOnId(const std::string& name, IdTask task);
   void RunOnIdLoop(uint64_t id, Channel* expected, IdTask task);

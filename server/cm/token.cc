@@ -57,10 +57,8 @@ absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
   const absl::Time now = options_.clock();
   PurgeLocked(now);
   if (outstanding_.size() >= options_.max_outstanding) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("limit tokens of rdmad: limit ", options_.max_outstanding, ", in use ", outstanding_.size(),
-                     "; this call needs 1 (the limit counts every caller's outstanding tokens; they end when "
-                     "redeemed, revoked or expired)"));
+    return OverLimit("tokens", options_.max_outstanding, outstanding_.size(), 1,
+                     "outstanding tokens; they end when redeemed, revoked or expired");
   }
   const uint64_t id = next_id_.Next();
   entry.expiry = now + ttl;

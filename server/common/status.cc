@@ -45,6 +45,13 @@ absl::Status FieldError(absl::StatusCode code, absl::string_view field, absl::st
   return s;
 }
 
+absl::Status OverLimit(absl::string_view limit, uint64_t max, uint64_t in_use, uint64_t needs,
+                       absl::string_view counted) {
+  return absl::ResourceExhaustedError(absl::StrCat("limit ", limit, " of rdmad: limit ", max, ", in use ", in_use,
+                                                   "; this call needs ", needs, " (the limit counts every caller's",
+                                                   counted.empty() ? "" : " ", counted, ")"));
+}
+
 absl::Status ErrnoError(absl::StatusCode code, absl::string_view call, int err, absl::string_view context,
                         absl::string_view field) {
   std::string msg;

@@ -44,6 +44,10 @@ inline absl::Status FailedPrecondition(absl::string_view field, absl::string_vie
 inline absl::Status OutOfRange(absl::string_view field, absl::string_view message) {
   return FieldError(absl::StatusCode::kOutOfRange, field, message);
 }
+// An rdmad-wide limit (config "limits") reached: RESOURCE_EXHAUSTED "limit <limit> of rdmad: limit <max>, in
+// use <in_use>; this call needs <needs> (the limit counts every caller's[ <counted>])".
+absl::Status OverLimit(absl::string_view limit, uint64_t max, uint64_t in_use, uint64_t needs = 1,
+                       absl::string_view counted = {});
 
 // A failed system or verbs call. The code follows the errno (absl::ErrnoToStatusCode: EBUSY ->
 // FAILED_PRECONDITION, ENOMEM -> RESOURCE_EXHAUSTED, EOPNOTSUPP -> UNIMPLEMENTED, ...); the message reads

@@ -29,8 +29,17 @@ struct MrEntry;
 struct MwEntry;
 struct QpEntry;
 
+// The registry's totals over every PD, kept by Attach/Detach below with each PD's own (under Registry::mu_):
+// what its rdmad-wide limits count.
+struct Totals {
+  uint64_t mrs = 0;
+  uint64_t user_mws = 0;  // windows but rdmad's own (owner empty)
+  uint64_t user_qps = 0;  // QPs but those of rdma_cm ids
+};
+
 struct PdEntry {
   uint64_t id = 0;
+  Totals* totals = nullptr;  // the registry's
   fabric::Device* device = nullptr;
   std::string label;
   std::unique_ptr<fabric::Pd> pd;
@@ -140,22 +149,40 @@ struct MwEntry {
 // always those of its maps: Registry::UsageOfPd reads a tenant's use per PD in O(1), never by listing.
 // An MR's length may change only while it is detached (a re-registration detaches, caches, re-attaches).
 inline void Attach(PdEntry* pd, MrEntry* e) {
-  if (pd->mrs.emplace(e->id, e).second) pd->mr_bytes += e->length;
+  if (pd->mrs.emplace(e->id, e).second) {
+    pd->mr_bytes += e->length;
+    pd->totals->mrs++;
+  }
 }
 inline void Detach(PdEntry* pd, MrEntry* e) {
-  if (pd->mrs.erase(e->id)) pd->mr_bytes -= e->length;
+  if (pd->mrs.erase(e->id)) {
+    pd->mr_bytes -= e->length;
+    pd->totals->mrs--;
+  }
 }
 inline void Attach(PdEntry* pd, MwEntry* e) {
-  if (pd->mws.emplace(e->id, e).second && e->owner.empty()) pd->own_mws++;
+  if (pd->mws.emplace(e->id, e).second && e->owner.empty()) {
+    pd->own_mws++;
+    pd->totals->user_mws++;
+  }
 }
 inline void Detach(PdEntry* pd, MwEntry* e) {
-  if (pd->mws.erase(e->id) && e->owner.empty()) pd->own_mws--;
+  if (pd->mws.erase(e->id) && e->owner.empty()) {
+    pd->own_mws--;
+    pd->totals->user_mws--;
+  }
 }
 inline void Attach(PdEntry* pd, QpEntry* e) {
-  if (pd->qps.emplace(e->id, e).second && e->cm_id.empty()) pd->user_qps++;
+  if (pd->qps.emplace(e->id, e).second && e->cm_id.empty()) {
+    pd->user_qps++;
+    pd->totals->user_qps++;
+  }
 }
 inline void Detach(PdEntry* pd, QpEntry* e) {
-  if (pd->qps.erase(e->id) && e->cm_id.empty()) pd->user_qps--;
+  if (pd->qps.erase(e->id) && e->cm_id.empty()) {
+    pd->user_qps--;
+    pd->totals->user_qps--;
+  }
 }
 
 }  // namespace rdmad::registry_internal

@@ -115,8 +115,12 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     absl::StatusOr<PdEntry*> found = FindPd(request.pd(), "pd");
     if (found.ok() && (*found)->busy) found = InProgress("pd", request.pd(), (*found)->busy);
     if (found.ok()) {
+      if (absl::Status s = WithinLimit("mrs", options_.limits.mrs, totals_.mrs, creating_.mrs); !s.ok()) found = s;
+    }
+    if (found.ok()) {
       pd = *found;
       pd->pending++;  // the PD cannot be deleted until this registration is inserted or abandoned
+      creating_.mrs++;
     } else {
       refused = found.status();
     }
@@ -142,6 +146,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     {
       MutexLock lock(&mu_);
       pd->pending--;
+      creating_.mrs--;
       if (!mr.ok()) {
         out = mr.status();
       } else {
@@ -168,6 +173,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     // Shutting down: the closure (and `done` in it) was destroyed unrun; nobody waits on a stopped pool.
     MutexLock lock(&mu_);
     pd->pending--;
+    creating_.mrs--;
   }
 }
 

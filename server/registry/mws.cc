@@ -91,11 +91,16 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
     } else {
       return InvalidArgument("type", "must be TYPE_1 or TYPE_2");
     }
+    if (owner.empty()) {
+      RDMAD_RETURN_IF_ERROR(WithinLimit("mws", options_.limits.mws, totals_.user_mws, creating_.mws));
+      creating_.mws++;
+    }
     pd->pending++;
   }
   absl::StatusOr<std::unique_ptr<fabric::Mw>> mw = pd->pd->AllocMw(type);
   MutexLock lock(&mu_);
   pd->pending--;
+  if (owner.empty()) creating_.mws--;
   if (!mw.ok()) return mw.status();
   auto e = std::make_unique<MwEntry>();
   e->id = next_mw_.Next();

@@ -31,12 +31,20 @@ absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdReques
     return InvalidArgument("label", absl::StrCat("at most ", kMaxLabel, " bytes"));
   }
   RDMAD_ASSIGN_OR_RETURN(fabric::Device * device, FindDevice(request.device(), "device"));
-  RDMAD_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Pd> pd, device->AllocPd());
+  {
+    MutexLock lock(&mu_);
+    RDMAD_RETURN_IF_ERROR(WithinLimit("pds", options_.limits.pds, pds_.size(), creating_.pds));
+    creating_.pds++;
+  }
+  absl::StatusOr<std::unique_ptr<fabric::Pd>> pd = device->AllocPd();
+  MutexLock lock(&mu_);
+  creating_.pds--;
+  if (!pd.ok()) return pd.status();
   auto e = std::make_unique<PdEntry>();
+  e->totals = &totals_;
   e->device = device;
   e->label = request.label();
-  e->pd = std::move(pd);
-  MutexLock lock(&mu_);
+  e->pd = std::move(pd).value();
   e->id = next_pd_.Next();
   if (options_.state != nullptr) {
     // Recorded before anyone can see it: a restart re-creates it under this name.

@@ -51,11 +51,14 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
                                                          options.gid_index));
       }
     }
+    RDMAD_RETURN_IF_ERROR(WithinLimit("qps", options_.limits.qps, totals_.user_qps, creating_.qps));
+    creating_.qps++;
     pd->pending++;
   }
   absl::StatusOr<std::unique_ptr<fabric::Qp>> qp = pd->pd->CreateQp(options);
   MutexLock lock(&mu_);
   pd->pending--;
+  creating_.qps--;
   if (!qp.ok()) return qp.status();
   auto e = std::make_unique<QpEntry>();
   e->id = next_qp_.Next();

@@ -64,6 +64,7 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
       continue;
     }
     auto e = std::make_unique<PdEntry>();
+    e->totals = &totals_;
     e->id = row.id;
     e->device = *device;
     e->label = row.label;

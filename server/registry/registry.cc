@@ -125,6 +125,11 @@ Registry::Registry(std::unique_ptr<fabric::Fabric> fabric, Options options)
   workers_ = std::make_unique<dispatch::WorkerPool>("pin", options_.workers);
 }
 
+absl::Status Registry::WithinLimit(const char* limit, uint64_t max, uint64_t in_use, uint64_t creating) {
+  if (max == 0 || in_use + creating + 1 <= max) return absl::OkStatus();
+  return OverLimit(limit, max, in_use + creating);
+}
+
 Registry::~Registry() {
   // Threads first: running work finishes and commits (a pinning worker), queued work is dropped, and no
   // completion runs after this point.

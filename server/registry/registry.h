@@ -90,6 +90,12 @@ class Registry {
     // Anonymous regions of at least kPrefaultMinBytes are faulted in by this many threads before
     // ibv_reg_mr pins them (server/memory/prefault.h); below 2: not at all. rdmad: PrefaultThreads().
     int prefault_threads = 0;
+    // rdmad-wide limits (config "limits"; 0: none) on what callers make: PDs, regions, their own windows
+    // (not grants' windows) and QPs made by CreateQp (not rdma_cm ids'). Past one: RESOURCE_EXHAUSTED naming it
+    // (OverLimit), checked before the fabric is called. Recovered objects count but are never refused.
+    struct Limits {
+      uint64_t pds = 0, mrs = 0, mws = 0, qps = 0;
+    } limits;
   };
 
   Registry(std::unique_ptr<fabric::Fabric> fabric, Options options);
@@ -226,6 +232,9 @@ class Registry {
   absl::StatusOr<MwEntry*> FindMw(const std::string& name, const std::string& field) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // OK if one more `limit` object fits beside `in_use` live and `creating` under way (limit 0: no limit).
+  static absl::Status WithinLimit(const char* limit, uint64_t max, uint64_t in_use, uint64_t creating);
+
   uint64_t MaxMrBytes(const fabric::Device& device) const;
   // Maps a registration's memory; a file with the caller's `files` rights checked for `access` (fabric bits).
   absl::StatusOr<std::unique_ptr<Mapping>> MapSource(const v1::MemorySource& source, const fabric::Device& device,
@@ -287,6 +296,12 @@ class Registry {
   std::map<uint64_t, std::unique_ptr<QpEntry>> qps_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<MrEntry>> mrs_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<MwEntry>> mws_ ABSL_GUARDED_BY(mu_);
+  // What the limits count: the objects (totals_, kept by Attach/Detach; PDs: pds_) and the creations under way
+  // (reserved before the fabric call, released at its commit or failure).
+  registry_internal::Totals totals_ ABSL_GUARDED_BY(mu_);
+  struct Creating {
+    uint64_t pds = 0, mrs = 0, mws = 0, qps = 0;
+  } creating_ ABSL_GUARDED_BY(mu_);
 
   // Threads last: stopped first (explicitly, in the destructor, before any entry is released).
   std::map<const fabric::Device*, std::unique_ptr<dispatch::EventLoop>> dispatchers_;

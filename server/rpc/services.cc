@@ -74,7 +74,7 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
   explicit PdsService(const Env* e) : e_(e) {}
   Status CreatePd(ServerContext* ctx, const v1::CreatePdRequest* req, v1::ProtectionDomain* resp) override {
     Call c(*e_, *ctx, "CreatePd");
-    if (!c.See(req->device(), "device").ok()) return c.Refuse(resp);
+    if (!c.See(req->device(), "device").Reserve({{Quota::kPds, 1}}).ok()) return c.Refuse(resp);
     absl::StatusOr<v1::ProtectionDomain> pd = e_->registry->CreatePd(*req, c.caller().tenant);
     if (pd.ok()) e_->gate->OwnPd(pd->name(), c.caller().tenant);
     return c.Reply(std::move(pd), resp);

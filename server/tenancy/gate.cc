@@ -18,7 +18,7 @@ std::string Bare(const std::string& device) {
 const char* QuotaName(Quota q) {
   static const char* const kNames[kQuotas] = {"pinned_bytes", "mrs",         "mws",      "qps",
                                               "cm_ids",       "grants",      "tokens",   "connections",
-                                              "channels",     "watch_streams"};
+                                              "channels",     "watch_streams", "pds"};
   return kNames[static_cast<int>(q)];
 }
 
@@ -258,7 +258,9 @@ std::function<bool(const v1::GrantEvent&)> Gate::GrantEventsFor(const auth::Call
 Gate::Counts Gate::CountUse(const std::string& tenant) {
   Counts use{};
   auto add = [&](Quota q, uint64_t n) { use[static_cast<int>(q)] += n; };
-  for (const std::string& pd : PdsOf(tenant)) {
+  const std::vector<std::string> pds = PdsOf(tenant);
+  add(Quota::kPds, pds.size());
+  for (const std::string& pd : pds) {
     if (absl::StatusOr<Registry::PdUsage> u = deps_.registry->UsageOfPd(pd); u.ok()) {
       add(Quota::kMrs, u->mrs);
       add(Quota::kPinnedBytes, u->mr_bytes);
@@ -284,7 +286,7 @@ Gate::Counts Gate::CountUse(const std::string& tenant) {
 
 Gate::Counts Gate::LimitsOf(const Quotas& q) {
   return {q.pinned_bytes, q.mrs, q.mws, q.qps, q.cm_ids, q.grants, q.tokens, q.connections, q.channels,
-          q.watch_streams};
+          q.watch_streams, q.pds};
 }
 
 absl::StatusOr<Gate::Reservation> Gate::Reserve(const auth::Caller& caller,
@@ -359,9 +361,7 @@ absl::StatusOr<Gate::WatchSlot> Gate::OpenWatch(const auth::Caller& caller) {
   const std::string tenant = t == nullptr ? "" : t->name;
   MutexLock lock(&quota_mu_);
   if (deps_.max_watch_streams > 0 && watches_ >= deps_.max_watch_streams) {
-    return FieldError(absl::StatusCode::kResourceExhausted, "",
-                      absl::StrCat("limit watch_streams of rdmad: limit ", deps_.max_watch_streams, ", in use ",
-                                   watches_, "; this call needs 1 (the limit counts every caller's)"));
+    return OverLimit("watch_streams", deps_.max_watch_streams, watches_);
   }
   if (t != nullptr && t->quotas.watch_streams > 0) {
     const int i = static_cast<int>(Quota::kWatchStreams);

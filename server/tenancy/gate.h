@@ -54,9 +54,9 @@
 namespace rdmad::tenancy {
 
 enum class Quota {
-  kPinnedBytes, kMrs, kMws, kQps, kCmIds, kGrants, kTokens, kConnections, kChannels, kWatchStreams
+  kPinnedBytes, kMrs, kMws, kQps, kCmIds, kGrants, kTokens, kConnections, kChannels, kWatchStreams, kPds
 };
-inline constexpr int kQuotas = 10;
+inline constexpr int kQuotas = 11;
 const char* QuotaName(Quota q);
 
 class Gate {

@@ -225,7 +225,7 @@ TEST(SecurityConfigTest, TenantsAdminsPrincipalsAndQuotasAreParsed) {
     "tenants": [{"name": "app", "principals": ["spiffe://c/app", "unix:uid:1000"], "file_roots": ["/dev/shm/app"],
                  "devices": ["rxe0"], "uid": 1000, "gid": 1000,
                  "quotas": {"pinned_bytes": 4096, "mrs": 1, "mws": 2, "qps": 3, "cm_ids": 4, "grants": 5,
-                            "tokens": 6, "connections": 7, "rpc_per_second": 8, "rpc_burst": 9}}],
+                            "tokens": 6, "connections": 7, "rpc_per_second": 8, "rpc_burst": 9, "pds": 10}}],
     "audit": "-"
   })");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -237,6 +237,7 @@ TEST(SecurityConfigTest, TenantsAdminsPrincipalsAndQuotasAreParsed) {
   EXPECT_EQ(t.quotas.pinned_bytes, 4096u);
   EXPECT_EQ(t.quotas.connections, 7u);
   EXPECT_EQ(t.quotas.rpc_burst, 9u);
+  EXPECT_EQ(t.quotas.pds, 10u);
   ASSERT_EQ(c->unix_principals.size(), 2u);
   EXPECT_EQ(c->unix_principals[1].gid, 27);
   EXPECT_EQ(c->audit, "-");
@@ -264,7 +265,8 @@ TEST(SecurityConfigTest, DefaultQuotasFillWhatATenantLeavesUnsetAndItsOwnValuesW
 
 TEST(SecurityConfigTest, LimitsAreParsedAndDefaultWhenAbsent) {
   absl::StatusOr<Config> c = ParseConfig(R"({"limits": {"channels": 3, "watch_streams": 4, "cm_ids": 5,
-                                                         "tokens": 6, "connections": 7, "grants": 8}})");
+                                                         "tokens": 6, "connections": 7, "grants": 8,
+                                                         "pds": 9, "mrs": 10, "mws": 11, "qps": 12}})");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->limits.channels, 3u);
   EXPECT_EQ(c->limits.watch_streams, 4u);
@@ -272,10 +274,16 @@ TEST(SecurityConfigTest, LimitsAreParsedAndDefaultWhenAbsent) {
   EXPECT_EQ(c->limits.tokens, 6u);
   EXPECT_EQ(c->limits.connections, 7u);
   EXPECT_EQ(c->limits.grants, 8u);
+  EXPECT_EQ(c->limits.pds, 9u);
+  EXPECT_EQ(c->limits.mrs, 10u);
+  EXPECT_EQ(c->limits.mws, 11u);
+  EXPECT_EQ(c->limits.qps, 12u);
   absl::StatusOr<Config> d = ParseConfig("{}");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->limits.channels, 128u);
   EXPECT_EQ(d->limits.tokens, 65536u);
+  EXPECT_EQ(d->limits.pds, 4096u);
+  EXPECT_EQ(d->limits.mrs, 1048576u);
 }
 
 TEST(SecurityConfigTest, MistakesNameTheirField) {
@@ -299,7 +307,7 @@ TEST(SecurityConfigTest, MistakesNameTheirField) {
       {R"({"default_quotas": {"channels": -1}})", "default_quotas.channels"},
       {R"({"limits": {"channels": 0}})", "limits.channels"},
       {R"({"limits": {"tokens": 2000000}})", "limits.tokens"},
-      {R"({"limits": {"mrs": 5}})", "limits.mrs"},
+      {R"({"limits": {"bogus": 5}})", "limits.bogus"},
       {R"({"limits": 5})", "limits"},
   };
   for (const auto& c : cases) {

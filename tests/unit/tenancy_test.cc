@@ -45,7 +45,8 @@ Config TwoTenants() {
       {"name": "b", "principals": ["spiffe://t/b"], "quotas": {"rpc_per_second": 1, "rpc_burst": 3}},
       {"name": "c", "principals": ["spiffe://t/c"]},
       {"name": "d", "principals": ["spiffe://t/d"], "quotas": {"connections": 1}},
-      {"name": "e", "principals": ["spiffe://t/e"], "devices": ["rxe9"], "quotas": {"channels": 1, "watch_streams": 1}}
+      {"name": "e", "principals": ["spiffe://t/e"], "devices": ["rxe9"], "quotas": {"channels": 1, "watch_streams": 1}},
+      {"name": "f", "principals": ["spiffe://t/f"], "quotas": {"pds": 1}}
     ]})");
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
@@ -474,7 +475,7 @@ TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
   ASSERT_EQ(lt.tenants_size(), 1);
   EXPECT_EQ(lt.tenants(0).name(), "tenants/c");
   ASSERT_TRUE(v1::Tenants::NewStub(channel_)->ListTenants(As("ops").get(), v1::ListTenantsRequest(), &lt).ok());
-  EXPECT_EQ(lt.tenants_size(), 5);
+  EXPECT_EQ(lt.tenants_size(), 6);
 
   v1::DeletePdRequest d;
   d.set_name(pd);
@@ -841,6 +842,34 @@ TEST_F(TenancyTest, ChannelsAndWatchStreamsStopAtTheTenantsQuota) {
   EXPECT_EQ(gate_->OpenWatches("e"), 0u);
   EXPECT_EQ(gate_->OpenWatches(), 0u);
   EXPECT_TRUE(gate_->OpenWatch(e).ok());
+}
+
+TEST_F(TenancyTest, PdsStopAtTheTenantsQuota) {
+  constexpr char kF[] = "spiffe://t/f";
+  auto pds = v1::ProtectionDomains::NewStub(channel_);
+  v1::CreatePdRequest req;
+  req.set_device("rxe0");
+  v1::ProtectionDomain first, more;
+  ASSERT_TRUE(pds->CreatePd(As(kF).get(), req, &first).ok());
+  const int allocated = ledger_->live().pds;
+  grpc::Status s = pds->CreatePd(As(kF).get(), req, &more);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota pds of tenant f: limit 1, in use 1"));
+  EXPECT_EQ(ledger_->live().pds, allocated);  // refused before anything was allocated
+  v1::GetTenantRequest get;
+  get.set_name("tenants/f");
+  v1::Tenant t;
+  ASSERT_TRUE(v1::Tenants::NewStub(channel_)->GetTenant(As(kF).get(), get, &t).ok());
+  bool shown = false;
+  for (const auto& q : t.quotas()) shown |= q.quota() == "pds" && q.limit() == 1 && q.used() == 1;
+  EXPECT_TRUE(shown) << t.DebugString();
+  v1::DeletePdRequest del;
+  del.set_name(first.name());
+  v1::DeletePdResponse unused;
+  ASSERT_TRUE(pds->DeletePd(As(kF).get(), del, &unused).ok());
+  ASSERT_TRUE(pds->CreatePd(As(kF).get(), req, &more).ok());
+  del.set_name(more.name());
+  ASSERT_TRUE(pds->DeletePd(As(kF).get(), del, &unused).ok());
 }
 
 TEST(GateWatchLimitTest, TheRdmadWideWatchLimitCountsEveryCallerAdminsIncluded) {
