@@ -37,7 +37,8 @@ class AuditService final : public v1::Audit::CallbackService {
     }
     audit::AuditHub& hub = log_->hub();
     return rpc_internal::WatchWriter<v1::AuditRecord, audit::AuditFilter>::Start(
-        &hub, hub.Subscribe(audit::AuditFilter{}, req->after_sequence(), req->from_oldest()), std::move(slot).value());
+        ctx, &hub, hub.Subscribe(audit::AuditFilter{}, req->after_sequence(), req->from_oldest()),
+        std::move(slot).value());
   }
 
  private:

@@ -208,7 +208,7 @@ class CmIdsService final
     }
     filter.visible = e_->gate->CmEventsFor(c.caller());
     return rpc_internal::WatchWriter<v1::CmEvent, cm::EventFilter>::Start(
-        &m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()),
+        ctx, &m_->events(), m_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()),
         rpc_internal::HoldSlot(std::move(slot).value()));
   }
 

@@ -100,7 +100,7 @@ class GrantsService final
     filter.principal = req->principal();
     filter.visible = e_->gate->GrantEventsFor(c.caller());
     return rpc_internal::WatchWriter<v1::GrantEvent, grants::GrantFilter>::Start(
-        &g_->events(), g_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()),
+        ctx, &g_->events(), g_->events().Subscribe(std::move(filter), req->after_sequence(), req->from_oldest()),
         rpc_internal::HoldSlot(std::move(slot).value()));
   }
 

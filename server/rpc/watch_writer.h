@@ -5,6 +5,9 @@
 // Finish are called without it (gRPC may run a reaction inline). A stream keeps nothing once it is done:
 // OnDone unsubscribes its watcher (whose buffer goes with it) and releases its slot among the open streams
 // (the `hold` given to Start: the tenancy gate's watch_streams count).
+// Handshake: an admitted stream sends its initial metadata at once, with kWatchOpenKey: kWatchOpenValue
+// ("rdmad-watch: open"), so a client tells it from a refused stream (FailedWatch: trailers only, at once)
+// without waiting for the first event.
 #ifndef RDMAD_SERVER_RPC_WATCH_WRITER_H_
 #define RDMAD_SERVER_RPC_WATCH_WRITER_H_
 
@@ -22,6 +25,10 @@
 
 namespace rdmad::rpc_internal {
 
+// The initial metadata every admitted watch stream sends first (docs/api.md#watch-streams).
+inline constexpr char kWatchOpenKey[] = "rdmad-watch";
+inline constexpr char kWatchOpenValue[] = "open";
+
 // A watch stream: drives itself from the watcher's queue, one write in flight, the next started from
 // OnWriteDone or, when the watcher was empty, from the hub's wake-up. Shared ownership: gRPC holds it until
 // OnDone, and a hub wake-up in flight holds it while it runs, so neither outlives the other's use.
@@ -31,10 +38,16 @@ class WatchWriter final : public grpc::ServerWriteReactor<Event> {
   using HubT = dispatch::Hub<Event, Filter>;
   using WatcherT = dispatch::HubWatcher<Event, Filter>;
 
-  static WatchWriter* Start(HubT* hub, std::shared_ptr<WatcherT> watcher, std::shared_ptr<void> hold = nullptr) {
+  // `ctx` is the stream's context: the handshake's metadata goes out on it before anything else.
+  static WatchWriter* Start(grpc::CallbackServerContext* ctx, HubT* hub, std::shared_ptr<WatcherT> watcher,
+                            std::shared_ptr<void> hold = nullptr) {
     std::shared_ptr<WatchWriter> w(new WatchWriter(hub, std::move(watcher)));
     w->hold_ = std::move(hold);
     w->self_ = w;
+    // Before the wake-up is set, so no write can be started concurrently; gRPC sends the metadata ahead of
+    // any write or Finish started later.
+    ctx->AddInitialMetadata(kWatchOpenKey, kWatchOpenValue);
+    w->StartSendInitialMetadata();
     std::weak_ptr<WatchWriter> weak = w;
     w->watcher_->set_wake([weak] {
       if (std::shared_ptr<WatchWriter> alive = weak.lock()) alive->Pump();
