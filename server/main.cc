@@ -250,6 +250,7 @@ int Run(int argc, char** argv) {
   grant_options.quarantine = absl::Milliseconds(config.grant_quarantine_ms);
   grant_options.pool_size = static_cast<size_t>(config.grant_window_pool);
   grant_options.watch_buffer = static_cast<size_t>(config.watch_buffer);
+  grant_options.max_grants = config.limits.grants;  // rdmad-wide, every caller's
   grant_options.state = store.get();
   auto grants = std::make_unique<grants::GrantManager>(registry.get(), cm.get(), &tokens, grant_options);
   grants->Recover(recovered_state.grants);  // live before the restart: ended, END_RESTARTED

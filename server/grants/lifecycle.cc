@@ -399,6 +399,7 @@ void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const st
   const absl::Time now = options_.clock();
   e.busy = e.ending = false;
   e.pending_end = v1::GRANT_END_UNSPECIFIED;
+  if (e.info.state() != v1::GRANT_ENDED) --live_;
   e.info.set_state(v1::GRANT_ENDED);
   e.info.set_end_reason(reason);
   e.info.set_end_detail(detail);

@@ -87,6 +87,7 @@ void GrantManager::Shutdown() {
       e->info.set_end_detail("rdmad stopped; its resources, and so the key, are released with it");
       e->info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
     }
+    live_ = 0;
   }
   loop_->Stop();
   hub_.CloseAll(absl::UnavailableError("rdmad is shutting down"));
@@ -165,16 +166,26 @@ absl::StatusOr<GrantManager::Plan> GrantManager::Check(const v1::IssueGrantReque
   return plan;
 }
 
-uint64_t GrantManager::OpenTicket(std::set<std::string> mrs) {
+absl::StatusOr<uint64_t> GrantManager::OpenTicket(std::set<std::string> mrs, size_t grants) {
   MutexLock lock(&mu_);
+  // In use counts the places other issues under way hold, so concurrent issues never pass the limit together.
+  if (options_.max_grants > 0 && live_ + reserved_ + grants > options_.max_grants) {
+    return OverLimit("grants", options_.max_grants, live_ + reserved_, grants, "grants not yet ended");
+  }
   const uint64_t ticket = ++next_ticket_;
-  tickets_[ticket].mrs = std::move(mrs);
+  Ticket& t = tickets_[ticket];
+  t.mrs = std::move(mrs);
+  t.reserved = grants;
+  reserved_ += grants;
   return ticket;
 }
 
 void GrantManager::CloseTicket(uint64_t ticket) {
   MutexLock lock(&mu_);
-  tickets_.erase(ticket);
+  auto t = tickets_.find(ticket);
+  if (t == tickets_.end()) return;
+  reserved_ -= t->second.reserved;
+  tickets_.erase(t);
 }
 
 absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints,
@@ -185,9 +196,13 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
   {
     MutexLock lock(&mu_);
     if (shutdown_ || draining_) return absl::UnavailableError("rdmad is shutting down");
-    if (auto t = tickets_.find(ticket); t == tickets_.end() || t->second.stale) {
+    auto t = tickets_.find(ticket);
+    if (t == tickets_.end() || t->second.stale) {
       *stale = true;
       return absl::AbortedError("the region or PD changed after the request was checked");
+    }
+    if (t->second.reserved == 0) {  // OpenTicket reserved one place per request it covers
+      return absl::InternalError("grant issued beyond its ticket's reservation");
     }
     for (const std::string* what : {&plan.info.mr(), &plan.info.pd()}) {
       if (retiring_.count(*what)) {
@@ -235,6 +250,9 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
                    e->info.principal().c_str(), v1::GrantScope_Name(e->info.scope()).c_str(), token->id.c_str());
     PersistLocked(*e);
     grants_.emplace(id, std::move(e));
+    --t->second.reserved;  // the place reserved for it is now a live grant's
+    --reserved_;
+    ++live_;
   }
   for (const v1::SocketAddress& a : endpoints) *out.add_endpoints() = a;
   if (refill) RefillSoon(pd);
@@ -262,7 +280,7 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::IssueChecked(const v1::IssueGrantR
                                                                        : absl::StatusOr<std::vector<v1::SocketAddress>>(
                                                                              absl::UnavailableError("no rdma_cm")));
   for (int check = 0; check < kMaxIssueChecks; ++check) {
-    const uint64_t ticket = OpenTicket({request.mr()});
+    RDMAD_ASSIGN_OR_RETURN(const uint64_t ticket, OpenTicket({request.mr()}, 1));
     absl::StatusOr<Plan> plan = Check(request, "");
     if (plan.ok() && between && check == 0) between();
     bool stale = false;
@@ -287,7 +305,7 @@ absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::Issue
   for (const v1::IssueGrantRequest& g : request.grants()) mrs.insert(g.mr());
   for (int check = 0; check < kMaxIssueChecks; ++check) {
     bool stale = false;
-    const uint64_t ticket = OpenTicket(mrs);
+    RDMAD_ASSIGN_OR_RETURN(const uint64_t ticket, OpenTicket(mrs, request.grants_size()));
     absl::StatusOr<v1::IssueGrantsResponse> out = IssueBatchChecked(request, endpoints, ticket, &stale);
     CloseTicket(ticket);
     if (!stale) return out;  // else checked again, as a whole
@@ -344,6 +362,11 @@ absl::Status GrantManager::CheckMrFilter(const std::string& mr) const {
   if (mr.empty()) return absl::OkStatus();
   RDMAD_RETURN_IF_ERROR(ParseName(mr, "mrs", "mr").status());
   return RenameField(registry_->GetMr(mr).status(), "mr");  // (not under mu_: the registry is called)
+}
+
+size_t GrantManager::Live() const {
+  MutexLock lock(&mu_);
+  return live_;
 }
 
 size_t GrantManager::LiveOnPd(const std::string& pd) const {

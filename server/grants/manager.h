@@ -73,6 +73,10 @@ class GrantManager final : public cm::GrantConnections {
     size_t pool_size = 8;                           // ready windows kept per PD
     size_t max_ended = 1024;                        // ended grants remembered for Get/List
     size_t max_batch = 1024;                        // IssueGrants
+    // rdmad-wide: grants not ended, of every caller, admins included (config limits.grants; 0: none). An
+    // issue past it is refused before anything is made: RESOURCE_EXHAUSTED naming "grants", its value and
+    // its use; IssueGrants reserves its whole batch at once, so it is refused as a whole or issued as one.
+    uint64_t max_grants = 65536;
     size_t watch_buffer = 1024;
     std::function<absl::Time()> clock = [] { return wire::WallNow(); };  // not absl::Now(): see wall_clock.h
     // The crash-safe state store (not owned; may be null): grant names are never reused across restarts,
@@ -93,6 +97,8 @@ class GrantManager final : public cm::GrantConnections {
   absl::StatusOr<std::vector<v1::Grant>> List(const v1::ListGrantsRequest& request) const;
   // Grants on a PD not yet ended (a tenant's grants quota), from the live index: O(log n).
   size_t LiveOnPd(const std::string& pd) const;
+  // Grants not yet ended, of every caller (the rdmad-wide limit's use).
+  size_t Live() const;
   absl::StatusOr<v1::Grant> Renew(const v1::RenewGrantRequest& request);
   // `done` runs once the key is dead at the NIC, or with why it could not be killed.
   void Revoke(const std::string& name, Done<v1::Grant> done);
@@ -171,7 +177,9 @@ class GrantManager final : public cm::GrantConnections {
   // A ticket covers an issue from before its Check until its Commit: a Retire of one of its regions (or of
   // any PD) in between makes it stale, and the issue is checked again, so it never commits on a region or
   // PD removed or changed after its check.
-  uint64_t OpenTicket(std::set<std::string> mrs);
+  // Opening one also reserves `grants` places under Options::max_grants (or refuses, RESOURCE_EXHAUSTED):
+  // each Commit under it turns one into a live grant, and CloseTicket gives back those left.
+  absl::StatusOr<uint64_t> OpenTicket(std::set<std::string> mrs, size_t grants);
   void CloseTicket(uint64_t ticket);
   // Issue's steps; `between` (tests only, may be null) runs after the request was first checked and before
   // it commits.
@@ -243,9 +251,12 @@ class GrantManager final : public cm::GrantConnections {
   struct Ticket {
     std::set<std::string> mrs;  // the regions its requests name
     bool stale = false;         // a Retire that may concern it came after its check began
+    size_t reserved = 0;        // places under max_grants not yet taken by a Commit
   };
   std::map<uint64_t, Ticket> tickets_ ABSL_GUARDED_BY(mu_);  // issues between their Check and Commit
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t live_ ABSL_GUARDED_BY(mu_) = 0;      // grants not ended (Commit counts one, FinishEndLocked ends it)
+  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // the tickets' reserved places, summed
   std::vector<audit::Event> audit_pending_ ABSL_GUARDED_BY(mu_);  // grant ends not yet written (FlushAudit)
 
   // The callbacks this manager hands to the registry and the CM layer (bind, invalidate and rereg

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -70,6 +71,7 @@ class GrantManagerTest : public ::testing::Test {
     options.quarantine = quarantine;
     options.pool_size = 2;
     if (fake_clock_) options.clock = [this] { return Now(); };
+    if (max_grants_ != 0) options.max_grants = max_grants_;
     grants_ = std::make_unique<GrantManager>(registry_.get(), cm_.get(), &tokens_, options);
     v1::CreatePdRequest pd;
     pd.set_device("rxe0");
@@ -170,6 +172,7 @@ class GrantManagerTest : public ::testing::Test {
   }
 
   bool fake_clock_ = false;
+  uint64_t max_grants_ = 0;  // set before Build: the rdmad-wide limit grants (0: the default)
   Mutex clock_mu_;
   absl::Time now_ ABSL_GUARDED_BY(clock_mu_) = absl::FromUnixSeconds(1800000000);
   cm::TokenStore tokens_;
@@ -531,6 +534,71 @@ TEST_F(GrantManagerTest, ABatchIsAllOrNothingAndBadInputNamesTheField) {
   EXPECT_TRUE(IsError(grants_->Issue(r), absl::StatusCode::kFailedPrecondition, "mr"));  // no MW_BIND
   EXPECT_TRUE(IsError(grants_->Get("grants/0"), absl::StatusCode::kInvalidArgument, "name"));
   EXPECT_TRUE(IsError(grants_->Get("grants/77"), absl::StatusCode::kNotFound, "name"));
+}
+
+
+// The rdmad-wide limit grants counts every grant not yet ended, whoever issued it. Past it an issue is
+// refused before anything is made (no grant, no token); a batch needs room for all of its grants; an ended
+// grant frees its place.
+TEST_F(GrantManagerTest, TheRdmadWideGrantsLimitRefusesIssuesPastItAndABatchAsAWhole) {
+  max_grants_ = 3;
+  Build();
+  absl::StatusOr<v1::IssuedGrant> first = grants_->Issue(Request());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(grants_->Issue(Request()).ok());
+  EXPECT_EQ(grants_->Live(), 2u);
+  const size_t tokens_before = tokens_.Outstanding();
+
+  v1::IssueGrantsRequest batch;
+  *batch.add_grants() = Request();
+  *batch.add_grants() = Request();
+  absl::StatusOr<v1::IssueGrantsResponse> refused = grants_->IssueBatch(batch);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("limit grants of rdmad: limit 3, in use 2; this call needs 2"));
+  EXPECT_EQ(grants_->List(v1::ListGrantsRequest()).value().size(), 2u);  // all or nothing: none of the two
+  EXPECT_EQ(tokens_.Outstanding(), tokens_before);
+  EXPECT_EQ(grants_->Live(), 2u);
+
+  batch.mutable_grants()->RemoveLast();
+  ASSERT_TRUE(grants_->IssueBatch(batch).ok());  // room for one
+  absl::StatusOr<v1::IssuedGrant> past = grants_->Issue(Request());
+  ASSERT_EQ(past.status().code(), absl::StatusCode::kResourceExhausted) << past.status();
+  EXPECT_THAT(past.status().message(), HasSubstr("limit grants of rdmad: limit 3, in use 3; this call needs 1"));
+  EXPECT_EQ(grants_->List(v1::ListGrantsRequest()).value().size(), 3u);
+  EXPECT_EQ(tokens_.Outstanding(), tokens_before + 1);
+
+  // An ended grant (revoked here; expired or disconnected alike) no longer counts.
+  ASSERT_TRUE(Revoke(first->grant().name()).ok());
+  EXPECT_EQ(grants_->Live(), 2u);
+  EXPECT_TRUE(grants_->Issue(Request()).ok());
+  EXPECT_EQ(grants_->Issue(Request()).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Issues racing from many threads never pass the limit together: exactly `limit` of them are issued.
+TEST_F(GrantManagerTest, ConcurrentIssuesStopExactlyAtTheGrantsLimit) {
+  max_grants_ = 20;
+  Build();
+  std::atomic<int> issued{0}, exhausted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 6; ++i) {
+        v1::IssueGrantsRequest batch;  // a mix of single issues and batches of 2
+        *batch.add_grants() = Request();
+        if (i % 2) *batch.add_grants() = Request();
+        absl::Status s = i % 2 ? grants_->IssueBatch(batch).status() : grants_->Issue(Request()).status();
+        if (s.ok()) issued += batch.grants_size();
+        if (s.code() == absl::StatusCode::kResourceExhausted) ++exhausted;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_LE(issued.load(), 20);
+  EXPECT_GT(exhausted.load(), 0);
+  EXPECT_EQ(grants_->Live(), static_cast<size_t>(issued.load()));
+  EXPECT_EQ(grants_->List(v1::ListGrantsRequest()).value().size(), static_cast<size_t>(issued.load()));
+  // Full unless a last batch of 2 found one place: it then takes none.
+  EXPECT_GE(issued.load(), 19);
 }
 
 }  // namespace
