@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): rdmad on rxe0 with mutual TLS and two tenants.
 # Makes a CA and certificates with openssl (rdmad's for 127.0.0.1/localhost/10.0.2.15; clients of tenant a,
-# tenant b, an admin, a principal in no tenant, an expired one and one of another CA), writes rdmad's config
-# (a unix socket where root is an admin, 127.0.0.1:7470 with mutual TLS, tenants a with small quotas and b
-# without, an audit file, the data-plane listener on 10.0.2.15:7471), starts rdmad, runs tenancy_test against
+# tenant b, tenant d, an admin, a principal in no tenant, an expired one and one of another CA), writes rdmad's
+# config (a unix socket where root is an admin, 127.0.0.1:7470 with mutual TLS, tenants a with small quotas, b
+# without, d restricted to a device this host does not have (rxe9), an audit file, the data-plane listener on
+# 10.0.2.15:7471), starts rdmad, runs tenancy_test against
 # it, stops rdmad with SIGTERM and checks that it exits cleanly and leaves nothing behind.
 #
 # Usage: run-tenancy.sh OUT_DIR [GTEST_ARGS...]
@@ -52,6 +53,7 @@ rm -f "$audit" "$out/tenancy.xml" "$out/tenancy_shutdown.xml"
   client b spiffe://cluster/ns/b/sa/app
   client admin spiffe://cluster/ops/rdmactl
   client stranger spiffe://cluster/ns/c/sa/app
+  client elsewhere spiffe://cluster/ns/d/sa/app
   client untrusted spiffe://cluster/ns/a/sa/app other-ca
   # Expired (a's principal): `openssl x509` cannot date a certificate in the past; `openssl ca` can.
   key expired
@@ -95,7 +97,8 @@ cat >"$out/rdmad-tenancy.json" <<JSON
     {"name": "a", "principals": ["spiffe://cluster/ns/a/sa/app"], "uid": 1000, "gid": 1000,
      "file_roots": ["$files"], "devices": ["rxe0"],
      "quotas": {"mrs": 2, "pinned_bytes": 12288, "mws": 1, "qps": 1, "grants": 1, "tokens": 2}},
-    {"name": "b", "principals": ["spiffe://cluster/ns/b/sa/app"]}
+    {"name": "b", "principals": ["spiffe://cluster/ns/b/sa/app"]},
+    {"name": "d", "principals": ["spiffe://cluster/ns/d/sa/app"], "devices": ["rxe9"]}
   ],
   "audit": "$audit",
   "allowed_file_roots": ["/dev/shm"],

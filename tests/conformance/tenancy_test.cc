@@ -7,6 +7,7 @@
 //   a         spiffe://cluster/ns/a/sa/app   tenant a: mrs 2, pinned_bytes 12288, mws 1, qps 1, grants 1,
 //                                            tokens 2; files as uid/gid 1000 under RDMAD_TENANT_DIR
 //   b         spiffe://cluster/ns/b/sa/app   tenant b: no quotas, no file identity
+//   elsewhere spiffe://cluster/ns/d/sa/app   tenant d: restricted to rxe9, a device this host does not have
 //   admin     spiffe://cluster/ops/rdmactl   admin
 //   stranger  spiffe://cluster/ns/c/sa/app   valid, but in no tenant
 //   expired   a's principal, expired in 2020; untrusted: a's principal, signed by other-ca.pem
@@ -17,11 +18,14 @@
 // the filters of List and Watch, and every mutation that names it, and b's lists and watches hold none of it,
 // while the admins see both; a's quotas stop creations exactly at the limit with nothing half created (rdmad's
 // lists and the device's counts unchanged); a real RDMA read through a's grant, which b can neither revoke,
-// renew nor remove; last, the audit file holds exactly one line per mutating call made here (and the
+// renew nor remove; a tenant restricted to other devices finds rxe0 NOT_FOUND under both spellings, as a
+// device that does not exist; a CM id needs a PD, and holds its PD while it listens (the port free again once
+// both are gone); last, the audit file holds exactly one line per mutating call made here (and the
 // data-plane records of the grants), in order.
 //
 // Environment: RDMAD_TLS_TARGET (127.0.0.1:PORT), RDMAD_UNIX_TARGET (unix:PATH), RDMAD_CERTS, RDMAD_AUDIT (the
-// audit file), RDMAD_TENANT_DIR (tenant a's file root, under rdmad's allowed_file_roots), RDMAD_DEVICE (rxe0).
+// audit file), RDMAD_TENANT_DIR (tenant a's file root, under rdmad's allowed_file_roots), RDMAD_DEVICE (rxe0),
+// RDMAD_GUEST_ADDR (rxe0's IPv4 address, where the CM ids listen; 10.0.2.15).
 //
 // Threads: single-threaded. The tests run in the order written (the last one reads the audit file).
 #include <fcntl.h>
@@ -75,6 +79,7 @@ constexpr char kPrincipalA[] = "spiffe://cluster/ns/a/sa/app";
 constexpr char kPrincipalB[] = "spiffe://cluster/ns/b/sa/app";
 constexpr char kPrincipalAdmin[] = "spiffe://cluster/ops/rdmactl";
 constexpr char kPrincipalStranger[] = "spiffe://cluster/ns/c/sa/app";
+constexpr char kPrincipalD[] = "spiffe://cluster/ns/d/sa/app";  // tenant d: devices ["rxe9"]
 constexpr char kGrantee[] = "spiffe://cluster/ns/a/sa/reader";  // whom a's grants are for (not an API caller)
 
 // ---- callers
@@ -104,6 +109,10 @@ Party& A() {
 }
 Party& B() {
   static Party* p = new Party{kPrincipalB, "b", TlsClient("b")};
+  return *p;
+}
+Party& D() {
+  static Party* p = new Party{kPrincipalD, "d", TlsClient("elsewhere")};
   return *p;
 }
 Party& Admin() {
@@ -418,6 +427,7 @@ TEST(Transport, EachCallerIsWhoItsCertificateOrUidSays) {
   for (const Want& w : std::vector<Want>{
            {&A(), kPrincipalA, "a", "tls", v1::ROLE_TENANT},
            {&B(), kPrincipalB, "b", "tls", v1::ROLE_TENANT},
+           {&D(), kPrincipalD, "d", "tls", v1::ROLE_TENANT},
            {&Admin(), kPrincipalAdmin, "", "tls", v1::ROLE_ADMIN},
            {&Root(), "unix:uid:0", "", "unix", v1::ROLE_ADMIN},  // "unix:uid:0" is in the config's admins
        }) {
@@ -453,7 +463,7 @@ TEST(Transport, EachCallerIsWhoItsCertificateOrUidSays) {
                 B()->GetTenant("tenants/no-such-tenant"));
   for (Party* admin : {&Admin(), &Root()}) {
     ASSIGN_OR_FAIL(all, (*admin)->ListTenants());
-    EXPECT_EQ(all.tenants_size(), 2);
+    EXPECT_EQ(all.tenants_size(), 3);
   }
 }
 
@@ -809,6 +819,113 @@ TEST_F(Tenancy, ARealReadThroughAsGrantWhichBCannotRevoke) {
   EXPECT_EQ(dead.code(), absl::StatusCode::kPermissionDenied) << dead;
   region.reset();
   unlink(path.c_str());
+}
+
+// ---- devices
+
+// Tenant d may use rxe9 only, which this host does not have: rxe0 is NOT_FOUND for it, bare or as
+// "devices/rxe0", with exactly the answer anyone gets for a device that does not exist; tenant a, restricted to
+// rxe0, gets rxe0 under both spellings.
+TEST_F(Tenancy, ADeviceOutsideTheTenantsIsNotFoundUnderBothSpellings) {
+  ASSERT_NE(D().client, nullptr);
+  const std::string bare = Device(), full = "devices/" + Device();
+  const std::string no_bare = "rxe77", no_full = "devices/rxe77";
+  EXPECT_EQ(Root()->GetDevice(no_bare).status().code(), absl::StatusCode::kNotFound);
+  for (const auto& [name, missing] : {std::make_pair(bare, no_bare), std::make_pair(full, no_full)}) {
+    SCOPED_TRACE(name);
+    const absl::Status got = D()->GetDevice(name).status();
+    const absl::Status never = D()->GetDevice(missing).status();
+    EXPECT_EQ(got.code(), absl::StatusCode::kNotFound) << got;
+    EXPECT_EQ(never.code(), absl::StatusCode::kNotFound) << never;
+    EXPECT_EQ(std::string(got.message()), absl::StrReplaceAll(never.message(), {{missing, name}}));
+    EXPECT_EQ(std::string(got.message()), "name: no device '" + name + "'");
+    EXPECT_EQ(client::Detail(got).field(), "name");
+    // An admin asking for the device that does not exist gets the same words.
+    EXPECT_EQ(std::string(Root()->GetDevice(missing).status().message()), std::string(never.message()));
+  }
+  // The bare spelling hides it exactly as the full one does (the name swapped).
+  EXPECT_EQ(std::string(D()->GetDevice(bare).status().message()),
+            absl::StrReplaceAll(D()->GetDevice(full).status().message(), {{full, bare}}));
+  ASSIGN_OR_FAIL(listed_d, D()->ListDevices());
+  for (const auto& d : listed_d.devices()) EXPECT_NE(d.name(), full) << "d lists " << d.name();
+  // Nor can d make a PD on it: the words of a device that does not exist, and nothing made.
+  const Snapshot before = Snap();
+  const absl::Status pd_d = Do(D(), "CreatePd", bare, D()->CreatePd(PdReq("elsewhere"))).status();
+  v1::CreatePdRequest nowhere = PdReq("nowhere");
+  nowhere.set_device(no_bare);
+  const absl::Status pd_never = Do(D(), "CreatePd", no_bare, D()->CreatePd(nowhere)).status();
+  EXPECT_EQ(pd_d.code(), absl::StatusCode::kNotFound) << pd_d;
+  EXPECT_EQ(std::string(pd_d.message()), absl::StrReplaceAll(pd_never.message(), {{no_bare, bare}}));
+  EXPECT_EQ(client::Detail(pd_d).field(), "device");
+  EXPECT_EQ(Snap(), before);
+
+  // A listed device works under both spellings.
+  ASSIGN_OR_FAIL(by_bare, A()->GetDevice(bare));
+  ASSIGN_OR_FAIL(by_full, A()->GetDevice(full));
+  EXPECT_EQ(by_bare.name(), full);
+  EXPECT_EQ(by_full.name(), full);
+  EXPECT_EQ(by_bare.node_guid(), by_full.node_guid());
+  ASSIGN_OR_FAIL(listed_a, A()->ListDevices());
+  ASSERT_EQ(listed_a.devices_size(), 1);
+  EXPECT_EQ(listed_a.devices(0).name(), full);
+}
+
+// ---- CM ids and their PD
+
+// A CM id needs a PD (tenant or admin: INVALID_ARGUMENT on pd, nothing made). A PD with a listening id of its
+// own is not deleted (FAILED_PRECONDITION naming the id, with or without a cascade); once the id is deleted
+// the PD goes, and the port is free again: a new id on another PD listens on it.
+TEST_F(Tenancy, ACmIdNeedsAPdAndHoldsItWhileItListens) {
+  for (Party* who : {&A(), &Root()}) {
+    SCOPED_TRACE(who->principal);
+    const Snapshot before = Snap();
+    const absl::Status s = NewCmId(*who, "", "").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(client::Detail(s).field(), "pd") << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("pd: is required")) << s;
+    EXPECT_EQ(Snap(), before) << "half created by a CreateCmId without a pd";
+  }
+
+  const std::string addr = Env("RDMAD_GUEST_ADDR", "10.0.2.15");
+  constexpr uint32_t kPort = 7479;  // not rdma_listen's 7471
+  auto listen = [&](const std::string& id) {
+    v1::ListenRequest r;
+    r.set_name(id);
+    r.mutable_address()->set_address(addr);
+    r.mutable_address()->set_port(kPort);
+    return Do(A(), "Listen", id, A()->Listen(r));
+  };
+  ASSIGN_OR_FAIL(pd, NewPd(A(), "listener"));
+  ASSIGN_OR_FAIL(id, NewCmId(A(), pd.name(), ""));
+  ASSIGN_OR_FAIL(listening, listen(id.name()));
+  EXPECT_EQ(listening.state(), v1::CM_LISTENING);
+
+  const Snapshot before = Snap();
+  for (bool cascade : {false, true}) {
+    SCOPED_TRACE(cascade ? "with a cascade" : "without a cascade");
+    const absl::Status s = Do(A(), "DeletePd", pd.name(), A()->DeletePd(pd.name(), cascade)).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_EQ(client::Detail(s).field(), "name") << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(pd.name() + " still has 1 CM id(s) (" + id.name() + ")")) << s;
+  }
+  EXPECT_EQ(Snap(), before) << "a refused DeletePd changed something";
+  ASSIGN_OR_FAIL(still, A()->GetCmId(id.name()));
+  EXPECT_EQ(still.state(), v1::CM_LISTENING);
+  ASSERT_OK(A()->GetPd(pd.name()).status());
+
+  // The id goes, then the PD.
+  ASSERT_OK(Do(A(), "DeleteCmId", id.name(), A()->DeleteCmId(id.name())));
+  Forget(&cm_ids_, id.name());
+  ASSERT_OK(Do(A(), "DeletePd", pd.name(), A()->DeletePd(pd.name())).status());
+  Forget(&pds_, pd.name());
+  EXPECT_EQ(A()->GetPd(pd.name()).status().code(), absl::StatusCode::kNotFound);
+
+  // The port is free: a new id, on a new PD, listens on it.
+  ASSIGN_OR_FAIL(pd2, NewPd(A(), "listener-2"));
+  ASSIGN_OR_FAIL(id2, NewCmId(A(), pd2.name(), ""));
+  ASSIGN_OR_FAIL(again, listen(id2.name()));
+  EXPECT_EQ(again.state(), v1::CM_LISTENING);
+  EXPECT_EQ(again.local().port(), kPort);
 }
 
 // ---- the audit trail
