@@ -11,6 +11,10 @@
 #            grant_e2e_test (grant_e2e.xml): grants of rdmad A on A's file, read from B (client library only);
 #            the grant clients (grant_clients_*.xml): docs/examples/read_grant.py (pyverbs) and `rdmactl read`,
 #            each reading a grant of the same file, compared byte for byte;
+#            the reject flood (reject_flood.xml): 300 connect requests with garbage private data at A's
+#            data-plane listener, every one rejected, A still answering gRPC, and A's audit trail
+#            (OUT_DIR/audit-a.jsonl) and log (OUT_DIR/rdmad-a.log) holding the first reject per interval and
+#            summary records, not one line per attempt;
 #            the grants benchmark, short form (tests/bench/run-grant-bench.sh; grant_bench.xml says it ran;
 #            RDMAD_GRANT_BENCH=off skips it, =full runs the long form);
 #            then the same release check (two_host_shutdown_b.xml).
@@ -27,12 +31,14 @@ work=$(mktemp -d /tmp/rdmad-two-host.XXXXXX)
 sock=$work/rdmad.sock
 grant_file=/dev/shm/rdmad-grant-e2e.bin
 listen="\"unix:$sock\""
-[ "$role" = a ] && listen="$listen, \"$RDMAD_GUEST_ADDR:50051\""
+audit='"-"'
+# A's audit trail goes to its own file in the shared dir, where B's reject flood reads it.
+[ "$role" = a ] && listen="$listen, \"$RDMAD_GUEST_ADDR:50051\"" && audit="\"$out/audit-a.jsonl\"" && rm -f "$out/audit-a.jsonl"
 # B's tests call A's rdmad over plain gRPC/TCP on the guests' private wire: insecure_tcp (callers there are
 # "anonymous"; single-tenant mode admits them). TLS itself is tested on the host (tests/unit/listeners_test).
 cat >"$work/rdmad.json" <<JSON
 { "listen": [$listen], "insecure_tcp": true, "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2,
-  "log_level": "info" }
+  "log_level": "info", "audit": $audit }
 JSON
 if [ "$role" = a ]; then
   # The application: writes the bytes B will read through grants, before rdmad (and B) start.
@@ -120,6 +126,19 @@ grant_clients() {
   return "$status"
 }
 
+# B: the reject flood against A's data-plane listener (tests/conformance/reject_flood.cc); reject_flood.xml.
+reject_flood() {
+  local problem="" flood_rc=0
+  "$bin/tests/conformance/reject_flood" --address "$RDMAD_PEER_ADDR" --port 7471 --grpc "$RDMAD_PEER_ADDR:50051" \
+    --self "$RDMAD_GUEST_ADDR" --audit "$out/audit-a.jsonl" --log "$out/rdmad-a.log" --count 300 --interval-s 10 \
+    >"$out/reject_flood.log" 2>&1 || flood_rc=$?
+  sed 's/^/  /' "$out/reject_flood.log"
+  [ "$flood_rc" -eq 0 ] ||
+    problem="reject flood (exit $flood_rc): $(grep 'FAIL: \|usage' "$out/reject_flood.log" | tr '\n' ' ')"
+  "$junit" "$out/reject_flood.xml" RejectFlood GarbageConnectsRejectedAndAggregated "$problem"
+  [ -z "$problem" ] || { echo "$problem" >&2; return 1; }
+}
+
 rc=0
 if [ "$role" = a ]; then
   "$RDMAD_PEER_SH" signal a-up
@@ -140,6 +159,7 @@ else
     RDMAD_GRANT_EXPECTED="$out/grant-expected.bin" \
     "$bin/tests/conformance/grant_e2e_test" --gtest_output="xml:$out/grant_e2e.xml" || rc=1
   grant_clients || rc=1
+  reject_flood || rc=1
   "$RDMAD_PEER_SH" signal b-tests-done
   if [ "$bench" != off ]; then
     bench_args=(--rdmad-running)
