@@ -11,10 +11,21 @@
 //     doubled);
 //   - the client moves to a new grant (RemoteRegion::Reconnect) and reads the file's bytes again;
 //   - SIGTERM: exit 0 and nothing of rdmad's left on the device.
+// A second case shows what recovery promises for files, from outside: tenant a, an unprivileged unix peer
+// (uid 1000, "unix:uid:1000" in the config, its file root a directory under /dev/shm it owns), registers two
+// files of its own; uid 1001 has a 0600 file of known bytes; a replaces one of its files by a symlink to that
+// file while rdmad is up, rdmad is killed (SIGKILL) and restarted from its state file. The swapped region must
+// come back MR_LOST with a reason naming the link, a's IssueGrant on it is refused and rdmad holds no MR of
+// it; the untouched region comes back MR_READY, and a grant of a's reads a's bytes.
+// a's calls are made by this binary itself as a child process (--call-as, below) that drops to uid/gid 1000
+// before it connects, so rdmad sees the peer a real unprivileged client would be.
 // run-recovery.sh compares the whole device's `rdma resource show` before and after the binary.
-// Threads: the main thread, and the churn thread during the kill; rdmad is a child process.
+// Threads: the main thread, and the churn thread during the kill; rdmad and the --call-as children are
+// child processes.
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,9 +42,11 @@
 #include <thread>
 #include <vector>
 
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -78,16 +91,20 @@ uint64_t Number(const std::string& name) {
 
 class Rdmad {
  public:
-  Rdmad() {
+  // `more_tenants` (JSON objects, each with a leading comma) follow tenant t; `more_settings` (JSON members,
+  // each with a leading comma) follow the rest of the config.
+  explicit Rdmad(const std::string& more_tenants = "", const std::string& more_settings = "") {
     char tmpl[] = "/tmp/rdmad-recovery.XXXXXX";
     dir_ = mkdtemp(tmpl);
+    chmod(dir_.c_str(), 0755);  // other uids reach the socket only where its mode lets them
     sock_ = dir_ + "/rdmad.sock";
     std::ofstream(dir_ + "/rdmad.json")
         << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\"" << test::EnvOr("RDMAD_GUEST_ADDR", "10.0.2.15")
         << ":7471\"], \"grant_quarantine_ms\": 0, \"state_file\": \"" << dir_ << "/state.db\", "
         // The test (root) is tenant "t": its PDs must stay its own after the restart.
         << "\"unix_principals\": [{\"uid\": 0, \"principal\": \"recovery-app\"}], "
-        << "\"tenants\": [{\"name\": \"t\", \"principals\": [\"recovery-app\"]}] }\n";
+        << "\"tenants\": [{\"name\": \"t\", \"principals\": [\"recovery-app\"]}" << more_tenants << "]"
+        << more_settings << " }\n";
   }
   ~Rdmad() {
     Kill();
@@ -395,5 +412,306 @@ TEST(Recovery, KillNineInTheMiddleOfActivityThenRestart) {
   unlink(file2.c_str());
 }
 
+// ---- calls as another uid (--call-as)
+
+// What a --call-as child answered: the status (code, ErrorDetail field, message) and the response in
+// protobuf text format.
+struct Reply {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  std::string field, message, response;
+  bool ok() const { return code == absl::StatusCode::kOk; }
+  template <typename M>
+  M As() const {
+    M m;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(response, &m)) << response;
+    return m;
+  }
+};
+std::ostream& operator<<(std::ostream& os, const Reply& r) {
+  return os << absl::StatusCodeToString(r.code) << " (field '" << r.field << "'): " << r.message;
+}
+
+// Runs this binary as `--call-as UID:GID ARGS...` and reads its reply. posix_spawn, not fork: this process
+// has gRPC's threads.
+Reply RunAs(uid_t uid, gid_t gid, const std::vector<std::string>& args) {
+  Reply r;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    r.message = "readlink /proc/self/exe failed";
+    return r;
+  }
+  self[n] = '\0';
+  std::vector<std::string> all = {self, "--call-as", absl::StrCat(uid, ":", gid)};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    r.message = "pipe2 failed";
+    return r;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, self, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t got;
+  while ((got = read(fds[0], buf, sizeof buf)) > 0 || (got < 0 && errno == EINTR)) {
+    if (got > 0) out.append(buf, got);
+  }
+  close(fds[0]);
+  int status = 0;
+  if (spawned == 0) waitpid(pid, &status, 0);
+  // "CODE\nFIELD\nESCAPED MESSAGE\nRESPONSE"
+  std::vector<std::string> parts = absl::StrSplit(out, absl::MaxSplits('\n', 3));
+  int code = 0;
+  if (spawned != 0 || parts.size() < 3 || !absl::SimpleAtoi(parts[0], &code)) {
+    r.message = absl::StrCat("the --call-as child failed (spawn ", spawned, ", wait status ", status, "): ", out);
+    return r;
+  }
+  r.code = static_cast<absl::StatusCode>(code);
+  r.field = parts[1];
+  (void)absl::CUnescape(parts[2], &r.message);
+  if (parts.size() > 3) r.response = parts[3];
+  return r;
+}
+
+// One RPC through the client library as uid:gid, on a unix socket: `method` is a Client method's name.
+Reply CallAs(uid_t uid, gid_t gid, const std::string& target, const std::string& method,
+             const google::protobuf::Message& request) {
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(request, &text);
+  return RunAs(uid, gid, {target, method, text});
+}
+
+void WriteOwned(const std::string& path, const std::string& bytes, uid_t uid, gid_t gid) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  ASSERT_EQ(chown(path.c_str(), uid, gid), 0) << path;
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0) << path;
+}
+
+v1::IssueGrantRequest GrantRequest(const std::string& mr) {
+  v1::IssueGrantRequest g;
+  g.set_mr(mr);
+  g.set_length(kFileBytes);
+  g.set_principal("recovery-test");
+  g.set_ttl_ms(600000);
+  return g;
+}
+
+constexpr uid_t kUidA = 1000;  // tenant a
+constexpr uid_t kUidB = 1001;  // owns the file a must never read
+
+// Recovery re-opens a file only as its registering caller could now: a symlink that tenant a put in place of
+// its own file while rdmad was down (here: killed) is not followed to uid 1001's private file.
+TEST(Recovery, AFileSwappedForASymlinkToAnothersFileComesBackLostNotFollowed) {
+  const std::string device = test::EnvOr("RDMAD_DEVICE", "rxe0");
+  char tmpl_a[] = "/dev/shm/rdmad-recovery-a.XXXXXX", tmpl_b[] = "/dev/shm/rdmad-recovery-b.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl_a), nullptr);
+  ASSERT_NE(mkdtemp(tmpl_b), nullptr);
+  const std::string dir_a = tmpl_a, dir_b = tmpl_b;
+  ASSERT_EQ(chown(dir_a.c_str(), kUidA, kUidA), 0);
+  ASSERT_EQ(chown(dir_b.c_str(), kUidB, kUidB), 0);
+  chmod(dir_a.c_str(), 0755);
+  chmod(dir_b.c_str(), 0755);
+  const std::string swapped = dir_a + "/swapped.bin", plain = dir_a + "/plain.bin", secret = dir_b + "/secret.bin";
+  std::string mine(kFileBytes, '\0'), theirs(kFileBytes, '\0');
+  for (uint64_t i = 0; i < kFileBytes; ++i) {
+    mine[i] = Pattern(i);
+    theirs[i] = static_cast<char>(~Pattern(i));
+  }
+  WriteOwned(swapped, mine, kUidA, kUidA);
+  WriteOwned(plain, mine, kUidA, kUidA);
+  WriteOwned(secret, theirs, kUidB, kUidB);
+
+  Rdmad rdmad(absl::StrCat(", {\"name\": \"a\", \"principals\": [\"unix:uid:", kUidA, "\"], \"file_roots\": [\"",
+                           dir_a, "\"]}"),
+              ", \"unix_socket\": {\"mode\": \"0666\"}");
+  rdmad.Start();
+  ASSERT_TRUE(rdmad.client().Health().ok()) << rdmad.Log();
+  auto as_a = [&](const std::string& method, const google::protobuf::Message& request) {
+    return CallAs(kUidA, kUidA, rdmad.target(), method, request);
+  };
+
+  const Reply who = as_a("WhoAmI", v1::WhoAmIRequest());
+  ASSERT_TRUE(who.ok()) << who;
+  EXPECT_EQ(who.As<v1::Caller>().tenant(), "a");
+  EXPECT_EQ(who.As<v1::Caller>().uid(), static_cast<int64_t>(kUidA));
+  v1::CreatePdRequest create;
+  create.set_device(device);
+  create.set_label("a-files");
+  const Reply pd = as_a("CreatePd", create);
+  ASSERT_TRUE(pd.ok()) << pd;
+  const std::string pd_name = pd.As<v1::ProtectionDomain>().name();
+  const Reply mr_swapped = as_a("RegisterMr", FileMr(pd_name, swapped));
+  ASSERT_TRUE(mr_swapped.ok()) << mr_swapped;
+  const Reply mr_plain = as_a("RegisterMr", FileMr(pd_name, plain));
+  ASSERT_TRUE(mr_plain.ok()) << mr_plain;
+  const v1::MemoryRegion swapped_before = mr_swapped.As<v1::MemoryRegion>();
+  const v1::MemoryRegion plain_before = mr_plain.As<v1::MemoryRegion>();
+  Stage("a registered its files");
+
+  // a, owner of its directory, replaces its file by a symlink to uid 1001's private file.
+  const Reply link = RunAs(kUidA, kUidA, {"-", "symlink", secret, swapped});
+  ASSERT_TRUE(link.ok()) << link;
+  struct stat st {};
+  ASSERT_EQ(lstat(swapped.c_str(), &st), 0);
+  ASSERT_TRUE(S_ISLNK(st.st_mode));
+  // A live registration of that name is refused: the link leads out of a's file root to a file a may not read.
+  const Reply live = as_a("RegisterMr", FileMr(pd_name, swapped));
+  EXPECT_EQ(live.code, absl::StatusCode::kPermissionDenied) << live;
+  EXPECT_EQ(live.field, "source.file.path") << live;
+
+  // ---- SIGKILL, then the restart from the state file
+  const pid_t old_pid = rdmad.pid();
+  rdmad.Kill();
+  EXPECT_EQ(Held("mr", old_pid), 0);
+  rdmad.Start();
+  ASSERT_TRUE(rdmad.client().Health().ok()) << rdmad.Log();
+  Stage("restarted after a's swap");
+
+  v1::GetMrRequest get;
+  get.set_name(swapped_before.name());
+  const Reply lost = as_a("GetMr", get);
+  ASSERT_TRUE(lost.ok()) << lost;
+  const v1::MemoryRegion lost_mr = lost.As<v1::MemoryRegion>();
+  EXPECT_EQ(lost_mr.state(), v1::MR_LOST) << lost_mr.ShortDebugString();
+  EXPECT_TRUE(absl::StrContains(lost_mr.unusable_reason(), "lost at rdmad's restart")) << lost_mr.unusable_reason();
+  EXPECT_TRUE(absl::StrContains(lost_mr.unusable_reason(), swapped + " is a symbolic link"))
+      << lost_mr.unusable_reason();
+  EXPECT_FALSE(absl::StrContains(lost_mr.unusable_reason(), secret)) << "the reason names b's file";
+  std::printf("%s after the restart: %s\n", lost_mr.name().c_str(), lost_mr.unusable_reason().c_str());
+
+  get.set_name(plain_before.name());
+  const Reply ready = as_a("GetMr", get);
+  ASSERT_TRUE(ready.ok()) << ready;
+  const v1::MemoryRegion ready_mr = ready.As<v1::MemoryRegion>();
+  EXPECT_EQ(ready_mr.state(), v1::MR_READY) << ready_mr.ShortDebugString();
+  EXPECT_EQ(ready_mr.source().file().path(), plain);
+  EXPECT_NE(ready_mr.rkey(), plain_before.rkey());
+
+  // rdmad holds one MR on the device: the untouched file's. Nothing maps b's file.
+  EXPECT_EQ(Held("mr", rdmad.pid()), 1) << Shell("rdma resource show mr");
+  EXPECT_EQ(Held("pd", rdmad.pid()), 1) << Shell("rdma resource show pd");
+
+  // a cannot get a key to the lost region: refused, naming the link.
+  const Reply refused = as_a("IssueGrant", GrantRequest(swapped_before.name()));
+  EXPECT_EQ(refused.code, absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_EQ(refused.field, "mr") << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message, "is unusable")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message, "symbolic link")) << refused;
+
+  // The untouched region: a's grant reads a's bytes.
+  const Reply issued = as_a("IssueGrant", GrantRequest(plain_before.name()));
+  ASSERT_TRUE(issued.ok()) << issued;
+  absl::StatusOr<std::unique_ptr<RemoteRegion>> region =
+      RemoteRegion::Open(issued.As<v1::IssuedGrant>(), RemoteRegion::Options());
+  ASSERT_TRUE(region.ok()) << region.status() << "\n" << rdmad.Log();
+  ExpectFileBytes(**region);
+  region->reset();
+  Stage("a's grant read its bytes");
+
+  // The lost region accepts DeregisterMr, which forgets it.
+  v1::DeregisterMrRequest dereg;
+  dereg.set_name(swapped_before.name());
+  const Reply forgotten = as_a("DeregisterMr", dereg);
+  EXPECT_TRUE(forgotten.ok()) << forgotten;
+  get.set_name(swapped_before.name());
+  EXPECT_EQ(as_a("GetMr", get).code, absl::StatusCode::kNotFound);
+
+  const pid_t pid = rdmad.pid();
+  EXPECT_EQ(rdmad.Stop(), 0) << rdmad.Log();
+  EXPECT_EQ(Held("pd", pid) + Held("mr", pid) + Held("qp", pid) + Held("cm_id", pid), 0);
+  std::string rm = "rm -rf " + dir_a + " " + dir_b;
+  (void)std::system(rm.c_str());
+}
+
 }  // namespace
 }  // namespace rdmad
+
+// --call-as UID:GID TARGET METHOD REQUEST: drops to UID:GID (no supplementary groups), makes one call with the
+// client library on TARGET, and writes "CODE\nFIELD\nESCAPED MESSAGE\n" and the response in text format to
+// stdout. --call-as UID:GID - symlink TARGET LINK: as UID:GID, replaces LINK by a symlink to TARGET.
+namespace rdmad {
+namespace {
+
+template <typename T>
+int Answer(const absl::StatusOr<T>& result) {
+  std::string text;
+  if (result.ok()) google::protobuf::TextFormat::PrintToString(*result, &text);
+  const absl::Status& s = result.status();
+  std::printf("%d\n%s\n%s\n%s", static_cast<int>(s.code()), client::Detail(s).field().c_str(),
+              absl::CEscape(s.message()).c_str(), text.c_str());
+  return 0;
+}
+int Answer(const absl::Status& s) {
+  return s.ok() ? Answer(absl::StatusOr<v1::Caller>(v1::Caller())) : Answer(absl::StatusOr<v1::Caller>(s));
+}
+
+template <typename Request>
+bool Parse(const char* text, Request* request) {
+  return google::protobuf::TextFormat::ParseFromString(text, request);
+}
+
+int CallAsMain(int argc, char** argv) {
+  unsigned uid = 0, gid = 0;
+  std::vector<std::string> ids = absl::StrSplit(argc > 2 ? argv[2] : "", ':');
+  if (argc < 6 || ids.size() != 2 || !absl::SimpleAtoi(ids[0], &uid) || !absl::SimpleAtoi(ids[1], &gid)) {
+    std::fprintf(stderr, "usage: --call-as UID:GID TARGET METHOD REQUEST\n");
+    return 2;
+  }
+  if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0 ||
+      getuid() != uid || geteuid() != uid) {
+    return Answer(absl::PermissionDeniedError(absl::StrCat("cannot become uid ", uid, " gid ", gid)));
+  }
+  const std::string method = argv[4];
+  if (method == "symlink") {
+    if (argc < 7) return 2;
+    if (unlink(argv[6]) != 0 && errno != ENOENT) return Answer(absl::ErrnoToStatus(errno, "unlink"));
+    if (symlink(argv[5], argv[6]) != 0) return Answer(absl::ErrnoToStatus(errno, "symlink"));
+    return Answer(absl::OkStatus());
+  }
+  Client::Options o;
+  o.target = argv[3];
+  o.timeout = std::chrono::milliseconds(10000);
+  Client c(o);
+  const char* text = argv[5];
+  auto bad = [&] { return Answer(absl::InvalidArgumentError("unparsable request for " + method)); };
+  if (method == "WhoAmI") return Answer(c.WhoAmI());
+  if (method == "CreatePd") {
+    v1::CreatePdRequest r;
+    return Parse(text, &r) ? Answer(c.CreatePd(r)) : bad();
+  }
+  if (method == "RegisterMr") {
+    v1::RegisterMrRequest r;
+    return Parse(text, &r) ? Answer(c.RegisterMr(r)) : bad();
+  }
+  if (method == "GetMr") {
+    v1::GetMrRequest r;
+    return Parse(text, &r) ? Answer(c.GetMr(r.name())) : bad();
+  }
+  if (method == "DeregisterMr") {
+    v1::DeregisterMrRequest r;
+    return Parse(text, &r) ? Answer(c.DeregisterMr(r.name(), r.revoke_grants())) : bad();
+  }
+  if (method == "IssueGrant") {
+    v1::IssueGrantRequest r;
+    return Parse(text, &r) ? Answer(c.IssueGrant(r)) : bad();
+  }
+  return Answer(absl::UnimplementedError("--call-as does not know " + method));
+}
+
+}  // namespace
+}  // namespace rdmad
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--call-as") return rdmad::CallAsMain(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -3,7 +3,10 @@
 # recovery_test starts rdmad itself with a state file, kills it with SIGKILL in the middle of activity, restarts
 # it and checks names, keys, lost regions, ended grants (and a watcher told), a client's Reconnect and, by
 # rdmad's pid, `rdma resource show` (nothing left after the kill, exactly what rdmad lists after the restart,
-# nothing after SIGTERM). This script then compares the whole device's `rdma resource show` before and after.
+# nothing after SIGTERM); then, as tenant a (uid 1000, through the socket's mode 0666), that a file swapped for
+# a symlink to uid 1001's private file while rdmad was killed comes back MR_LOST naming the link, and an
+# untouched one MR_READY with its bytes. This script then compares the whole device's `rdma resource show`
+# before and after.
 # Usage: run-recovery.sh OUT_DIR
 #   OUT_DIR receives recovery.xml (gtest), recovery_resources.xml, recovery.log and
 #   recovery-resources-{before,after}.txt.
