@@ -32,6 +32,7 @@
 namespace rdmad::rpc_internal {
 
 inline bool Mutating(const std::string& method) {
+  if (method == "Listen") return true;  // not a List call
   return !(absl::StartsWith(method, "Get") || absl::StartsWith(method, "List") ||
            absl::StartsWith(method, "Watch") || method == "WhoAmI");
 }

@@ -783,6 +783,11 @@ TEST_F(TenancyTest, AnIdNeedsAPdAndItsPdCannotBeDeletedUnderIt) {
   v1::DeleteCmIdResponse gone;
   ASSERT_TRUE(ids->DeleteCmId(As(kA).get(), del_id, &gone).ok());
   EXPECT_TRUE(pds->DeletePd(As(kA).get(), del, &deleted).ok());
+  // Listen is a mutation like the others: audited (it is no List call).
+  MutexLock lock(&audit_mu_);
+  bool audited = false;
+  for (const auto& r : audit_) audited |= r.method == "Listen" && r.resource == id.name() && r.code == absl::StatusCode::kOk;
+  EXPECT_TRUE(audited);
 }
 
 TEST_F(TenancyTest, ListenOnlyThroughTheTenantsDevices) {
