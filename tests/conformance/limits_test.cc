@@ -188,7 +188,8 @@ class Rdmad {
   // A WatchGrants stream that is never read: its first answer (refused or open) is awaited by a reader that
   // reads nothing more.
   struct Watch {
-    std::unique_ptr<grpc::ClientContext> ctx = std::make_unique<grpc::ClientContext>();
+    // A bound on the whole stream: a stream rdmad never answers fails the case instead of hanging the suite.
+    std::unique_ptr<grpc::ClientContext> ctx = Ctx(600);
     std::unique_ptr<grpc::ClientReader<v1::GrantEvent>> reader;
   };
   // Opens a stream and waits for rdmad's answer: an admitted stream sends its initial metadata at once, with

@@ -20,6 +20,8 @@ chmod 755 "$work"
 sock=$work/rdmad.sock
 mkdir -p "$out"
 rm -f "$out"/limits*.xml
+# The data-plane listener (tokens and grants need one) on the guest's address.
+addr=$(ip -4 -o addr show 2>/dev/null | awk '$2 != "lo" {print $4; exit}' | cut -d/ -f1)
 # Bounds on rdmad's growth from its idle start to any point of the run (after each phase's cleanup).
 max_fd_growth=8 max_thread_growth=4 max_rss_growth_kib=$((96 * 1024))
 
@@ -36,6 +38,7 @@ cat >"$work/rdmad.json" <<JSON
   "default_quotas": {"tokens": 8, "channels": 2, "cm_ids": 8, "watch_streams": 4, "grants": 8},
   "limits": {"channels": 8, "watch_streams": 12, "cm_ids": 16, "tokens": 16, "connections": 8, "grants": 8},
   "allowed_file_roots": ["/dev/shm"],
+  "rdma_listen": ["${addr:-10.0.2.15}:7473"],
   "audit": "$out/limits-audit.jsonl",
   "log_level": "info"
 }
@@ -48,6 +51,8 @@ pid=$!
 cleanup() { kill -KILL "$pid" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 for _ in $(seq 1 300); do [ -S "$sock" ] && break; sleep 0.1; done
+# Serving (its threads started and its devices open) before the start is measured.
+for _ in $(seq 1 100); do "$bin/cli/rdmactl" --server "unix:$sock" get pds >/dev/null 2>&1 && break; sleep 0.1; done
 
 fds() { ls "/proc/$pid/fd" 2>/dev/null | wc -l; }
 threads() { awk '/^Threads:/ {print $2}' "/proc/$pid/status" 2>/dev/null; }
