@@ -30,6 +30,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -285,6 +286,12 @@ int Run(int argc, char** argv) {
     if (!tenant.empty()) gate.OwnPd(pd, tenant);  // restored PDs stay their tenant's
   }
   cm->set_admit_connection([&gate](const cm::Claims& claims) { return gate.AdmitConnection(claims.pd); });
+  cm->set_cm_id_gone([&gate](const std::string& cm_id) { gate.ForgetCmId(cm_id); });
+  // On the normal path cm.reset() below comes before the gate goes; on an early return the gate goes first,
+  // so the CM manager must not call into it afterwards.
+  absl::Cleanup unhook_gate = [&cm] {
+    if (cm != nullptr) cm->set_cm_id_gone(nullptr);
+  };
   // A grant's bounds region pins pages of its PD's tenant: its pinned_bytes quota, held until the bind commits.
   grants->set_admit_pinned([&gate](const std::string& pd, uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
     auth::Caller owner;

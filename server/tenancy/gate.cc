@@ -22,13 +22,7 @@ const char* QuotaName(Quota q) {
   return kNames[static_cast<int>(q)];
 }
 
-Gate::Gate(const auth::Policy* policy, Deps deps) : policy_(policy), deps_(deps) {
-  if (deps_.cm != nullptr) deps_.cm->set_cm_id_gone([this](const std::string& cm_id) { ForgetCmId(cm_id); });
-}
-
-Gate::~Gate() {
-  if (deps_.cm != nullptr) deps_.cm->set_cm_id_gone(nullptr);
-}
+Gate::Gate(const auth::Policy* policy, Deps deps) : policy_(policy), deps_(deps) {}
 
 // ---------------------------------------------------------------------------------------------------------
 // Callers

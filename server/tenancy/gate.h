@@ -74,7 +74,6 @@ class Gate {
   };
   // Registers with deps.cm (if any) to forget each CM id once it is destroyed; the destructor unregisters.
   Gate(const auth::Policy* policy, Deps deps);
-  ~Gate();
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
 
@@ -108,8 +107,9 @@ class Gate {
   void OwnChannel(const std::string& channel, const std::string& tenant);
   void ForgetChannel(const std::string& channel);
   void NoteCmId(const std::string& cm_id, const std::string& pd);
-  // Once the id is destroyed (the CM manager's hook): its last event was published. Its PD stays known
-  // while it is among the last Deps::remember_gone_cm_ids destroyed (a watch may replay its events).
+  // Once the id is destroyed (the CM manager's hook, set_cm_id_gone, wired by whoever owns both and keeps the
+  // gate alive until the CM manager is gone): its last event was published. Its PD stays known while it is
+  // among the last Deps::remember_gone_cm_ids destroyed (a watch may replay its events).
   void ForgetCmId(const std::string& cm_id);
   // CM ids whose PD the gate knows now (bounded by the live ids and remember_gone_cm_ids).
   size_t KnownCmIds() const;

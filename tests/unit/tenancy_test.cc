@@ -77,6 +77,7 @@ class TenancyTest : public ::testing::Test {
     gate_ = std::make_unique<tenancy::Gate>(policy_.get(),
                                             tenancy::Gate::Deps{registry_.get(), cm_.get(), grants_.get(), &tokens_});
     cm_->set_admit_connection([this](const cm::Claims& c) { return gate_->AdmitConnection(c.pd); });
+    cm_->set_cm_id_gone([this](const std::string& id) { gate_->ForgetCmId(id); });
     env_.registry = registry_.get();
     env_.cm = cm_.get();
     env_.grants = grants_.get();
