@@ -182,4 +182,9 @@ diff -q "$work/before.txt" "$work/after.txt" >/dev/null || problem="$problem dev
 "$junit" "$out/two_host_shutdown_$role.xml" TwoHostShutdown "Guest_$role" "$problem"
 [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
 rm -rf "$work"
+# The fault soak, both sides (tests/soak/run-fault-soak.sh: its own rdmad in A, started once this one has
+# stopped): one round; RDMAD_SOAK=full runs 20, RDMAD_SOAK_ROUNDS=N runs N.
+soak_args=()
+[ "${RDMAD_SOAK:-short}" = full ] && soak_args+=(--full)
+"$root/tests/soak/run-fault-soak.sh" "$out" "${soak_args[@]}" || rc=1
 exit "$rc"
