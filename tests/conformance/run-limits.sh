@@ -3,7 +3,7 @@
 # rdmad starts under prlimit (RLIMIT_NOFILE 1024) with two tenants on its unix socket (uid 1000 -> tenant t,
 # small quotas; uid 1001 -> tenant u, no quotas of its own, so default_quotas apply) and small rdmad-wide
 # limits. limits_test then runs in phases: as uid 1000, as uid 1001, as root (an admin: the global limits and
-# 12 watch streams that never read, with a 64-event buffer each, while 150 grants come and go), and, after prlimit --pid has lowered rdmad's
+# 12 watch streams that never read, with a 64-event buffer each, while 300 grants come and go), and, after prlimit --pid has lowered rdmad's
 # RLIMIT_NOFILE to a few descriptors above its use, channels past the descriptors. Between phases and at the
 # end this script checks that rdmad answers and that its descriptors, threads, RSS and VmPin stay within the
 # bounds below; after SIGTERM, that it exited cleanly and `rdma resource show` is as before.
