@@ -24,13 +24,17 @@
 # A's findings from OUT_DIR/soak-r*-a.txt) and soak_bounds.xml (A). Exit 0 if every check passed, else 1.
 #
 # Usage: run-fault-soak.sh OUT_DIR [--full]
-#   rounds: 1 (the short form, CI); --full: 20; RDMAD_SOAK_ROUNDS=N: N (both guests must agree).
+#   The short form (CI): 1 round of faults 1 and 3. --full: 20 rounds of all three, and a new connection
+#   after each link cut (see below). RDMAD_SOAK_ROUNDS=N, RDMAD_SOAK_RESTART=0|1 (fault 2: a killed rdmad
+#   takes ~100 s to exit on rxe, so the short form leaves it to the recovery suite's SIGKILL and restart)
+#   override; both guests must agree.
 # The guests coordinate with peer.sh names that all start with "soak-".
 set -uo pipefail
 out=${1:?usage: run-fault-soak.sh OUT_DIR [--full]}
-rounds=1
-[ "${2:-}" = --full ] && rounds=20
+rounds=1 restart=0
+[ "${2:-}" = --full ] && rounds=20 restart=1
 rounds=${RDMAD_SOAK_ROUNDS:-$rounds}
+restart=${RDMAD_SOAK_RESTART:-$restart}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "RDMAD_SOAK_ROUNDS must be a positive number, got '$rounds'" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$root/bazel-bin
@@ -132,34 +136,38 @@ JSON
     "$peer" wait "soak-r$r-f1-done" 600 || { fatal="round $r: B did not finish the clients-killed fault"; break; }
     sample "round $r clients killed"
 
-    "$peer" wait "soak-r$r-f2-ready" 300 || { fatal="round $r: B's restart readers never started"; break; }
-    problem=""
-    old=$pid
-    t0=${EPOCHREALTIME/./}
-    kill -KILL "$pid"
-    wait "$pid" 2>/dev/null
-    exit_ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
-    left=$(resources_of "$old")
-    [ -z "$left" ] || problem+="after the SIGKILL, rdma resource show still lists pid $old: $(tr '\n' ' ' <<<"$left"); "
-    if ! start_rdmad; then
-      problem+="restart: $err; "
+    if ((restart)); then
+      "$peer" wait "soak-r$r-f2-ready" 300 || { fatal="round $r: B's restart readers never started"; break; }
+      problem=""
+      old=$pid
+      t0=${EPOCHREALTIME/./}
+      kill -KILL "$pid"
+      wait "$pid" 2>/dev/null
+      exit_ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
+      left=$(resources_of "$old")
+      [ -z "$left" ] || problem+="after the SIGKILL, rdma resource show still lists pid $old: $(tr '\n' ' ' <<<"$left"); "
+      if ! start_rdmad; then
+        problem+="restart: $err; "
+        echo "$problem" >"$out/soak-r$r-f2-a.txt"
+        "$peer" signal "soak-r$r-f2-restarted"
+        fatal="rdmad did not restart"
+        break
+      fi
+      state=$("${lc[@]}" -o json get mrs "$mr" 2>&1 | grep -o '"state": "[A-Z_]*"' | head -n 1)
+      [ "$state" = '"state": "MR_READY"' ] || problem+="$mr after the restart: ${state:-no state} (expected MR_READY); "
+      for g in $(cat "$out/soak-r$r-f2-grants"); do
+        end=$(grant_end "$g")
+        [ "$end" = END_RESTARTED ] || problem+="$g after the restart: ${end:-unknown} (expected END_RESTARTED); "
+      done
+      log "round $r: killed rdmad $old (gone after $exit_ms ms), restarted as $pid; ${problem:-checks passed}"
       echo "$problem" >"$out/soak-r$r-f2-a.txt"
       "$peer" signal "soak-r$r-f2-restarted"
-      fatal="rdmad did not restart"
-      break
+      "$peer" wait "soak-r$r-f2-done" 600 || { fatal="round $r: B did not finish the restart fault"; break; }
+      sample "round $r restart"
+      [ "$r" = 1 ] && base=$last
+    else
+      [ "$r" = 1 ] && base=$last
     fi
-    state=$("${lc[@]}" -o json get mrs "$mr" 2>&1 | grep -o '"state": "[A-Z_]*"' | head -n 1)
-    [ "$state" = '"state": "MR_READY"' ] || problem+="$mr after the restart: ${state:-no state} (expected MR_READY); "
-    for g in $(cat "$out/soak-r$r-f2-grants"); do
-      end=$(grant_end "$g")
-      [ "$end" = END_RESTARTED ] || problem+="$g after the restart: ${end:-unknown} (expected END_RESTARTED); "
-    done
-    log "round $r: killed rdmad $old (gone after $exit_ms ms), restarted as $pid; ${problem:-checks passed}"
-    echo "$problem" >"$out/soak-r$r-f2-a.txt"
-    "$peer" signal "soak-r$r-f2-restarted"
-    "$peer" wait "soak-r$r-f2-done" 600 || { fatal="round $r: B did not finish the restart fault"; break; }
-    sample "round $r restart"
-    [ "$r" = 1 ] && base=$last
 
     "$peer" wait "soak-r$r-f3-down" 300 || { fatal="round $r: B never cut its link"; break; }
     problem=""
@@ -203,7 +211,8 @@ rc0=("$bin/cli/rdmactl" --server "$grpc")  # rdmactl takes --timeout once: rc0 f
 rc_=("${rc0[@]}" --timeout 20s)
 reader=$bin/tests/soak/soak_reader
 declare -A rpid=() rgrant=() problems=()
-faults=(clients_killed restart link_cut)
+faults=(clients_killed link_cut)
+((restart)) && faults=(clients_killed restart link_cut)
 declare -A case_name=([clients_killed]=ClientsKilled [restart]=RdmadKilledAndRestarted [link_cut]=LinkCut)
 note() { problems[$1]+="round $r: $2; "; echo "soak ($role): round $r: $1: $2" >&2; }
 
@@ -323,39 +332,41 @@ for r in $(seq 1 "$rounds"); do
   done
   "$peer" signal "soak-r$r-f1-done"
 
-  # 2. rdmad SIGKILLed and restarted
-  f=restart
-  : >"$out/soak-r$r-f2-grants"
-  for i in 1 2; do
-    if ! start_reader "s$r-$i" $((i * MiB)) $((MiB / 2)); then
-      note $f "$err"
-    elif ! msg=$(wait_passes "s$r-$i" 1 120); then
-      note $f "$msg"
-    else
-      echo "${rgrant[s$r-$i]}" >>"$out/soak-r$r-f2-grants"
-    fi
-  done
-  "$peer" signal "soak-r$r-f2-ready"
-  if "$peer" wait "soak-r$r-f2-restarted" 600; then
-    a_problems "$out/soak-r$r-f2-a.txt" $f
+  if ((restart)); then
+    # 2. rdmad SIGKILLed and restarted
+    f=restart
+    : >"$out/soak-r$r-f2-grants"
     for i in 1 2; do
-      [ -n "${rpid[s$r-$i]:-}" ] || continue
-      reader_exit "s$r-$i" 120
-      s=$rexit
-      [ "$s" = 3 ] || note $f "reader s$r-$i (${rgrant[s$r-$i]}) after rdmad's SIGKILL: exit $s (expected 3, a clean failure): $(tail -n 1 "$work/s$r-$i.log")"
-      log "round $r: reader s$r-$i after the kill: $(tail -n 1 "$work/s$r-$i.log")"
+      if ! start_reader "s$r-$i" $((i * MiB)) $((MiB / 2)); then
+        note $f "$err"
+      elif ! msg=$(wait_passes "s$r-$i" 1 120); then
+        note $f "$msg"
+      else
+        echo "${rgrant[s$r-$i]}" >>"$out/soak-r$r-f2-grants"
+      fi
     done
-    if ! start_reader "n$r" 4096 $((2 * MiB)); then
-      note $f "a new grant after the restart: $err"
-    elif ! msg=$(wait_passes "n$r" 2 120); then
-      note $f "a new grant after the restart: $msg"
+    "$peer" signal "soak-r$r-f2-ready"
+    if "$peer" wait "soak-r$r-f2-restarted" 600; then
+      a_problems "$out/soak-r$r-f2-a.txt" $f
+      for i in 1 2; do
+        [ -n "${rpid[s$r-$i]:-}" ] || continue
+        reader_exit "s$r-$i" 120
+        s=$rexit
+        [ "$s" = 3 ] || note $f "reader s$r-$i (${rgrant[s$r-$i]}) after rdmad's SIGKILL: exit $s (expected 3, a clean failure): $(tail -n 1 "$work/s$r-$i.log")"
+        log "round $r: reader s$r-$i after the kill: $(tail -n 1 "$work/s$r-$i.log")"
+      done
+      if ! start_reader "n$r" 4096 $((2 * MiB)); then
+        note $f "a new grant after the restart: $err"
+      elif ! msg=$(wait_passes "n$r" 2 120); then
+        note $f "a new grant after the restart: $msg"
+      else
+        stop_reader "n$r" $f
+      fi
     else
-      stop_reader "n$r" $f
+      note $f "A never restarted rdmad"
     fi
-  else
-    note $f "A never restarted rdmad"
+    "$peer" signal "soak-r$r-f2-done"
   fi
-  "$peer" signal "soak-r$r-f2-done"
 
   # 3. B's link cut for 5 s while 2 readers read; A revokes one grant meanwhile
   f=link_cut
@@ -415,7 +426,9 @@ for r in $(seq 1 "$rounds"); do
   # the new connection is seen to stall after a cut (A accepts, ESTABLISHED never comes; the cause is not
   # known to be rdmad's), so a failed connect is reported in soak-link-cut-notes.txt, not as a failure;
   # wrong bytes are a failure.
-  if ! "${rc0[@]}" --timeout 30s read "$mr" --offset 12345 --length 1MiB -o "$work/after-cut.bin" >"$work/after-cut.log" 2>&1; then
+  if ((!restart)); then
+    :  # the short form: the stall below costs a minute and is a note, not a check
+  elif ! "${rc0[@]}" --timeout 30s read "$mr" --offset 12345 --length 1MiB -o "$work/after-cut.bin" >"$work/after-cut.log" 2>&1; then
     echo "round $r: rdmactl read after the cut failed: $(tail -n 2 "$work/after-cut.log" | tr '\n' ' ')" |
       tee -a "$out/soak-link-cut-notes.txt" >&2
   elif ! cmp -s <(tail -c +12346 "$expected" | head -c "$MiB") "$work/after-cut.bin"; then
