@@ -157,16 +157,18 @@ if [ "$sanitizers" != 0 ]; then
 
   step "host tests under ThreadSanitizer (tests/sanitizers/bazel-tsan.sh test //...)"
   tsan=tests/sanitizers/bazel-tsan.sh
+  # Tests tagged no_tsan (they run gRPC services) are left out by .bazelrc's test:tsan.
   $tsan test --keep_going --build_tests_only //... || rc=1
+  mapfile -t tsan_targets < <(bazel query 'tests(//...) except attr(tags, "no_tsan", tests(//...))' 2>/dev/null)
   tsan_testlogs=$($tsan info bazel-testlogs 2>/dev/null) || tsan_testlogs=""
   problem=""
   if [ -z "$tsan_testlogs" ]; then
     problem="bazel-tsan.sh info failed"
   else
     reports=""
-    for t in "${targets[@]}"; do
+    for t in "${tsan_targets[@]}"; do
       log="$tsan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.log"
-      ! grep -q "WARNING: ThreadSanitizer" "$log" 2>/dev/null || reports+="$t ($log) "
+      ! grep -qE "WARNING: ThreadSanitizer|ERROR: ThreadSanitizer" "$log" 2>/dev/null || reports+="$t ($log) "
     done
     [ -z "$reports" ] || problem="ThreadSanitizer reports in the logs of $reports"
   fi
@@ -244,7 +246,7 @@ if [ "$sanitizers" != 0 ]; then
   for x in conformance.xml cm_conformance.xml shutdown.xml; do
     if [ -f "$out/guest-asan/$x" ]; then xmls+=("$out/guest-asan/$x"); else echo "no $x from the ASan+UBSan guest (exit $guest_asan_rc)" >&2; missing=$((missing + 1)); fi
   done
-  for t in "${targets[@]}"; do
+  for t in "${tsan_targets[@]}"; do
     x="$tsan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
     if [ -n "$tsan_testlogs" ] && [ -f "$x" ]; then xmls+=("$x"); else echo "no result for $t under ThreadSanitizer" >&2; missing=$((missing + 1)); fi
   done

@@ -677,7 +677,8 @@ TEST_F(CmManagerTest, ChannelsStopAtTheirLimitAndAFailedChannelLeavesNothing) {
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(over.status().message()), HasSubstr("limit channels of rdmad: limit 2, in use 2"));
   // Every listed channel is complete (has its thread): none is published before its loop exists.
-  for (const v1::EventChannel& ch : manager_->ListChannels().value()) EXPECT_GT(ch.thread_id(), 0) << ch.name();
+  const std::vector<v1::EventChannel> listed = manager_->ListChannels().value();  // not a temporary's member
+  for (const v1::EventChannel& ch : listed) EXPECT_GT(ch.thread_id(), 0) << ch.name();
   ASSERT_TRUE(manager_->DeleteChannel(first).ok());
   EXPECT_TRUE(manager_->CreateChannel(v1::CreateChannelRequest()).ok());
 }
