@@ -132,6 +132,22 @@ cat "$out/demo.log"  # the whole demo, from its first command
 # Sanitizers.NoReport* (a leak found at exit fails the process after gtest wrote a passing XML).
 sanitizers=${RDMAD_TEST_SANITIZERS:-1}
 sanitizer_report='ERROR: (Address|Leak)Sanitizer|runtime error:'
+# One junit case: no test log of TARGETS under TESTLOGS matches PATTERN (a sanitizer's report).
+check_sanitizer_logs() {  # XML CASE PATTERN TESTLOGS TARGETS...
+  local xml=$1 case=$2 pattern=$3 testlogs=$4 problem="" reports="" t log
+  shift 4
+  if [ -z "$testlogs" ]; then
+    problem="bazel info bazel-testlogs failed for the sanitizer build"
+  else
+    for t in "$@"; do
+      log="$testlogs/$(echo "${t#//}" | tr ':' '/')/test.log"
+      ! grep -qE "$pattern" "$log" 2>/dev/null || reports+="$t ($log) "
+    done
+    [ -z "$reports" ] || problem="sanitizer reports in the logs of $reports"
+  fi
+  tests/lib/junit-case.sh "$xml" Sanitizers "$case" "$problem"
+  [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+}
 if [ "$sanitizers" != 0 ]; then
   step "host tests under ASan+UBSan (tests/sanitizers/bazel-asan.sh test //...)"
   asan=tests/sanitizers/bazel-asan.sh
@@ -141,19 +157,7 @@ if [ "$sanitizers" != 0 ]; then
   $asan test --keep_going --build_tests_only //... || rc=1
   asan_bin=$($asan info bazel-bin 2>/dev/null) || asan_bin=""
   asan_testlogs=$($asan info bazel-testlogs 2>/dev/null) || asan_testlogs=""
-  problem=""
-  if [ -z "$asan_testlogs" ]; then
-    problem="bazel-asan.sh info failed"
-  else
-    reports=""
-    for t in "${targets[@]}"; do
-      log="$asan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.log"
-      ! grep -qE "$sanitizer_report" "$log" 2>/dev/null || reports+="$t ($log) "
-    done
-    [ -z "$reports" ] || problem="sanitizer reports in the logs of $reports"
-  fi
-  tests/lib/junit-case.sh "$out/asan-host.xml" Sanitizers NoReportInHostTests "$problem"
-  [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+  check_sanitizer_logs "$out/asan-host.xml" NoReportInHostTests "$sanitizer_report" "$asan_testlogs" "${targets[@]}"
 
   step "host tests under ThreadSanitizer (tests/sanitizers/bazel-tsan.sh test //...)"
   tsan=tests/sanitizers/bazel-tsan.sh
@@ -161,19 +165,8 @@ if [ "$sanitizers" != 0 ]; then
   $tsan test --keep_going --build_tests_only //... || rc=1
   mapfile -t tsan_targets < <(bazel query 'tests(//...) except attr(tags, "no_tsan", tests(//...))' 2>/dev/null)
   tsan_testlogs=$($tsan info bazel-testlogs 2>/dev/null) || tsan_testlogs=""
-  problem=""
-  if [ -z "$tsan_testlogs" ]; then
-    problem="bazel-tsan.sh info failed"
-  else
-    reports=""
-    for t in "${tsan_targets[@]}"; do
-      log="$tsan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.log"
-      ! grep -qE "WARNING: ThreadSanitizer|ERROR: ThreadSanitizer" "$log" 2>/dev/null || reports+="$t ($log) "
-    done
-    [ -z "$reports" ] || problem="ThreadSanitizer reports in the logs of $reports"
-  fi
-  tests/lib/junit-case.sh "$out/tsan-host.xml" Sanitizers NoThreadSanitizerReportInHostTests "$problem"
-  [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+  check_sanitizer_logs "$out/tsan-host.xml" NoThreadSanitizerReportInHostTests \
+    "WARNING: ThreadSanitizer|ERROR: ThreadSanitizer" "$tsan_testlogs" "${tsan_targets[@]}"
 
   step "conformance suite on rxe0 under ASan+UBSan"
   guest_asan_rc=0
