@@ -248,7 +248,7 @@ std::function<bool(const v1::GrantEvent&)> Gate::GrantEventsFor(const auth::Call
 // Quotas
 
 // The sum over the tenant's PDs of each owner's running totals: O(PDs of the tenant x log n), however many
-// objects they hold (issue 9: listing them made every quota check grow with the tenant's objects).
+// objects they hold (never a listing, which would make every quota check grow with them).
 Gate::Counts Gate::CountUse(const std::string& tenant) {
   Counts use{};
   auto add = [&](Quota q, uint64_t n) { use[static_cast<int>(q)] += n; };
