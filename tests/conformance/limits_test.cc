@@ -77,6 +77,7 @@ class Rdmad {
         pds_(v1::ProtectionDomains::NewStub(ch_)),
         mrs_(v1::MemoryRegions::NewStub(ch_)),
         channels_(v1::EventChannels::NewStub(ch_)),
+        mws_(v1::MemoryWindows::NewStub(ch_)),
         cm_ids_(v1::CmIds::NewStub(ch_)),
         tokens_(v1::ConnectTokens::NewStub(ch_)),
         grants_(v1::Grants::NewStub(ch_)) {}
@@ -95,12 +96,27 @@ class Rdmad {
     EXPECT_TRUE(s.ok()) << s.error_message();
     return pd.name();
   }
-  void DeletePd(const std::string& name) {
+  void DeletePd(const std::string& name, bool cascade = false) {
     v1::DeletePdRequest req;
     req.set_name(name);
+    req.set_cascade(cascade);
     v1::DeletePdResponse r;
     grpc::Status s = pds_->DeletePd(Ctx().get(), req, &r);
     EXPECT_TRUE(s.ok()) << name << ": " << s.error_message();
+  }
+  // A type 1 window on `pd` bound over [0, length) of `mr` for remote reads.
+  grpc::Status AllocAndBindMw(const std::string& pd, const std::string& mr, uint64_t length) {
+    v1::AllocMwRequest alloc;
+    alloc.set_pd(pd);
+    alloc.set_type(v1::TYPE_1);
+    v1::MemoryWindow mw;
+    if (grpc::Status s = mws_->AllocMw(Ctx().get(), alloc, &mw); !s.ok()) return s;
+    v1::BindMwRequest bind;
+    bind.set_name(mw.name());
+    bind.set_mr(mr);
+    bind.set_length(length);
+    bind.add_access(v1::REMOTE_READ);
+    return mws_->BindMw(Ctx().get(), bind, &mw);
   }
   grpc::Status CreateChannel(std::string* name) {
     v1::CreateChannelRequest req;
@@ -211,6 +227,7 @@ class Rdmad {
   std::unique_ptr<v1::ProtectionDomains::Stub> pds_;
   std::unique_ptr<v1::MemoryRegions::Stub> mrs_;
   std::unique_ptr<v1::EventChannels::Stub> channels_;
+  std::unique_ptr<v1::MemoryWindows::Stub> mws_;
   std::unique_ptr<v1::CmIds::Stub> cm_ids_;
   std::unique_ptr<v1::ConnectTokens::Stub> tokens_;
   std::unique_ptr<v1::Grants::Stub> grants_;
@@ -317,6 +334,22 @@ TEST(TenantQuotas, WatchStreamsStopAtTheQuota) {
     }
   }
   EXPECT_TRUE(reopened) << "a closed stream's slot was not freed within 10 s";
+}
+
+// rxe does not enforce a window's bounds, so each bind pins a bounds region over the window's pages: those
+// count as the tenant's pinned_bytes, and the bind that would pass the quota is refused before it pins
+// (run-limits.sh checks VmPin back at its start once the PD is gone).
+TEST(TenantQuotas, BoundsRegionsCountAsPinnedBytes) {
+  Rdmad r;
+  const uint64_t quota = EnvInt("RDMAD_QUOTA_PINNED_BYTES", 3 * 65536);
+  const uint64_t region = 65536;
+  const std::string pd = r.CreatePd();
+  const std::string mr = r.RegisterMr(pd, region);
+  grpc::Status refusal;
+  EXPECT_EQ(FillUntilRefused(8, [&] { return r.AllocAndBindMw(pd, mr, region); }, &refusal),
+            (quota - region) / region);
+  EXPECT_TRUE(Exhausted(refusal, "pinned_bytes"));
+  r.DeletePd(pd, /*cascade=*/true);
 }
 
 // ---- default quotas (uid 1001, tenant u: no quotas of its own)

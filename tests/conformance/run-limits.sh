@@ -32,7 +32,8 @@ cat >"$work/rdmad.json" <<JSON
   "admins": ["unix:uid:0"],
   "tenants": [
     {"name": "t", "principals": ["unix:uid:1000"],
-     "quotas": {"channels": 3, "cm_ids": 4, "tokens": 4, "watch_streams": 4, "connections": 2}},
+     "quotas": {"channels": 3, "cm_ids": 4, "tokens": 4, "watch_streams": 4, "connections": 2,
+                "pinned_bytes": 196608}},
     {"name": "u", "principals": ["unix:uid:1001"]}
   ],
   "default_quotas": {"tokens": 8, "channels": 2, "cm_ids": 8, "watch_streams": 4, "grants": 8},
