@@ -34,6 +34,16 @@ absl::Status ConnectionLost(absl::string_view grant, absl::string_view how) {
   return absl::UnavailableError(absl::StrCat(grant, ": connection lost (", how, ")"));
 }
 
+absl::Status ConnectionEnded(const GrantView& grant, absl::string_view how, absl::Time now) {
+  if (grant.ended_reason) return EndedStatus(grant.grant, *grant.ended_reason);
+  if (now >= grant.expiry) {
+    return absl::DeadlineExceededError(absl::StrCat(grant.grant, " expired: the connection ended (", how,
+                                                    ") at or after the lease's end (", absl::FormatTime(grant.expiry),
+                                                    ")"));
+  }
+  return ConnectionLost(grant.grant, how);
+}
+
 absl::Status OutOfRangeRead(absl::string_view grant, uint64_t offset, uint64_t length, uint64_t granted) {
   return absl::OutOfRangeError(absl::StrCat(grant, ": ", ReadName(offset, length),
                                             " is outside the granted range of ", granted,
@@ -60,8 +70,7 @@ absl::Status ClassifyReadError(ibv_wc_status status, uint64_t offset, uint64_t l
     case IBV_WC_RETRY_EXC_ERR:
     case IBV_WC_RNR_RETRY_EXC_ERR:
     case IBV_WC_WR_FLUSH_ERR:
-      if (grant.ended_reason) return EndedStatus(grant.grant, *grant.ended_reason);
-      return ConnectionLost(grant.grant, ibv_wc_status_str(status));
+      return ConnectionEnded(grant, ibv_wc_status_str(status), now);
     default:
       return absl::InternalError(absl::StrCat(grant.grant, ": ", ReadName(offset, length), " failed: ",
                                               ibv_wc_status_str(status), " (ibv_wc_status ",

@@ -56,6 +56,11 @@ absl::Status EndedStatus(absl::string_view grant, uint8_t reason);
 // The connection went away without a more specific cause: UNAVAILABLE "grants/9: connection lost (...)".
 absl::Status ConnectionLost(absl::string_view grant, absl::string_view how);
 
+// The connection ended (a flush, retries exceeded, a DISCONNECTED event; `how` says which): the ENDED
+// message's status if one arrived, DEADLINE_EXCEEDED "expired" at or after the lease's end, else
+// ConnectionLost.
+absl::Status ConnectionEnded(const GrantView& grant, absl::string_view how, absl::Time now);
+
 // A library check refused a read before posting it: OUT_OF_RANGE.
 absl::Status OutOfRangeRead(absl::string_view grant, uint64_t offset, uint64_t length, uint64_t granted);
 

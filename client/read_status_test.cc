@@ -89,13 +89,36 @@ TEST(ClassifyReadError, TransportErrorsAndFlushesAreConnectionLost) {
   for (ibv_wc_status st : {IBV_WC_RETRY_EXC_ERR, IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR}) {
     ExpectStatus(ClassifyReadError(st, 0, 1, Grant(), kBefore), absl::StatusCode::kUnavailable,
                  "connection lost");
-    // Even out of range or after the lease: those are only known from a remote access error.
-    ExpectStatus(ClassifyReadError(st, 5000, 1, Grant(), kAfter), absl::StatusCode::kUnavailable,
+    // Even out of range: that is only known from a remote access error.
+    ExpectStatus(ClassifyReadError(st, 5000, 1, Grant(), kBefore), absl::StatusCode::kUnavailable,
                  "connection lost");
     // rdmad ended the grant and then disconnected: the ENDED message is the cause.
     ExpectStatus(ClassifyReadError(st, 0, 1, Grant(6), kBefore), absl::StatusCode::kPermissionDenied,
                  "PD_DELETED");
   }
+}
+
+TEST(ClassifyReadError, AConnectionEndingAtOrAfterTheLeaseEndIsExpired) {
+  // The ENDED message can be lost with the connection (rdmad's QP went to the error state before its SEND
+  // left): past the lease's end the grant is over whatever the wire said, and a retry would not help.
+  for (ibv_wc_status st : {IBV_WC_RETRY_EXC_ERR, IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR}) {
+    for (absl::Time now : {kExpiry, kAfter}) {
+      const absl::Status s = ClassifyReadError(st, 0, 1, Grant(), now);
+      ExpectStatus(s, absl::StatusCode::kDeadlineExceeded, "grants/9 expired: the connection ended (");
+      EXPECT_TRUE(absl::StrContains(s.message(), ibv_wc_status_str(st))) << s;
+    }
+    // An ENDED message still names the cause: revoked after the lease's end (its renewal not yet seen here).
+    ExpectStatus(ClassifyReadError(st, 0, 1, Grant(1), kAfter), absl::StatusCode::kPermissionDenied, "REVOKED");
+  }
+}
+
+TEST(ConnectionEnded, DisconnectedBeforeAtAndAfterTheLeaseEnd) {
+  ExpectStatus(ConnectionEnded(Grant(), "rdmad disconnected", kBefore), absl::StatusCode::kUnavailable,
+               "grants/9: connection lost (rdmad disconnected)");
+  ExpectStatus(ConnectionEnded(Grant(), "rdmad disconnected", kExpiry), absl::StatusCode::kDeadlineExceeded,
+               "expired: the connection ended (rdmad disconnected) at or after the lease's end");
+  ExpectStatus(ConnectionEnded(Grant(2), "rdmad disconnected", kBefore), absl::StatusCode::kDeadlineExceeded,
+               "EXPIRED");
 }
 
 TEST(ClassifyReadError, AnythingElseIsInternalWithTheVerbsName) {

@@ -148,6 +148,8 @@ struct RemoteRegion::Impl {
   absl::Status Check(absl::Time expiry, bool on_post = false);
   // One ibv_poll_cq on the send CQ: completes the reads it returns (into `ready`). Returns how many.
   absl::StatusOr<int> DrainSendCq(absl::Time expiry);
+  // What the region knows of its grant, for classifying a failure.
+  internal::GrantView View(absl::Time expiry) const;
   // Posts one read into a free slot; sets op->status when it fails. `count_ready` (Post): completions
   // not yet returned by Poll count as outstanding. Read and ReadBatch need only a free slot.
   absl::Status PostRead(ReadOp* op, const wire::GrantMessage& key, absl::Time expiry, bool count_ready);
@@ -375,7 +377,16 @@ absl::Status RemoteRegion::Impl::Check(absl::Time expiry, bool on_post) {
   }
   const Clock::time_point until = Clock::now() + kFlushWait;
   while (InFlight() > 0 && !sticky.broken() && Clock::now() < until) (void)DrainSendCq(expiry);
-  return sticky.Record(internal::ConnectionLost(label, "rdmad disconnected"));
+  return sticky.Record(internal::ConnectionEnded(View(expiry), "rdmad disconnected", wire::WallNow()));
+}
+
+internal::GrantView RemoteRegion::Impl::View(absl::Time expiry) const {
+  internal::GrantView view;
+  view.grant = label;
+  view.length = granted_length;
+  view.expiry = expiry;
+  if (ended) view.ended_reason = ended->reason;
+  return view;
 }
 
 absl::StatusOr<int> RemoteRegion::Impl::DrainSendCq(absl::Time expiry) {
@@ -405,12 +416,7 @@ absl::StatusOr<int> RemoteRegion::Impl::DrainSendCq(absl::Time expiry) {
       op->status = absl::OkStatus();
     } else {
       if (!sticky.broken()) (void)CheckEnded();  // an ENDED message that arrived first is the cause
-      internal::GrantView view;
-      view.grant = label;
-      view.length = granted_length;
-      view.expiry = expiry;
-      if (ended) view.ended_reason = ended->reason;
-      op->status = internal::CompleteRead(sticky, wc.status, op->offset, op->length, view, wire::WallNow());
+      op->status = internal::CompleteRead(sticky, wc.status, op->offset, op->length, View(expiry), wire::WallNow());
     }
     ready.push_back(op);
   }

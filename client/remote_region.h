@@ -11,8 +11,10 @@
 //                       check_bounds off, refused by rdmad's NIC)
 //   PERMISSION_DENIED   the grant was revoked (the key was refused at the NIC within the lease, or an ENDED
 //                       message said so: its reason is in the message)
-//   DEADLINE_EXCEEDED   the grant expired (the key was refused at or after the lease's end as known here)
-//   UNAVAILABLE         the connection is lost (disconnected, transport retries exceeded, flushed)
+//   DEADLINE_EXCEEDED   the grant expired (the key was refused, or the connection ended, at or after the
+//                       lease's end as known here; or an ENDED message said EXPIRED)
+//   UNAVAILABLE         the connection is lost before the lease's end (disconnected, transport retries
+//                       exceeded, flushed)
 //   INVALID_ARGUMENT    a bad argument (zero length, larger than max_read_bytes, null destination)
 //   Open: the reject's reason (TOKEN_EXPIRED, ...), or the FAILED message's.
 // After a completion error the QP is in the error state: every later read fails with the first error.
