@@ -48,7 +48,10 @@ mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
 
 # The sanitizer builds start now, in the background at the lowest CPU and I/O priority: the guest steps
 # below leave about 40% of the two cores idle (measured: the guests wait on their wire, their timers and
-# each other), and the builds take that idle time, never the guests' (nice 19 against the guests' 0). The
+# each other), and the builds take that idle time, never the guests'. The compilers run under each
+# sanitizer's Bazel server, a daemon in a session of its own: with the kernel's autogroup scheduling
+# (sched_autogroup_enabled=1, Debian's default) a session competes as a whole whatever its processes' nice
+# values, so the server's autogroup is set to nice 19 too (/proc/PID/autogroup), not only its process. The
 # sanitizer steps at the end wait for them and then only run the tests. RDMAD_TEST_SANITIZERS=0: no builds.
 sanitizers=${RDMAD_TEST_SANITIZERS:-1}
 asan=tests/sanitizers/bazel-asan.sh
@@ -58,11 +61,14 @@ if [ "$sanitizers" != 0 ]; then
   # Only what the sanitizer steps run: the host tests and the guest's binaries (benchmarks, fuzzers and the
   # two-guest tests are not built instrumented). The TSan build leaves out what its test step does (no_tsan).
   (
-    low() { nice -n 19 ionice -c 3 "$@"; }
-    low $asan build --keep_going //server:rdmad //tests/conformance:conformance_test \
-      //tests/conformance:cm_conformance_test
-    low $asan build --keep_going --build_tests_only //...
-    low $tsan build --keep_going --build_tests_only --test_tag_filters=-no_tsan //...
+    for san in $asan $tsan; do
+      pid=$($san info server_pid) || continue  # starts the server
+      renice -n 19 -p "$pid" && ionice -c 3 -p "$pid"  # the actions it starts inherit both
+      if [ -w "/proc/$pid/autogroup" ]; then echo 19 >"/proc/$pid/autogroup"; cat "/proc/$pid/autogroup"; fi
+    done
+    $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test
+    $asan build --keep_going --build_tests_only //...
+    $tsan build --keep_going --build_tests_only --test_tag_filters=-no_tsan //...
   ) >"$out/sanitizer-builds.log" 2>&1 &
   san_prebuild=$!
 fi
