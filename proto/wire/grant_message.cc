@@ -78,15 +78,6 @@ const char* GrantMessageTypeName(GrantMessageType type) {
   return "UNKNOWN";
 }
 
-const char* GrantKeyScopeName(GrantKeyScope scope) {
-  switch (scope) {
-    case GrantKeyScope::kQp: return "QP";
-    case GrantKeyScope::kPd: return "PD";
-    case GrantKeyScope::kMr: return "MR";
-  }
-  return "UNKNOWN";
-}
-
 std::string GrantEndReasonName(uint8_t reason) {
   static const char* const kNames[] = {"UNSPECIFIED",     "REVOKED",         "EXPIRED",
                                        "DISCONNECTED",    "MR_DEREGISTERED", "MR_REREGISTERED",

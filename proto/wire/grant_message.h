@@ -65,9 +65,8 @@ std::string EncodeGrantMessage(const GrantMessage& message);
 // read by its version 1 fields. Bytes after the first kGrantMessageSize are ignored.
 absl::StatusOr<GrantMessage> DecodeGrantMessage(absl::string_view bytes);
 
-// "ACTIVE", "ENDED", "FAILED"; "QP", "PD", "MR".
+// "ACTIVE", "ENDED", "FAILED".
 const char* GrantMessageTypeName(GrantMessageType type);
-const char* GrantKeyScopeName(GrantKeyScope scope);
 // "REVOKED", "EXPIRED", "DISCONNECTED", ... (GrantEndReason without its END_ prefix); "REASON_<n>" else.
 std::string GrantEndReasonName(uint8_t reason);
 

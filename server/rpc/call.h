@@ -191,6 +191,12 @@ class Call {
   tenancy::Gate::Reservation reservation_;
 };
 
+// Appends `items` to a response's repeated field.
+template <typename T, typename Repeated>
+void Fill(std::vector<T> items, Repeated* out) {
+  for (auto& i : items) *out->Add() = std::move(i);
+}
+
 }  // namespace rdmad::rpc_internal
 
 #endif  // RDMAD_SERVER_RPC_CALL_H_

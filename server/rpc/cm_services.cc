@@ -12,7 +12,6 @@
 #include "server/cm/events.h"
 #include "server/common/status.h"
 #include "server/rpc/call.h"
-#include "server/rpc/reply.h"
 #include "server/rpc/services.h"
 #include "server/rpc/watch_writer.h"
 

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "server/rpc/call.h"
-#include "server/rpc/reply.h"
 
 namespace rdmad {
 namespace {

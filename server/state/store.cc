@@ -186,11 +186,6 @@ absl::Status Store::PutPd(const PdRow& row) {
               {Value::Int(row.id), Value::Text(row.device), Value::Text(row.label), Value::Text(row.owner)});
 }
 
-absl::Status Store::SetPdOwner(uint64_t id, const std::string& owner) {
-  MutexLock lock(&mu_);
-  return Exec("UPDATE pds SET owner = ? WHERE id = ?", {Value::Text(owner), Value::Int(id)});
-}
-
 absl::Status Store::DeletePd(uint64_t id) {
   MutexLock lock(&mu_);
   return Exec("DELETE FROM pds WHERE id = ?", {Value::Int(id)});

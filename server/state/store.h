@@ -90,7 +90,6 @@ class Store {
   absl::Status SetMark(const std::string& kind, uint64_t next);
 
   absl::Status PutPd(const PdRow& row);
-  absl::Status SetPdOwner(uint64_t id, const std::string& owner);
   absl::Status DeletePd(uint64_t id);
   absl::Status PutMr(const MrRow& row);
   absl::Status DeleteMr(uint64_t id);
