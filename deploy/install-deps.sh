@@ -27,6 +27,9 @@ PKGS=(
   # the ASan+UBSan build (--config=asan, docs/build.md#sanitizers): gcc 12's runtimes (g++ already pulls
   # them in through libgcc-12-dev; named here because the suite needs them)
   libasan8 libubsan1
+  # the thread-safety analysis and the TSan build (--config=tsa, --config=tsan): clang 14 and its
+  # sanitizer runtimes
+  clang libclang-rt-14-dev
   # the performance doc's plots (tests/bench/regenerate.sh draws them on the host)
   gnuplot-nox
 )

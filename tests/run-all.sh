@@ -6,7 +6,8 @@
 # the benchmarks' short forms.
 # Then the host tests and the conformance suite again, built with ASan+LSan+UBSan (--config=asan, in an
 # output base of its own: tests/sanitizers/bazel-asan.sh), and the host tests with ThreadSanitizer
-# (tests/sanitizers/bazel-tsan.sh); RDMAD_TEST_SANITIZERS=0 leaves those three out.
+# (tests/sanitizers/bazel-tsan.sh), whose clang build is also the thread-safety analysis of server/ and
+# client/ (-Wthread-safety -Werror); RDMAD_TEST_SANITIZERS=0 leaves those out.
 # Prints one summary line "N passed, N failed" and exits non-zero on any failure.
 # Results (gtest XML, logs) are kept under ${RDMAD_TEST_OUT:-out/test}.
 set -uo pipefail
@@ -69,6 +70,7 @@ if [ "$sanitizers" != 0 ]; then
     $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test
     $asan build --keep_going --build_tests_only //...
     $tsan build --keep_going --build_tests_only --test_tag_filters=-no_tsan //...
+    $tsan build --keep_going //server/... //client/...
   ) >"$out/sanitizer-builds.log" 2>&1 &
   san_prebuild=$!
 fi
@@ -187,7 +189,14 @@ if [ "$sanitizers" != 0 ]; then
   asan_testlogs=$($asan info bazel-testlogs 2>/dev/null) || asan_testlogs=""
   check_sanitizer_logs "$out/asan-host.xml" NoReportInHostTests "$sanitizer_report" "$asan_testlogs" "${targets[@]}"
 
-  step "host tests under ThreadSanitizer (tests/sanitizers/bazel-tsan.sh test //...)"
+  step "clang's thread-safety analysis on server/ and client/, and the host tests under ThreadSanitizer"
+  # The TSan build is the clang build with -Wthread-safety -Werror on rdmad's code (.bazelrc's tsa).
+  tsa_problem=""
+  $tsan build --keep_going //server/... //client/... >"$out/tsa-build.log" 2>&1 ||
+    tsa_problem="clang -Wthread-safety -Werror fails on server/ or client/ (see $out/tsa-build.log)"
+  grep -E "(warning|error): " "$out/tsa-build.log" | head -n 20
+  tests/lib/junit-case.sh "$out/tsa.xml" ThreadSafetyAnalysis ServerAndClientBuildClean "$tsa_problem"
+  [ -z "$tsa_problem" ] || { echo "$tsa_problem" >&2; rc=1; }
   # Tests tagged no_tsan (they run gRPC services) are left out by .bazelrc's test:tsan.
   $tsan test --keep_going --build_tests_only //... || rc=1
   mapfile -t tsan_targets < <(bazel query 'tests(//...) except attr(tags, "no_tsan", tests(//...))' 2>/dev/null)
@@ -270,7 +279,7 @@ if [ "$sanitizers" != 0 ]; then
     x="$tsan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
     if [ -n "$tsan_testlogs" ] && [ -f "$x" ]; then xmls+=("$x"); else echo "no result for $t under ThreadSanitizer" >&2; missing=$((missing + 1)); fi
   done
-  xmls+=("$out/asan-host.xml" "$out/asan-guest.xml" "$out/tsan-host.xml")
+  xmls+=("$out/asan-host.xml" "$out/asan-guest.xml" "$out/tsan-host.xml" "$out/tsa.xml")
 fi
 read -r total failed skipped < <(count "${xmls[@]}")
 failed=$((failed + missing))

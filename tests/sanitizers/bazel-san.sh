@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs Bazel with a sanitizer config of .bazelrc (asan: ASan + LSan + UBSan; tsan: ThreadSanitizer; see
+# Runs Bazel with a sanitizer config of .bazelrc (asan: ASan + LSan + UBSan; tsan: ThreadSanitizer; tsa:
+# clang's thread-safety analysis; see
 # docs/build.md#sanitizers) in an output base of its own per config, so that it never waits for, nor disturbs,
 # the default Bazel server and its bazel-bin.
 #   tests/sanitizers/bazel-san.sh asan build //...
@@ -12,10 +13,10 @@
 # with a BUILD file).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-(($# >= 2)) || { echo "usage: $0 asan|tsan BAZEL_COMMAND [ARGS...]" >&2; exit 2; }
+(($# >= 2)) || { echo "usage: $0 asan|tsan|tsa BAZEL_COMMAND [ARGS...]" >&2; exit 2; }
 config=$1
 shift
-case "$config" in asan | tsan) ;; *) echo "$0: unknown sanitizer config '$config' (asan, tsan)" >&2; exit 2 ;; esac
+case "$config" in asan | tsan | tsa) ;; *) echo "$0: unknown config '$config' (asan, tsan, tsa)" >&2; exit 2 ;; esac
 base=${RDMAD_SAN_OUTPUT_BASE:-${XDG_CACHE_HOME:-$HOME/.cache}/bazel-$config/$(printf %s "$PWD" | md5sum | cut -d' ' -f1)}
 args=()
 for a in "$@"; do

@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -181,7 +182,8 @@ TEST_F(CmManagerTest, StartMakesADefaultAndWorkerChannelsEachServedByItsOwnThrea
 
 TEST_F(CmManagerTest, ConnectAcceptEstablishesBothSidesAndTheirQpsAreQueuePairs) {
   Build();
-  auto [active, passive] = Connected(7471, NewChannel());
+  v1::CmId active, passive;
+  std::tie(active, passive) = Connected(7471, NewChannel());
   EXPECT_EQ(active.state(), v1::CM_CONNECTED);
   EXPECT_EQ(active.remote().port(), 7471u);
   ASSERT_FALSE(active.qp().empty());
@@ -227,7 +229,8 @@ TEST_F(CmManagerTest, ConnectAcceptEstablishesBothSidesAndTheirQpsAreQueuePairs)
 TEST_F(CmManagerTest, AfterMigrationEventsArriveOnTheNewChannelOnly) {
   Build();
   const std::string target = NewChannel();
-  auto [active, passive] = Connected(7472);
+  v1::CmId active, passive;
+  std::tie(active, passive) = Connected(7472);
   const std::string old_channel = passive.channel();
   v1::MigrateCmIdRequest m;
   m.set_name(passive.name());
@@ -252,7 +255,8 @@ TEST_F(CmManagerTest, AfterMigrationEventsArriveOnTheNewChannelOnly) {
 TEST_F(CmManagerTest, EventsPendingAtMigrationArriveOnceOnTheNewChannel) {
   Build();
   const std::string target = NewChannel();
-  auto [active, passive] = Connected(7473);
+  v1::CmId active, passive;
+  std::tie(active, passive) = Connected(7473);
   auto on_id = Watch(EventFilter{"", passive.name(), {"RDMA_CM_EVENT_DISCONNECTED"}});
   fake_cm_->Hold();  // the passive side's DISCONNECTED waits in its old channel
   ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->Disconnect(active.name(), std::move(d)); }).ok());
@@ -466,7 +470,8 @@ TEST_F(CmManagerTest, AWatcherThatDoesNotReadIsCutOffWithACountAndOthersKeepGett
   auto reader = Watch();
   int read = 0;
   for (int i = 0; i < 3; ++i) {
-    auto [a, p] = Connected(7480 + i);
+    v1::CmId a, p;
+    std::tie(a, p) = Connected(7480 + i);
     while (reader->Next()) ++read;
   }
   EXPECT_GT(read, 3);
@@ -496,7 +501,8 @@ TEST_F(CmManagerTest, DeletingAChannelRefusedWhileIdsLiveOnItAndEndsItsWatchersC
 
 TEST_F(CmManagerTest, DestroyWithEventsPendingAndShutdownWithAConnectWaitingNeverHang) {
   Build();
-  auto [active, passive] = Connected(7490);
+  v1::CmId active, passive;
+  std::tie(active, passive) = Connected(7490);
   fake_cm_->Hold();
   ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->Disconnect(active.name(), std::move(d)); }).ok());
   // Events are pending for both ids; deleting them does not wait for them.
@@ -551,7 +557,8 @@ TEST_F(CmManagerTest, BadInputsNameTheField) {
 
 TEST_F(CmManagerTest, WatchersReplayFromTheOldestAndLearnWhenRdmadStops) {
   Build();
-  auto [active, passive] = Connected(7495);
+  v1::CmId active, passive;
+  std::tie(active, passive) = Connected(7495);
   auto replay = manager_->events().Subscribe(EventFilter{"", active.name(), {}}, 0, /*from_oldest=*/true);
   absl::StatusOr<v1::CmEvent> first = NextEvent(*replay);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -599,7 +606,8 @@ TEST_F(CmManagerTest, CmEventsFlowWhileABindIsHeldInsideTheFabric) {
     bound.Notify();
   });
   // ... while a whole connection is set up and torn down on the other PD, with its QPs registered.
-  auto [active, passive] = Connected(7496);
+  v1::CmId active, passive;
+  std::tie(active, passive) = Connected(7496);
   EXPECT_EQ(active.state(), v1::CM_CONNECTED);
   ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(active.name(), std::move(d)); }).ok());
   ASSERT_TRUE(Run([&](Done<v1::CmId> d) { manager_->DeleteCmId(passive.name(), std::move(d)); }).ok());
@@ -689,7 +697,8 @@ TEST_F(CmManagerTest, IdsAndConnectionsStopAtRdmadsLimits) {
     o.max_connections = 2;
   });
   // A listener, the active id and the passive one it accepted: 3 ids, 2 connections.
-  auto [active, passive] = Connected(7600);
+  v1::CmId active, passive;
+  std::tie(active, passive) = Connected(7600);
   v1::CreateCmIdRequest more;
   more.set_pd(pd_);
   absl::StatusOr<v1::CmId> over = Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(more, std::move(d)); });

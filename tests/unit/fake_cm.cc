@@ -216,7 +216,8 @@ class Guard {
 
 FakeCm::FakeCm(std::vector<fabric::Device*> devices, std::map<std::string, std::string> routes)
     : state_(std::make_shared<FakeCmState>()) {
-  for (const auto& [host, name] : routes) {
+  for (const auto& [host, device] : routes) {
+    const std::string& name = device;  // a lambda may not capture a structured binding before C++20 (clang)
     auto it = std::find_if(devices.begin(), devices.end(), [&](fabric::Device* d) { return d->info().name == name; });
     if (it == devices.end()) {
       state_->Violation(absl::StrCat("route ", host, " -> ", name, ": no such device"));
