@@ -53,7 +53,9 @@ mapfile -t targets < <(bazel query 'tests(//...)' 2>/dev/null)
 # sanitizer's Bazel server, a daemon in a session of its own: with the kernel's autogroup scheduling
 # (sched_autogroup_enabled=1, Debian's default) a session competes as a whole whatever its processes' nice
 # values, so the server's autogroup is set to nice 19 too (/proc/PID/autogroup), not only its process. The
-# sanitizer steps at the end wait for them and then only run the tests. RDMAD_TEST_SANITIZERS=0: no builds.
+# ASan build comes first: its steps at the end (host tests, then the conformance suite in a guest) start
+# once it is done, while the TSan build goes on behind them; the TSan step then waits for the rest.
+# RDMAD_TEST_SANITIZERS=0: no builds.
 sanitizers=${RDMAD_TEST_SANITIZERS:-1}
 asan=tests/sanitizers/bazel-asan.sh
 tsan=tests/sanitizers/bazel-tsan.sh
@@ -69,6 +71,7 @@ if [ "$sanitizers" != 0 ]; then
     done
     $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test
     $asan build --keep_going --build_tests_only //...
+    touch "$out/asan-built"  # the ASan steps may start; the TSan build goes on behind them
     $tsan build --keep_going --build_tests_only --test_tag_filters=-no_tsan //...
     $tsan build --keep_going //server/... //client/...
   ) >"$out/sanitizer-builds.log" 2>&1 &
@@ -177,9 +180,9 @@ check_sanitizer_logs() {  # XML CASE PATTERN TESTLOGS TARGETS...
   [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
 }
 if [ "$sanitizers" != 0 ]; then
-  step "the sanitizer builds (started in the background after the host tests) finish"
-  # Their failures show again, and count, in the steps below, which build whatever is missing.
-  wait "$san_prebuild" || echo "the background sanitizer builds failed (see $out/sanitizer-builds.log)" >&2
+  step "the ASan build (started in the background after the host tests) finishes"
+  # Failures show again, and count, in the steps below, which build whatever is missing.
+  while [ ! -e "$out/asan-built" ] && kill -0 "$san_prebuild" 2>/dev/null; do sleep 5; done
   grep -E "^INFO: (Elapsed|Build completed)|^ERROR" "$out/sanitizer-builds.log" | head -n 20
 
   step "host tests under ASan+UBSan (tests/sanitizers/bazel-asan.sh test //...)"
@@ -188,21 +191,6 @@ if [ "$sanitizers" != 0 ]; then
   asan_bin=$($asan info bazel-bin 2>/dev/null) || asan_bin=""
   asan_testlogs=$($asan info bazel-testlogs 2>/dev/null) || asan_testlogs=""
   check_sanitizer_logs "$out/asan-host.xml" NoReportInHostTests "$sanitizer_report" "$asan_testlogs" "${targets[@]}"
-
-  step "clang's thread-safety analysis on server/ and client/, and the host tests under ThreadSanitizer"
-  # The TSan build is the clang build with -Wthread-safety -Werror on rdmad's code (.bazelrc's tsa).
-  tsa_problem=""
-  $tsan build --keep_going //server/... //client/... >"$out/tsa-build.log" 2>&1 ||
-    tsa_problem="clang -Wthread-safety -Werror fails on server/ or client/ (see $out/tsa-build.log)"
-  grep -E "(warning|error): " "$out/tsa-build.log" | head -n 20
-  tests/lib/junit-case.sh "$out/tsa.xml" ThreadSafetyAnalysis ServerAndClientBuildClean "$tsa_problem"
-  [ -z "$tsa_problem" ] || { echo "$tsa_problem" >&2; rc=1; }
-  # Tests tagged no_tsan (they run gRPC services) are left out by .bazelrc's test:tsan.
-  $tsan test --keep_going --build_tests_only //... || rc=1
-  mapfile -t tsan_targets < <(bazel query 'tests(//...) except attr(tags, "no_tsan", tests(//...))' 2>/dev/null)
-  tsan_testlogs=$($tsan info bazel-testlogs 2>/dev/null) || tsan_testlogs=""
-  check_sanitizer_logs "$out/tsan-host.xml" NoThreadSanitizerReportInHostTests \
-    "WARNING: ThreadSanitizer|ERROR: ThreadSanitizer" "$tsan_testlogs" "${tsan_targets[@]}"
 
   step "conformance suite on rxe0 under ASan+UBSan"
   guest_asan_rc=0
@@ -223,6 +211,25 @@ if [ "$sanitizers" != 0 ]; then
   [ -z "$reports" ] || problem="sanitizer reports in the guest (see $out/guest-asan.log, $out/guest-asan/rdmad.log): $reports"
   tests/lib/junit-case.sh "$out/asan-guest.xml" Sanitizers NoReportInGuest "$problem"
   [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
+
+  step "the TSan build (in the background since the ASan build finished) finishes"
+  wait "$san_prebuild" || echo "the background sanitizer builds failed (see $out/sanitizer-builds.log)" >&2
+  grep -E "^INFO: (Elapsed|Build completed)|^ERROR" "$out/sanitizer-builds.log" | tail -n +3 | head -n 20
+
+  step "clang's thread-safety analysis on server/ and client/, and the host tests under ThreadSanitizer"
+  # The TSan build is the clang build with -Wthread-safety -Werror on rdmad's code (.bazelrc's tsa).
+  tsa_problem=""
+  $tsan build --keep_going //server/... //client/... >"$out/tsa-build.log" 2>&1 ||
+    tsa_problem="clang -Wthread-safety -Werror fails on server/ or client/ (see $out/tsa-build.log)"
+  grep -E "(warning|error): " "$out/tsa-build.log" | head -n 20
+  tests/lib/junit-case.sh "$out/tsa.xml" ThreadSafetyAnalysis ServerAndClientBuildClean "$tsa_problem"
+  [ -z "$tsa_problem" ] || { echo "$tsa_problem" >&2; rc=1; }
+  # Tests tagged no_tsan (they run gRPC services) are left out by .bazelrc's test:tsan.
+  $tsan test --keep_going --build_tests_only //... || rc=1
+  mapfile -t tsan_targets < <(bazel query 'tests(//...) except attr(tags, "no_tsan", tests(//...))' 2>/dev/null)
+  tsan_testlogs=$($tsan info bazel-testlogs 2>/dev/null) || tsan_testlogs=""
+  check_sanitizer_logs "$out/tsan-host.xml" NoThreadSanitizerReportInHostTests \
+    "WARNING: ThreadSanitizer|ERROR: ThreadSanitizer" "$tsan_testlogs" "${tsan_targets[@]}"
 fi
 
 # Summary: every gtest/Bazel XML testcase counts once; a test target without XML, or a guest run that
