@@ -382,7 +382,7 @@ int main(int argc, char** argv) {
   app.add_option("--first-byte-iters", first_byte_iters, "IssueGrant -> first byte samples (0: skip)");
   std::string noop = "ListPds";
   app.add_option("--noop", noop,
-                 "the no-op RPC: ListPds (default) or GetDevice (issue 9's choice, which reads hardware counters)")
+                 "the no-op RPC: ListPds (default) or GetDevice (which also reads the hardware counters)")
       ->check(CLI::IsMember({"GetDevice", "ListPds"}));
   int pause_us = 2000;
   app.add_option("--pause-us", pause_us, "pause before each timed call (0: none)")->check(CLI::NonNegativeNumber);
