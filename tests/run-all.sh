@@ -72,6 +72,7 @@ if [ "$sanitizers" != 0 ]; then
     $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test
     $asan build --keep_going --build_tests_only //...
     touch "$out/asan-built"  # the ASan steps may start; the TSan build goes on behind them
+    echo "--- the TSan build"
     $tsan build --keep_going --build_tests_only --test_tag_filters=-no_tsan //...
     $tsan build --keep_going //server/... //client/...
   ) >"$out/sanitizer-builds.log" 2>&1 &
@@ -214,7 +215,7 @@ if [ "$sanitizers" != 0 ]; then
 
   step "the TSan build (in the background since the ASan build finished) finishes"
   wait "$san_prebuild" || echo "the background sanitizer builds failed (see $out/sanitizer-builds.log)" >&2
-  grep -E "^INFO: (Elapsed|Build completed)|^ERROR" "$out/sanitizer-builds.log" | tail -n +3 | head -n 20
+  sed -n '/^--- the TSan build/,$p' "$out/sanitizer-builds.log" | grep -E "^INFO: (Elapsed|Build completed)|^ERROR" | head -n 20
 
   step "clang's thread-safety analysis on server/ and client/, and the host tests under ThreadSanitizer"
   # The TSan build is the clang build with -Wthread-safety -Werror on rdmad's code (.bazelrc's tsa).
