@@ -31,10 +31,12 @@
 # The guests coordinate with peer.sh names that all start with "soak-".
 set -uo pipefail
 out=${1:?usage: run-fault-soak.sh OUT_DIR [--full]}
-rounds=1 restart=0
-[ "${2:-}" = --full ] && rounds=20 restart=1
+full=0
+[ "${2:-}" = --full ] && full=1
+rounds=1
+((full)) && rounds=20
 rounds=${RDMAD_SOAK_ROUNDS:-$rounds}
-restart=${RDMAD_SOAK_RESTART:-$restart}
+restart=${RDMAD_SOAK_RESTART:-$full}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "RDMAD_SOAK_ROUNDS must be a positive number, got '$rounds'" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$root/bazel-bin
@@ -164,10 +166,8 @@ JSON
       "$peer" signal "soak-r$r-f2-restarted"
       "$peer" wait "soak-r$r-f2-done" 600 || { fatal="round $r: B did not finish the restart fault"; break; }
       sample "round $r restart"
-      [ "$r" = 1 ] && base=$last
-    else
-      [ "$r" = 1 ] && base=$last
     fi
+    [ "$r" = 1 ] && base=$last
 
     "$peer" wait "soak-r$r-f3-down" 300 || { fatal="round $r: B never cut its link"; break; }
     problem=""
@@ -426,7 +426,7 @@ for r in $(seq 1 "$rounds"); do
   # the new connection is seen to stall after a cut (A accepts, ESTABLISHED never comes; the cause is not
   # known to be rdmad's), so a failed connect is reported in soak-link-cut-notes.txt, not as a failure;
   # wrong bytes are a failure.
-  if ((!restart)); then
+  if ((!full)); then
     :  # the short form: the stall below costs a minute and is a note, not a check
   elif ! "${rc0[@]}" --timeout 30s read "$mr" --offset 12345 --length 1MiB -o "$work/after-cut.bin" >"$work/after-cut.log" 2>&1; then
     echo "round $r: rdmactl read after the cut failed: $(tail -n 2 "$work/after-cut.log" | tr '\n' ' ')" |
