@@ -16,6 +16,20 @@ std::string ReadName(uint64_t offset, uint64_t length) {
   return absl::StrCat("read of ", length, " bytes at offset ", offset);
 }
 
+// True if a failure at `now` (this host's clock) is at the lease's end: at or after it, or so little before
+// it that rdmad's clock may already have passed it.
+bool AtLeaseEnd(const GrantView& grant, absl::Time now) { return now >= grant.expiry - grant.clock_tolerance; }
+
+// "at or after the lease's end (T)", or "3.2ms before the lease's end (T) by this host's clock, within the
+// clock tolerance of 100ms".
+std::string WhenAtLeaseEnd(const GrantView& grant, absl::Time now) {
+  const std::string end = absl::StrCat("the lease's end (", absl::FormatTime(grant.expiry), ")");
+  if (now >= grant.expiry) return absl::StrCat("at or after ", end);
+  return absl::StrCat(absl::FormatDuration(grant.expiry - now), " before ", end,
+                      " by this host's clock, within the clock tolerance of ",
+                      absl::FormatDuration(grant.clock_tolerance));
+}
+
 }  // namespace
 
 bool InGrantedRange(uint64_t offset, uint64_t length, uint64_t granted) {
@@ -36,10 +50,9 @@ absl::Status ConnectionLost(absl::string_view grant, absl::string_view how) {
 
 absl::Status ConnectionEnded(const GrantView& grant, absl::string_view how, absl::Time now) {
   if (grant.ended_reason) return EndedStatus(grant.grant, *grant.ended_reason);
-  if (now >= grant.expiry) {
-    return absl::DeadlineExceededError(absl::StrCat(grant.grant, " expired: the connection ended (", how,
-                                                    ") at or after the lease's end (", absl::FormatTime(grant.expiry),
-                                                    ")"));
+  if (AtLeaseEnd(grant, now)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(grant.grant, " expired: the connection ended (", how, ") ", WhenAtLeaseEnd(grant, now)));
   }
   return ConnectionLost(grant.grant, how);
 }
@@ -60,10 +73,9 @@ absl::Status ClassifyReadError(ibv_wc_status status, uint64_t offset, uint64_t l
                                                   " bytes: refused by rdmad's NIC"));
       }
       if (grant.ended_reason) return EndedStatus(grant.grant, *grant.ended_reason);
-      if (now >= grant.expiry) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            grant.grant, " expired: the key was refused by rdmad's NIC at or after the lease's end (",
-            absl::FormatTime(grant.expiry), ")"));
+      if (AtLeaseEnd(grant, now)) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(grant.grant, " expired: the key was refused by rdmad's NIC ", WhenAtLeaseEnd(grant, now)));
       }
       return absl::PermissionDeniedError(
           absl::StrCat(grant.grant, " revoked: the key was refused by rdmad's NIC"));

@@ -7,10 +7,13 @@
 //                          an ENDED message arrived                PERMISSION_DENIED naming its reason
 //                                                                  (DEADLINE_EXCEEDED if it is EXPIRED)
 //                          in range, at or after the lease's end   DEADLINE_EXCEEDED "expired"
-//                          in range, before the lease's end        PERMISSION_DENIED "revoked"
+//                            (or less than clock_tolerance before it)
+//                          in range, earlier                       PERMISSION_DENIED "revoked"
 //   IBV_WC_RETRY_EXC_ERR, IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR
 //                          an ENDED message arrived                as above (rdmad ended the grant, then
 //                                                                  disconnected: that is the cause)
+//                          at or after the lease's end (less the   DEADLINE_EXCEEDED "expired"
+//                            clock tolerance)
 //                          otherwise                               UNAVAILABLE "connection lost"
 //   any other status                                               INTERNAL with ibv_wc_status_str
 // A failed completion leaves the QP in the error state, so the first error is sticky (StickyError): every
@@ -38,6 +41,9 @@ struct GrantView {
   std::string grant;                    // "grants/9"
   uint64_t length = 0;                  // the bytes the key covers (ACTIVE's length)
   absl::Time expiry = absl::InfiniteFuture();  // the lease's end as known here
+  // How far this host's clock may lag rdmad's: a failure less than this before `expiry` (by this host's
+  // clock) is taken for the lease's end, since rdmad may already have passed it.
+  absl::Duration clock_tolerance = absl::ZeroDuration();
   std::optional<uint8_t> ended_reason;  // set once an ENDED message arrived: its GrantEndReason
 };
 
@@ -57,8 +63,8 @@ absl::Status EndedStatus(absl::string_view grant, uint8_t reason);
 absl::Status ConnectionLost(absl::string_view grant, absl::string_view how);
 
 // The connection ended (a flush, retries exceeded, a DISCONNECTED event; `how` says which): the ENDED
-// message's status if one arrived, DEADLINE_EXCEEDED "expired" at or after the lease's end, else
-// ConnectionLost.
+// message's status if one arrived, DEADLINE_EXCEEDED "expired" at or after the lease's end (less the clock
+// tolerance), else ConnectionLost.
 absl::Status ConnectionEnded(const GrantView& grant, absl::string_view how, absl::Time now);
 
 // A library check refused a read before posting it: OUT_OF_RANGE.

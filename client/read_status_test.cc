@@ -74,6 +74,29 @@ TEST(ClassifyReadError, RemoteAccessInRangeAtOrAfterTheLeaseEndIsExpired) {
   }
 }
 
+TEST(ClassifyReadError, ARefusalWithinTheClockToleranceBeforeTheEndIsExpired) {
+  // This host's clock may lag rdmad's: rdmad killed the key at its lease's end, which here is still a little
+  // ahead. Within the tolerance that is the expiry; beyond it, a revocation. The message says by how much.
+  GrantView g = Grant();
+  g.clock_tolerance = absl::Milliseconds(100);
+  const absl::Status near = ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 1, g, kExpiry - absl::Milliseconds(3));
+  ExpectStatus(near, absl::StatusCode::kDeadlineExceeded, "grants/9 expired: the key was refused by rdmad's NIC 3ms "
+                                                          "before the lease's end");
+  EXPECT_TRUE(absl::StrContains(near.message(), "within the clock tolerance of 100ms")) << near;
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 1, g, kExpiry - absl::Milliseconds(100)),
+               absl::StatusCode::kDeadlineExceeded, "expired");
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 1, g, kExpiry - absl::Milliseconds(101)),
+               absl::StatusCode::kPermissionDenied, "revoked");
+  // The same for a connection that ends.
+  ExpectStatus(ConnectionEnded(g, "rdmad disconnected", kExpiry - absl::Milliseconds(50)),
+               absl::StatusCode::kDeadlineExceeded, "expired: the connection ended (rdmad disconnected) 50ms before");
+  ExpectStatus(ConnectionEnded(g, "rdmad disconnected", kExpiry - absl::Milliseconds(150)),
+               absl::StatusCode::kUnavailable, "connection lost");
+  // No tolerance: strictly at or after the end.
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 1, Grant(), kExpiry - absl::Nanoseconds(1)),
+               absl::StatusCode::kPermissionDenied, "revoked");
+}
+
 TEST(ClassifyReadError, AnEndedMessageNamesTheReason) {
   // REVOKED (1) before the lease's end, and MR_DEREGISTERED (4) even after it: the message says why.
   ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 1, Grant(1), kBefore),

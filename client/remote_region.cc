@@ -385,6 +385,7 @@ internal::GrantView RemoteRegion::Impl::View(absl::Time expiry) const {
   view.grant = label;
   view.length = granted_length;
   view.expiry = expiry;
+  view.clock_tolerance = options.clock_tolerance;
   if (ended) view.ended_reason = ended->reason;
   return view;
 }
@@ -497,6 +498,7 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> RemoteRegion::Connect(const std::s
     return invalid("queue_depth * max_read_bytes overflows");
   }
   if (options.connect_timeout <= absl::ZeroDuration()) return invalid("connect_timeout: must be > 0");
+  if (options.clock_tolerance < absl::ZeroDuration()) return invalid("clock_tolerance: must be >= 0");
 
   rdma_addrinfo hints{};
   hints.ai_port_space = RDMA_PS_TCP;

@@ -48,6 +48,11 @@ class RemoteRegion {
     // Refuse out-of-range reads in the library. Off: post them anyway and let rdmad's NIC refuse them
     // (for tests that prove the NIC enforces the range).
     bool check_bounds = true;
+    // How far this host's clock may lag rdmad's. A key refused (or a connection ended) less than this before
+    // the lease's end, by this host's clock, is reported as expired (DEADLINE_EXCEEDED), not as revoked or
+    // lost: rdmad's clock may already have passed the end. Set it to the clocks' worst disagreement (0 for
+    // none); a revocation in a lease's last moments is then also reported as its expiry.
+    absl::Duration clock_tolerance = absl::Milliseconds(100);
   };
 
   // One asynchronous read: `offset` from the start of the granted range, into `destination`.
