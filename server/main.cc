@@ -212,7 +212,7 @@ int Run(int argc, char** argv) {
   auto registry = std::make_unique<Registry>(std::move(fabric).value(), options);
   // A recovered file is mapped with its registering caller's rights as they are now: its tenant's current
   // file roots (and the tenant must still exist).
-  auto rights_now = [&config](const std::string& tenant, const auth::FileAccess& recorded) {
+  auto rights_now = [&config](const std::string& tenant, const FileAccess& recorded) {
     const TenantConfig* found = nullptr;
     for (const auto& t : config.tenants) found = t.name == tenant ? &t : found;
     return RightsAtRecovery(recorded, tenant, found ? &found->file_roots : nullptr, "source.file.path");

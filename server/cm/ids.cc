@@ -9,7 +9,6 @@
 #include "server/cm/manager.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
-#include "server/registry/internal.h"
 #include "server/registry/rules.h"
 
 namespace rdmad::cm {
@@ -92,7 +91,7 @@ void CmManager::NewId(const std::string& channel_name, const std::string& pd, Do
     MutexLock lock(&mu_);
     if (quiescing_) return absl::UnavailableError("rdmad is shutting down");
     RDMAD_ASSIGN_OR_RETURN(ch, FindChannel(channel, "channel"));
-    if (!pd.empty() && removing_pds_.count(pd) > 0) return registry_internal::InProgress("pd", pd, "DeletePd");
+    if (!pd.empty() && removing_pds_.count(pd) > 0) return InProgress("pd", pd, "DeletePd");
     if (!pd.empty() && options_.max_cm_ids > 0 && total_ids_ >= options_.max_cm_ids) {
       return OverLimit("cm_ids", options_.max_cm_ids, total_ids_);
     }
@@ -139,7 +138,7 @@ absl::Status CmManager::BeginPdRemoval(const std::string& pd) {
       }
       names.push_back(Name("cmids", n));
     }
-    return registry_internal::Busy("name", absl::StrCat(pd, " still has ", it->second.ids, " CM id(s) (",
+    return Busy("name", absl::StrCat(pd, " still has ", it->second.ids, " CM id(s) (",
                                                         absl::StrJoin(names, ", "), "): delete them first"));
   }
   removing_pds_[pd]++;

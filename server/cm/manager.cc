@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
-#include "server/registry/internal.h"
+#include "server/common/sync.h"
 #include "server/registry/rules.h"
 
 namespace rdmad::cm {
@@ -65,11 +65,11 @@ absl::Status CmManager::Start() {
       MutexLock lock(&mu_);
       return next_id_.Peek();
     }());
-    absl::Status listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
+    absl::Status listening = AwaitResult<v1::CmId>([&](Done<v1::CmId> done) {
                                NewId("channels/1", "", std::move(done));
                              }).status();
     if (listening.ok()) {
-      listening = registry_internal::Await<v1::CmId>([&](Done<v1::CmId> done) {
+      listening = AwaitResult<v1::CmId>([&](Done<v1::CmId> done) {
                     v1::ListenRequest listen;
                     listen.set_name(name);
                     listen.mutable_address()->set_address(addr.host);
@@ -226,7 +226,7 @@ absl::Status CmManager::DeleteChannel(const std::string& name) {
                                                      ") and cannot be deleted"));
     }
     if (!ch->ids.empty()) {
-      return registry_internal::Busy("name", absl::StrCat(name, " still carries ", ch->ids.size(),
+      return Busy("name", absl::StrCat(name, " still carries ", ch->ids.size(),
                                                           " CM id(s): delete them or migrate them to another "
                                                           "channel first"));
     }

@@ -82,6 +82,17 @@ absl::Status FromRdmaCm(absl::string_view call, int ret, absl::string_view conte
   return ErrnoError(call, errno, context);
 }
 
+absl::Status Busy(absl::string_view field, absl::string_view message) {
+  absl::Status s = FailedPrecondition(field, message);
+  s.SetPayload(kErrnoPayload, absl::Cord(absl::StrCat(EBUSY)));
+  return s;
+}
+
+absl::Status InProgress(absl::string_view field, absl::string_view name, absl::string_view operation) {
+  return FieldError(absl::StatusCode::kAborted, field,
+                    absl::StrCat(name, ": ", operation, " is in progress on it; retry when it has finished"));
+}
+
 absl::Status WithField(absl::Status status, absl::string_view field) {
   if (status.ok() || field.empty() || status.GetPayload(kFieldPayload)) return status;
   absl::Status out(status.code(), absl::StrCat(field, ": ", status.message()));

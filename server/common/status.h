@@ -68,6 +68,12 @@ absl::Status FromReturn(absl::string_view call, int ret, absl::string_view conte
 //   rdma_* (librdmacm) return 0 or -1 and set errno:
 absl::Status FromRdmaCm(absl::string_view call, int ret, absl::string_view context = {});
 
+// A refusal rdmad makes itself because an object is in use: FAILED_PRECONDITION "<field>: <message>" with
+// errno EBUSY.
+absl::Status Busy(absl::string_view field, absl::string_view message);
+// Another operation holds the object: ABORTED "<field>: <name>: <operation> is in progress on it; retry ...".
+absl::Status InProgress(absl::string_view field, absl::string_view name, absl::string_view operation);
+
 // Attach a field name to a status that has none (keeps an existing one).
 absl::Status WithField(absl::Status status, absl::string_view field);
 // Prefix the message with context, keeping code and payloads.

@@ -1,4 +1,5 @@
-// rdmad's locks: Mutex, MutexLock and Notification, used by every layer (server/, and the tests).
+// rdmad's locks: Mutex, MutexLock and Notification, used by every layer (server/, and the tests), and
+// AwaitResult, the synchronous form of an asynchronous call.
 //
 // Why not absl::Mutex: Debian's Abseil is built without ThreadSanitizer hooks, so a TSan build of rdmad cannot
 // see an absl::Mutex being taken or released and reports every access it guards as a race. These are built on
@@ -17,8 +18,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -117,6 +120,21 @@ class Notification {
   mutable Mutex mu_;
   bool notified_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// Runs an asynchronous operation (`start` takes its done callback, which receives an absl::StatusOr<T>) and
+// waits for its result: the synchronous form of an asynchronous call. Never on the thread that runs the
+// callback.
+template <typename T, typename Start>
+absl::StatusOr<T> AwaitResult(Start&& start) {
+  Notification finished;
+  absl::StatusOr<T> result = absl::UnknownError("not finished");
+  std::forward<Start>(start)([&](absl::StatusOr<T> r) {
+    result = std::move(r);
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  return result;
+}
 
 }  // namespace rdmad
 

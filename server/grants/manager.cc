@@ -18,12 +18,10 @@
 #include "proto/wire/grant_message.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
-#include "server/registry/internal.h"
 #include "server/registry/rules.h"
 
 namespace rdmad::grants {
 
-using registry_internal::Busy;
 
 GrantManager::GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore* tokens, Options options)
     : registry_(registry),

@@ -12,7 +12,7 @@ namespace {
 
 enum class Class { kRoot, kOwner, kGroup, kOther };
 
-Class ClassOf(const auth::FileIdentity& who, const FileOwnership& file) {
+Class ClassOf(const FileIdentity& who, const FileOwnership& file) {
   if (who.uid == 0) return Class::kRoot;
   if (who.uid == file.uid) return Class::kOwner;
   if (who.gid == file.gid || std::find(who.groups.begin(), who.groups.end(), file.gid) != who.groups.end()) {
@@ -23,7 +23,7 @@ Class ClassOf(const auth::FileIdentity& who, const FileOwnership& file) {
 
 }  // namespace
 
-const char* PermissionClass(const auth::FileIdentity& who, const FileOwnership& file) {
+const char* PermissionClass(const FileIdentity& who, const FileOwnership& file) {
   switch (ClassOf(who, file)) {
     case Class::kRoot:
       return "root";
@@ -37,7 +37,7 @@ const char* PermissionClass(const auth::FileIdentity& who, const FileOwnership& 
   return "other";
 }
 
-bool MayAccess(const auth::FileIdentity& who, const FileOwnership& file, unsigned want) {
+bool MayAccess(const FileIdentity& who, const FileOwnership& file, unsigned want) {
   want &= kFileRead | kFileWrite;
   unsigned granted = 0;
   switch (ClassOf(who, file)) {
@@ -65,18 +65,18 @@ std::string RightsName(unsigned want) {
   return "no";
 }
 
-absl::Status CheckMayUseFiles(const auth::FileAccess& files, const std::string& field) {
+absl::Status CheckMayUseFiles(const FileAccess& files, const std::string& field) {
   if (!files.check || files.identity.has_value()) return absl::OkStatus();
   return FieldError(absl::StatusCode::kPermissionDenied, field,
                     "this caller has no file-system identity (a tenant without uid/gid, docs/security.md), so it "
                     "may register anonymous memory only, no file");
 }
 
-absl::Status CheckFileRights(const auth::FileAccess& files, const FileOwnership& file, unsigned want,
+absl::Status CheckFileRights(const FileAccess& files, const FileOwnership& file, unsigned want,
                              const std::string& real, const std::string& field) {
   if (!files.check) return absl::OkStatus();
   RDMAD_RETURN_IF_ERROR(CheckMayUseFiles(files, field));
-  const auth::FileIdentity& who = *files.identity;
+  const FileIdentity& who = *files.identity;
   if (MayAccess(who, file, want)) return absl::OkStatus();
   std::string groups;
   for (uint32_t g : who.groups) absl::StrAppend(&groups, groups.empty() ? "" : ",", g);

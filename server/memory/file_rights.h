@@ -1,4 +1,4 @@
-// The caller's rights on a file it asks rdmad to register (issue 7): rdmad (root) opens the file, but a
+// The caller's rights on a file it asks rdmad to register: rdmad (root) opens the file, but a
 // caller may register it only with the access its own file-system identity has to that inode: read for any
 // registration (rdmad maps it) and for REMOTE_READ, write for LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC.
 //
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/auth/caller.h"
+#include "server/memory/file_access.h"
 
 namespace rdmad {
 
@@ -31,22 +31,22 @@ struct FileOwnership {
 };
 
 // The permission class that applies to `who` ("owner", "group", "other"), or "root" for uid 0.
-const char* PermissionClass(const auth::FileIdentity& who, const FileOwnership& file);
+const char* PermissionClass(const FileIdentity& who, const FileOwnership& file);
 
 // True if `who` has every right in `want` (kFileRead | kFileWrite) on `file`.
-bool MayAccess(const auth::FileIdentity& who, const FileOwnership& file, unsigned want);
+bool MayAccess(const FileIdentity& who, const FileOwnership& file, unsigned want);
 
 // "read", "write", "read and write".
 std::string RightsName(unsigned want);
 
 // A caller that may register no file at all (`check` set, no identity): PERMISSION_DENIED on `field`,
 // saying why. OK otherwise (the per-file check comes once the file is open).
-absl::Status CheckMayUseFiles(const auth::FileAccess& files, const std::string& field);
+absl::Status CheckMayUseFiles(const FileAccess& files, const std::string& field);
 
 // The whole decision for one opened file (`real`: its real path, for the message). OK if `files.check` is
 // false (rdmad's own rights). Refusal: PERMISSION_DENIED on `field` with errno EACCES, naming the rights
 // asked for, the identity, the class that applied and the file's owner, group and mode.
-absl::Status CheckFileRights(const auth::FileAccess& files, const FileOwnership& file, unsigned want,
+absl::Status CheckFileRights(const FileAccess& files, const FileOwnership& file, unsigned want,
                              const std::string& real, const std::string& field);
 
 }  // namespace rdmad

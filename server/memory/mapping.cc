@@ -175,7 +175,7 @@ std::vector<std::string> IntersectRoots(const std::vector<std::string>& a, const
   return out;
 }
 
-absl::StatusOr<auth::FileAccess> RightsAtRecovery(const auth::FileAccess& recorded, const std::string& tenant,
+absl::StatusOr<FileAccess> RightsAtRecovery(const FileAccess& recorded, const std::string& tenant,
                                                   const std::vector<std::string>* tenant_roots,
                                                   const std::string& field) {
   // rdmad's own rights (an admin over TLS, an internal caller): allowed_file_roots alone, as at registration.
@@ -184,7 +184,7 @@ absl::StatusOr<auth::FileAccess> RightsAtRecovery(const auth::FileAccess& record
     return FailedPrecondition(field, absl::StrCat("its PD's tenant ", tenant,
                                                   " is no longer in rdmad's config, so no one's rights cover it"));
   }
-  auth::FileAccess now = recorded;
+  FileAccess now = recorded;
   bool disjoint = false;
   now.roots = IntersectRoots(recorded.roots, *tenant_roots, &disjoint);
   if (disjoint) {
@@ -247,7 +247,7 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
                                                        uint64_t length,
                                                        const std::vector<std::string>& allowed_roots,
                                                        const std::string& field,
-                                                       const auth::FileAccess& files, unsigned rights,
+                                                       const FileAccess& files, unsigned rights,
                                                        const FileRules& rules) {
   if (path.empty()) return InvalidArgument(field + ".path", "is required");
   // A caller without a file-system identity learns nothing about the path, not even whether it exists.

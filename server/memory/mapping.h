@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/auth/caller.h"
+#include "server/memory/file_access.h"
 #include "server/memory/file_rights.h"
 
 namespace rdmad {
@@ -66,7 +66,7 @@ class Mapping {
                                                        uint64_t length,
                                                        const std::vector<std::string>& allowed_roots,
                                                        const std::string& field,
-                                                       const auth::FileAccess& files = {},
+                                                       const FileAccess& files = {},
                                                        unsigned rights = kFileRead | kFileWrite,
                                                        const FileRules& rules = {});
   ~Mapping();
@@ -84,7 +84,7 @@ class Mapping {
   // The file's device and inode when it was opened (zero for anonymous memory).
   const FileId& file_id() const { return file_id_; }
   // The caller's rights the file was opened and checked with (what restart recovery checks again).
-  const auth::FileAccess& files() const { return files_; }
+  const FileAccess& files() const { return files_; }
   // What munmap is given (the mapped length; on hugetlbfs whole huge pages).
   size_t mapped_length() const { return base_length_; }
 
@@ -99,7 +99,7 @@ class Mapping {
   std::string real_path_;     // set once by File, before the mapping is handed out
   FileOwnership ownership_;
   FileId file_id_;
-  auth::FileAccess files_;
+  FileAccess files_;
 };
 
 // True if `real` (a resolved path) lies under `root` (resolved here; "/" holds everything).
@@ -129,7 +129,7 @@ std::vector<std::string> IntersectRoots(const std::vector<std::string>& a, const
 // tenant's current ones both (so a region a unix admin registered in a tenant's PD comes back only under
 // that tenant's roots). FAILED_PRECONDITION on `field` if the tenant is gone or the two sets of roots no
 // longer overlap.
-absl::StatusOr<auth::FileAccess> RightsAtRecovery(const auth::FileAccess& recorded, const std::string& tenant,
+absl::StatusOr<FileAccess> RightsAtRecovery(const FileAccess& recorded, const std::string& tenant,
                                                   const std::vector<std::string>* tenant_roots,
                                                   const std::string& field);
 

@@ -16,9 +16,6 @@
 
 namespace rdmad {
 
-using registry_internal::Await;
-using registry_internal::Busy;
-using registry_internal::InProgress;
 
 uint64_t Registry::MaxMrBytes(const fabric::Device& device) const {
   // The smallest of: the device's max_mr_size (rxe reports 2^64-1), this host's physical memory (more can
@@ -33,7 +30,7 @@ uint64_t Registry::MaxMrBytes(const fabric::Device& device) const {
 absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySource& source,
                                                              const fabric::Device& device,
                                                              const std::string& field,
-                                                             const auth::FileAccess& files,
+                                                             const FileAccess& files,
                                                              uint32_t access) const {
   const uint64_t max = MaxMrBytes(device);
   switch (source.kind_case()) {
@@ -102,7 +99,7 @@ void Registry::Unpersist(const char* kind, uint64_t id) {
 }
 
 void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done,
-                               const auth::FileAccess& files) {
+                               const FileAccess& files) {
   absl::StatusOr<uint32_t> access = AccessBits(request.access(), "access");
   if (access.ok()) {
     if (absl::Status s = CheckMrAccessRule(*access, "access"); !s.ok()) access = s;
@@ -178,8 +175,8 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
 }
 
 absl::StatusOr<v1::MemoryRegion> Registry::RegisterMr(const v1::RegisterMrRequest& request,
-                                                     const auth::FileAccess& files) {
-  return Await<v1::MemoryRegion>(
+                                                     const FileAccess& files) {
+  return AwaitResult<v1::MemoryRegion>(
       [&](Done<v1::MemoryRegion> d) { RegisterMrAsync(request, std::move(d), files); });
 }
 

@@ -15,8 +15,6 @@
 
 namespace rdmad {
 
-using registry_internal::Await;
-using registry_internal::InProgress;
 
 namespace {
 
@@ -310,7 +308,7 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
 }
 
 absl::StatusOr<v1::MemoryWindow> Registry::BindMw(const v1::BindMwRequest& request) {
-  return Await<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { BindMwAsync(request, std::move(d)); });
+  return AwaitResult<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { BindMwAsync(request, std::move(d)); });
 }
 
 void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done, const std::string& owner) {
@@ -413,7 +411,7 @@ void Registry::FinishInvalidate(MwEntry* w, const std::string& name, absl::Statu
 }
 
 absl::StatusOr<v1::MemoryWindow> Registry::InvalidateMw(const std::string& name) {
-  return Await<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { InvalidateMwAsync(name, std::move(d)); });
+  return AwaitResult<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) { InvalidateMwAsync(name, std::move(d)); });
 }
 
 absl::Status Registry::DeallocMw(const std::string& name, const std::string& owner) {

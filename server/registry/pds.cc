@@ -11,8 +11,6 @@
 
 namespace rdmad {
 
-using registry_internal::Busy;
-using registry_internal::InProgress;
 using registry_internal::kMaxLabel;
 
 v1::ProtectionDomain Registry::ToProto(const PdEntry& e) const {

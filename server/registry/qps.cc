@@ -11,8 +11,6 @@
 
 namespace rdmad {
 
-using registry_internal::Busy;
-using registry_internal::InProgress;
 
 v1::QueuePair Registry::ToProto(const QpEntry& e) const {
   v1::QueuePair qp;

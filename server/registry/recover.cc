@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapRecorded(const state::MrRo
                       absl::StrCat(f.length(), " bytes exceeds the largest region allowed (", max, " bytes)"));
   }
   // The caller's rights now: as recorded, narrowed by what its tenant may do in the current config.
-  absl::StatusOr<auth::FileAccess> now = rights ? rights(tenant, rec.files) : absl::StatusOr<auth::FileAccess>(rec.files);
+  absl::StatusOr<FileAccess> now = rights ? rights(tenant, rec.files) : absl::StatusOr<FileAccess>(rec.files);
   if (!now.ok()) return now.status();
   // The real path the caller's name led to at registration, with no symlink on the way now (a link there
   // was not there then), and the same inode; the roots and rights checked on it as for a live registration.

@@ -14,17 +14,6 @@
 namespace rdmad {
 namespace registry_internal {
 
-absl::Status Busy(const std::string& field, const std::string& message) {
-  absl::Status s = FailedPrecondition(field, message);
-  s.SetPayload(kErrnoPayload, absl::Cord(absl::StrCat(EBUSY)));
-  return s;
-}
-
-absl::Status InProgress(const std::string& field, const std::string& name, const char* operation) {
-  return FieldError(absl::StatusCode::kAborted, field,
-                    absl::StrCat(name, ": ", operation, " is in progress on it; retry when it has finished"));
-}
-
 absl::Status WithOutcome(absl::Status s, v1::ReregOutcome outcome) {
   s.SetPayload(kReregOutcomePayload, absl::Cord(absl::StrCat(static_cast<int>(outcome))));
   return s;
@@ -105,7 +94,6 @@ v1::Device ToProto(const fabric::Device& device, bool counters, MwBoundsRegion b
 
 }  // namespace registry_internal
 
-using registry_internal::Busy;
 
 // ---------------------------------------------------------------------------------------------------------
 // Life cycle

@@ -43,7 +43,7 @@
 #include "absl/status/statusor.h"
 #include "server/common/sync.h"
 #include "rdmad/v1/rdmad.pb.h"
-#include "server/auth/caller.h"
+#include "server/memory/file_access.h"
 #include "server/dispatch/event_loop.h"
 #include "server/dispatch/worker_pool.h"
 #include "server/fabric/fabric.h"
@@ -120,14 +120,14 @@ class Registry {
   // grants (revoke_grants).
   absl::Status CheckDeletePd(const v1::DeletePdRequest& request) const;
 
-  // `files`: whose rights a file source is registered with (server/auth/caller.h, docs/security.md). The
+  // `files`: whose rights a file source is registered with (server/memory/file_access.h, docs/security.md). The
   // default is rdmad's own (allowed_file_roots only), for single-tenant mode and internal callers; an RPC
   // passes its Caller's `files`. A re-registration with a new source, or new access flags over a file, is
   // checked again (new flags against the owner and mode the file had when it was opened).
   void RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done,
-                       const auth::FileAccess& files = {});
+                       const FileAccess& files = {});
   absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request,
-                                              const auth::FileAccess& files = {});
+                                              const FileAccess& files = {});
   absl::StatusOr<v1::MemoryRegion> GetMr(const std::string& name) const;
   absl::StatusOr<std::vector<v1::MemoryRegion>> ListMrs(const v1::ListMrsRequest& request) const;
   // ReregisterMr's checks of the request alone, without acting: what ReregisterMrAsync would refuse at
@@ -136,9 +136,9 @@ class Registry {
   // request costs no grant. Failures of the source itself (a file gone, memlock) still come after.
   absl::Status CheckReregister(const v1::ReregisterMrRequest& request) const;
   void ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done,
-                         const auth::FileAccess& files = {});
+                         const FileAccess& files = {});
   absl::StatusOr<v1::ReregisterMrResponse> ReregisterMr(const v1::ReregisterMrRequest& request,
-                                                        const auth::FileAccess& files = {});
+                                                        const FileAccess& files = {});
   // DeregisterMr's checks alone, without acting, but for rdmad's own grant windows, which revoking the
   // grants on the region removes: the service calls it before it revokes grants (revoke_grants).
   absl::Status CheckDeregister(const std::string& name) const;
@@ -209,8 +209,8 @@ class Registry {
     std::vector<std::string> pds, mrs;          // re-created
     std::vector<std::string> lost;              // "mrs/4: why", "pds/2: why"
   };
-  using RecoveryRights = std::function<absl::StatusOr<auth::FileAccess>(const std::string& tenant,
-                                                                         const auth::FileAccess& recorded)>;
+  using RecoveryRights = std::function<absl::StatusOr<FileAccess>(const std::string& tenant,
+                                                                         const FileAccess& recorded)>;
   absl::StatusOr<Recovered> Recover(const state::Snapshot& snapshot, const RecoveryRights& rights = nullptr);
 
  private:
@@ -238,7 +238,7 @@ class Registry {
   uint64_t MaxMrBytes(const fabric::Device& device) const;
   // Maps a registration's memory; a file with the caller's `files` rights checked for `access` (fabric bits).
   absl::StatusOr<std::unique_ptr<Mapping>> MapSource(const v1::MemorySource& source, const fabric::Device& device,
-                                                     const std::string& field, const auth::FileAccess& files,
+                                                     const std::string& field, const FileAccess& files,
                                                      uint32_t access) const;
 
   // Restart recovery (recover.cc): a recorded region's memory, mapped again only as its registering caller

@@ -12,9 +12,6 @@
 
 namespace rdmad {
 
-using registry_internal::Await;
-using registry_internal::Busy;
-using registry_internal::InProgress;
 using registry_internal::WithOutcome;
 
 struct Registry::ReregPlan {
@@ -22,7 +19,7 @@ struct Registry::ReregPlan {
   PdEntry* new_pd = nullptr;
   uint32_t access = 0;
   v1::MemorySource new_source;
-  auth::FileAccess files;  // whose rights a file source (new, or the region's with new flags) is checked with
+  FileAccess files;  // whose rights a file source (new, or the region's with new flags) is checked with
 };
 
 absl::Status Registry::PlanReregLocked(const v1::ReregisterMrRequest& request, bool windows_allowed, MrEntry** out,
@@ -76,7 +73,7 @@ absl::Status Registry::CheckReregister(const v1::ReregisterMrRequest& request) c
 }
 
 void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1::ReregisterMrResponse> done,
-                                 const auth::FileAccess& files) {
+                                 const FileAccess& files) {
   MrEntry* e = nullptr;
   ReregPlan plan;
   absl::Status refused = [&]() -> absl::Status {
@@ -102,8 +99,8 @@ void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1
 }
 
 absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregisterMr(const v1::ReregisterMrRequest& request,
-                                                                const auth::FileAccess& files) {
-  return Await<v1::ReregisterMrResponse>(
+                                                                const FileAccess& files) {
+  return AwaitResult<v1::ReregisterMrResponse>(
       [&](Done<v1::ReregisterMrResponse> d) { ReregisterMrAsync(request, std::move(d), files); });
 }
 

@@ -197,7 +197,7 @@ absl::Status Store::PutMr(const MrRow& row) {
   if (!row.source.SerializeToString(&source)) return absl::InternalError("state store: cannot serialize a source");
   std::vector<Value> values = {Value::Int(row.id), Value::Int(row.pd), Value::Blob(source), Value::Int(row.access)};
   if (row.file.has_value()) {
-    const auth::FileAccess& f = row.file->files;
+    const FileAccess& f = row.file->files;
     std::string groups, roots;
     if (f.identity.has_value()) {
       for (uint32_t g : f.identity->groups) absl::StrAppend(&groups, groups.empty() ? "" : ",", g);
@@ -283,7 +283,7 @@ absl::StatusOr<Snapshot> Store::Load() {
       FileRecord f;
       f.files.check = sqlite3_column_int64(st, 4) != 0;
       if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
-        auth::FileIdentity who;
+        FileIdentity who;
         who.uid = static_cast<uint32_t>(sqlite3_column_int64(st, 5));
         who.gid = static_cast<uint32_t>(sqlite3_column_int64(st, 6));
         for (absl::string_view g : absl::StrSplit(text(7), ',', absl::SkipEmpty())) {

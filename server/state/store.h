@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "server/common/sync.h"
 #include "rdmad/v1/rdmad.pb.h"
-#include "server/auth/caller.h"
+#include "server/memory/file_access.h"
 
 struct sqlite3;
 
@@ -49,7 +49,7 @@ struct PdRow {
 // Who registered a file region and which file it was, as rdmad opened it: what restart recovery checks
 // again before it maps the file (docs/operations.md, "Restart recovery").
 struct FileRecord {
-  auth::FileAccess files;  // the caller's rights on files, as given to the registration
+  FileAccess files;  // the caller's rights on files, as given to the registration
   std::string real_path;   // the file's real path (symlinks resolved) when rdmad opened it
   uint64_t dev = 0;        // its device and inode then
   uint64_t ino = 0;

@@ -24,7 +24,6 @@
 #include "server/cm/token.h"
 #include "server/common/status.h"
 #include "server/grants/manager.h"
-#include "server/registry/internal.h"
 #include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
@@ -35,7 +34,6 @@ namespace {
 
 using ::rdmad::test::Eventually;
 
-using ::rdmad::registry_internal::Await;
 using ::rdmad::test::TempDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -174,7 +172,7 @@ TEST_F(AuditDataPlaneTest, AGrantsAcceptAndRevocationAndAReplayedTokensReject) {
   EXPECT_THAT(accept["peer"].get<std::string>(), HasSubstr(":"));
 
   absl::StatusOr<v1::Grant> revoked =
-      Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(g.name(), std::move(d)); });
+      AwaitResult<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(g.name(), std::move(d)); });
   ASSERT_TRUE(revoked.ok()) << revoked.status();
   std::vector<nlohmann::json> ended = RecordsOf("grant ended");
   ASSERT_EQ(ended.size(), 1u);  // written before Revoke's answer
@@ -213,7 +211,7 @@ TEST_F(AuditDataPlaneTest, EveryWayAGrantEndsIsRecordedOnce) {
   clients_.back().Leave();
   // Revoked before its client ever connected (no key existed).
   const v1::IssuedGrant unused = Issue("app-2");
-  ASSERT_TRUE(Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(unused.grant().name(), std::move(d)); }).ok());
+  ASSERT_TRUE(AwaitResult<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(unused.grant().name(), std::move(d)); }).ok());
   ASSERT_TRUE(Eventually([&] { return RecordsOf("grant ended").size() == 2; }));
   std::vector<nlohmann::json> ended = RecordsOf("grant ended");
   std::map<std::string, std::string> detail;
@@ -221,7 +219,7 @@ TEST_F(AuditDataPlaneTest, EveryWayAGrantEndsIsRecordedOnce) {
   EXPECT_THAT(detail[left.name()], StartsWith("END_DISCONNECTED: "));
   EXPECT_THAT(detail[unused.grant().name()], StartsWith("END_REVOKED: "));
   // Revoking an ended grant again records nothing more.
-  ASSERT_TRUE(Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(unused.grant().name(), std::move(d)); }).ok());
+  ASSERT_TRUE(AwaitResult<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(unused.grant().name(), std::move(d)); }).ok());
   EXPECT_EQ(RecordsOf("grant ended").size(), 2u);
 }
 

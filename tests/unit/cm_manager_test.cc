@@ -16,7 +16,7 @@
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "server/common/status.h"
-#include "server/registry/internal.h"
+#include "server/common/sync.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
 #include "tests/unit/test_util.h"
@@ -24,7 +24,6 @@
 namespace rdmad::cm {
 namespace {
 
-using ::rdmad::registry_internal::Await;
 using ::rdmad::test::IsError;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -69,7 +68,7 @@ class CmManagerTest : public ::testing::Test {
     v1::CreateCmIdRequest r;
     r.set_pd(pd_);
     r.set_channel(channel);
-    return Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(r, std::move(d)); }).value();
+    return AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(r, std::move(d)); }).value();
   }
   std::string NewChannel() {
     return manager_->CreateChannel(v1::CreateChannelRequest()).value().name();
@@ -79,7 +78,7 @@ class CmManagerTest : public ::testing::Test {
     r.set_name(id);
     r.mutable_address()->set_address(kAddr);
     r.mutable_address()->set_port(port);
-    return Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->Listen(r, std::move(d)); });
+    return AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->Listen(r, std::move(d)); });
   }
   v1::ConnectRequest ConnectReq(const std::string& id, uint32_t port, const std::string& data = "hello") {
     v1::ConnectRequest r;
@@ -91,7 +90,7 @@ class CmManagerTest : public ::testing::Test {
   }
   template <typename Call>
   absl::StatusOr<v1::CmId> Run(Call call) {
-    return Await<v1::CmId>([&](Done<v1::CmId> d) { call(std::move(d)); });
+    return AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { call(std::move(d)); });
   }
   // Waits (bounded) for the next event the watcher gets.
   static absl::StatusOr<v1::CmEvent> NextEvent(Watcher& w) {
@@ -530,11 +529,11 @@ TEST_F(CmManagerTest, BadInputsNameTheField) {
   Build();
   v1::CreateCmIdRequest create;
   create.set_pd("pds/77");
-  EXPECT_TRUE(IsError(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(create, std::move(d)); }),
+  EXPECT_TRUE(IsError(AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(create, std::move(d)); }),
                       absl::StatusCode::kNotFound, "pd"));
   create.set_pd(pd_);
   create.set_channel("channels/x");
-  EXPECT_TRUE(IsError(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(create, std::move(d)); }),
+  EXPECT_TRUE(IsError(AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(create, std::move(d)); }),
                       absl::StatusCode::kInvalidArgument, "channel"));
   v1::CmId id = NewId();
   v1::ListenRequest listen;
@@ -650,7 +649,7 @@ namespace {
 TEST_F(CmManagerTest, AnIdNeedsAPdAndAPdWithIdsCannotBeRemoved) {
   Build();
   v1::CreateCmIdRequest bare;
-  EXPECT_TRUE(IsError(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(bare, std::move(d)); }),
+  EXPECT_TRUE(IsError(AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(bare, std::move(d)); }),
                       absl::StatusCode::kInvalidArgument, "pd"));
   EXPECT_EQ(fake_cm_->live().ids, 0);  // nothing made, nothing counted
   v1::CmId a = NewId(), b = NewId();
@@ -665,10 +664,10 @@ TEST_F(CmManagerTest, AnIdNeedsAPdAndAPdWithIdsCannotBeRemoved) {
   ASSERT_TRUE(manager_->BeginPdRemoval(pd_).ok());
   v1::CreateCmIdRequest on_pd;
   on_pd.set_pd(pd_);
-  EXPECT_TRUE(IsError(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(on_pd, std::move(d)); }),
+  EXPECT_TRUE(IsError(AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(on_pd, std::move(d)); }),
                       absl::StatusCode::kAborted, "pd"));
   manager_->EndPdRemoval(pd_);
-  EXPECT_TRUE(Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(on_pd, std::move(d)); }).ok());
+  EXPECT_TRUE(AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(on_pd, std::move(d)); }).ok());
 }
 
 TEST_F(CmManagerTest, ChannelsStopAtTheirLimitAndAFailedChannelLeavesNothing) {
@@ -701,7 +700,7 @@ TEST_F(CmManagerTest, IdsAndConnectionsStopAtRdmadsLimits) {
   std::tie(active, passive) = Connected(7600);
   v1::CreateCmIdRequest more;
   more.set_pd(pd_);
-  absl::StatusOr<v1::CmId> over = Await<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(more, std::move(d)); });
+  absl::StatusOr<v1::CmId> over = AwaitResult<v1::CmId>([&](Done<v1::CmId> d) { manager_->CreateCmId(more, std::move(d)); });
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
   EXPECT_THAT(std::string(over.status().message()), HasSubstr("limit cm_ids of rdmad: limit 3, in use 3"));
   // The listener goes: an id slot is free, but both connections still count.

@@ -37,8 +37,8 @@ using ::testing::IsEmpty;
 constexpr uint32_t kNobody = 65534;
 constexpr uint64_t kPage = 4096;
 
-auth::FileIdentity Who(uint32_t uid, uint32_t gid, std::vector<uint32_t> groups = {}) {
-  auth::FileIdentity w;
+FileIdentity Who(uint32_t uid, uint32_t gid, std::vector<uint32_t> groups = {}) {
+  FileIdentity w;
   w.uid = uid;
   w.gid = gid;
   w.groups = std::move(groups);
@@ -51,8 +51,8 @@ FileOwnership File(uint32_t uid, uint32_t gid, uint32_t mode) {
   f.mode = S_IFREG | mode;
   return f;
 }
-auth::FileAccess Checked(auth::FileIdentity who, std::vector<std::string> roots = {}) {
-  auth::FileAccess a;
+FileAccess Checked(FileIdentity who, std::vector<std::string> roots = {}) {
+  FileAccess a;
   a.check = true;
   a.identity = std::move(who);
   a.roots = std::move(roots);
@@ -65,7 +65,7 @@ constexpr unsigned R = kFileRead, W = kFileWrite, RW = kFileRead | kFileWrite;
 // The pure check
 
 TEST(MayAccessTest, OwnerClassUsesTheOwnerBitsOnly) {
-  const auth::FileIdentity alice = Who(1000, 1000);
+  const FileIdentity alice = Who(1000, 1000);
   EXPECT_TRUE(MayAccess(alice, File(1000, 50, 0600), RW));
   EXPECT_TRUE(MayAccess(alice, File(1000, 50, 0400), R));
   EXPECT_FALSE(MayAccess(alice, File(1000, 50, 0400), W));
@@ -79,7 +79,7 @@ TEST(MayAccessTest, OwnerClassUsesTheOwnerBitsOnly) {
 }
 
 TEST(MayAccessTest, GroupClassByPrimaryOrSupplementaryGroup) {
-  const auth::FileIdentity bob = Who(1001, 100, {20, 4242});
+  const FileIdentity bob = Who(1001, 100, {20, 4242});
   EXPECT_TRUE(MayAccess(bob, File(0, 100, 0640), R));   // primary gid
   EXPECT_FALSE(MayAccess(bob, File(0, 100, 0640), W));
   EXPECT_TRUE(MayAccess(bob, File(0, 4242, 0660), RW));  // a supplementary group
@@ -96,7 +96,7 @@ TEST(MayAccessTest, GroupClassByPrimaryOrSupplementaryGroup) {
 }
 
 TEST(MayAccessTest, OtherClass) {
-  const auth::FileIdentity carol = Who(1002, 1002);
+  const FileIdentity carol = Who(1002, 1002);
   EXPECT_TRUE(MayAccess(carol, File(kNobody, kNobody, 0444), R));
   EXPECT_FALSE(MayAccess(carol, File(kNobody, kNobody, 0444), W));
   EXPECT_FALSE(MayAccess(carol, File(kNobody, kNobody, 0444), RW));
@@ -108,7 +108,7 @@ TEST(MayAccessTest, OtherClass) {
 }
 
 TEST(MayAccessTest, RootReadsAndWritesAnything) {
-  const auth::FileIdentity root = Who(0, 0);
+  const FileIdentity root = Who(0, 0);
   EXPECT_TRUE(MayAccess(root, File(kNobody, kNobody, 0000), RW));
   EXPECT_TRUE(MayAccess(root, File(kNobody, kNobody, 0444), W));
   EXPECT_STREQ(PermissionClass(root, File(kNobody, kNobody, 0)), "root");
@@ -118,7 +118,7 @@ TEST(MayAccessTest, RootReadsAndWritesAnything) {
 }
 
 TEST(MayAccessTest, FileTypeAndSpecialBitsDoNotGrantAnything) {
-  const auth::FileIdentity carol = Who(1002, 1002);
+  const FileIdentity carol = Who(1002, 1002);
   FileOwnership f = File(kNobody, kNobody, 07000);  // setuid, setgid, sticky; no permission bit
   EXPECT_FALSE(MayAccess(carol, f, R));
   EXPECT_FALSE(MayAccess(carol, f, W));
@@ -137,13 +137,13 @@ TEST(FileRightsForTest, ReadAlwaysWriteForAnyWritingAccess) {
 }
 
 TEST(CheckFileRightsTest, UncheckedIsRdmadsOwnRights) {
-  auth::FileAccess own;  // check = false
+  FileAccess own;  // check = false
   EXPECT_OK(CheckFileRights(own, File(0, 0, 0000), RW, "/dev/shm/x", "source.file.path"));
   EXPECT_OK(CheckMayUseFiles(own, "source.file.path"));
 }
 
 TEST(CheckFileRightsTest, NoIdentityMeansNoFile) {
-  auth::FileAccess none;
+  FileAccess none;
   none.check = true;
   for (absl::Status s : {CheckMayUseFiles(none, "source.file.path"),
                          CheckFileRights(none, File(0, 0, 0666), R, "/dev/shm/x", "source.file.path")}) {
@@ -238,7 +238,7 @@ class FileRightsRegistryTest : public ::testing::TestWithParam<bool> {
 
 TEST_P(FileRightsRegistryTest, ReadOnlyFileOfNobodyIsReadableButNotWritableByAnotherUid) {
   const std::string ro = Owned(root_, "ro.bin", kNobody, kNobody, 0444);
-  const auth::FileAccess uid1000 = Checked(Who(1000, 1000));
+  const FileAccess uid1000 = Checked(Who(1000, 1000));
 
   for (const Access& writing : {kWrite, kLocalWrite, Access{v1::LOCAL_WRITE, v1::REMOTE_ATOMIC}}) {
     absl::StatusOr<v1::MemoryRegion> refused = registry_->RegisterMr(FileReq(pd_, ro, writing), uid1000);
@@ -264,7 +264,7 @@ TEST_P(FileRightsRegistryTest, ReadOnlyFileOfNobodyIsReadableButNotWritableByAno
 
 TEST_P(FileRightsRegistryTest, RootsPrivateFileIsRefusedToAnotherUid) {
   const std::string secret = Owned(root_, "secret.bin", 0, 0, 0600);
-  const auth::FileAccess uid1000 = Checked(Who(1000, 1000, {0}));  // even in group 0: mode has no group bits
+  const FileAccess uid1000 = Checked(Who(1000, 1000, {0}));  // even in group 0: mode has no group bits
   for (const Access& a : {kRead, kWrite}) {
     absl::StatusOr<v1::MemoryRegion> refused = registry_->RegisterMr(FileReq(pd_, secret, a), uid1000);
     ASSERT_TRUE(IsError(refused, absl::StatusCode::kPermissionDenied, "source.file.path"));
@@ -278,7 +278,7 @@ TEST_P(FileRightsRegistryTest, SupplementaryGroupGivesTheGroupBits) {
   const std::string shared = Owned(root_, "shared.bin", kNobody, 4242, 0640);
   EXPECT_TRUE(IsError(registry_->RegisterMr(FileReq(pd_, shared, kRead), Checked(Who(1000, 1000))),
                       absl::StatusCode::kPermissionDenied, "source.file.path"));
-  const auth::FileAccess member = Checked(Who(1000, 1000, {27, 4242}));
+  const FileAccess member = Checked(Who(1000, 1000, {27, 4242}));
   ASSERT_OK(registry_->RegisterMr(FileReq(pd_, shared, kRead), member).status());
   EXPECT_TRUE(IsError(registry_->RegisterMr(FileReq(pd_, shared, kWrite), member),
                       absl::StatusCode::kPermissionDenied, "source.file.path"));
@@ -300,7 +300,7 @@ TEST_P(FileRightsRegistryTest, TheCheckIsOnTheOpenedInodeNotOnTheNameGiven) {
 
 TEST_P(FileRightsRegistryTest, NoFileIdentityMeansNoFileAtAll) {
   const std::string open_to_all = Owned(root_, "open.bin", kNobody, kNobody, 0666);
-  auth::FileAccess none;
+  FileAccess none;
   none.check = true;
   for (const std::string& path : {open_to_all, root_.Sub("does-not-exist"), std::string("/etc/shadow")}) {
     SCOPED_TRACE(path);
@@ -323,7 +323,7 @@ TEST_P(FileRightsRegistryTest, TenantRootsNarrowTheAllowedRoots) {
   const std::string in_a = Owned(root_, "tenant-a/x.bin", 1000, 1000, 0600);
   const std::string in_b = Owned(root_, "tenant-b/y.bin", 1000, 1000, 0600);
   const std::string at_top = Owned(root_, "top.bin", 1000, 1000, 0600);
-  const auth::FileAccess tenant_a = Checked(Who(1000, 1000), {a});
+  const FileAccess tenant_a = Checked(Who(1000, 1000), {a});
 
   ASSERT_OK(registry_->RegisterMr(FileReq(pd_, in_a, kWrite), tenant_a).status());
   for (const std::string& p : {in_b, at_top}) {
@@ -332,7 +332,7 @@ TEST_P(FileRightsRegistryTest, TenantRootsNarrowTheAllowedRoots) {
     EXPECT_THAT(std::string(refused.status().message()), HasSubstr("file roots"));
   }
   // Roots narrow even rdmad's own rights.
-  auth::FileAccess unchecked_narrowed;
+  FileAccess unchecked_narrowed;
   unchecked_narrowed.roots = {b};
   EXPECT_TRUE(IsError(registry_->RegisterMr(FileReq(pd_, in_a, kRead), unchecked_narrowed),
                       absl::StatusCode::kPermissionDenied, "source.file.path"));
@@ -356,7 +356,7 @@ TEST_P(FileRightsRegistryTest, ReregWithNewAccessOrNewSourceChecksAgain) {
   const std::string ro = Owned(root_, "ro.bin", kNobody, kNobody, 0444);
   const std::string secret = Owned(root_, "secret.bin", 0, 0, 0600);
   const std::string rw = Owned(root_, "rw.bin", kNobody, kNobody, 0666);
-  const auth::FileAccess uid1000 = Checked(Who(1000, 1000));
+  const FileAccess uid1000 = Checked(Who(1000, 1000));
   absl::StatusOr<v1::MemoryRegion> mr = registry_->RegisterMr(FileReq(pd_, ro, kRead), uid1000);
   ASSERT_TRUE(mr.ok()) << mr.status();
   const std::string old_outcome = absl::StrCat(static_cast<int>(v1::OUTCOME_OLD_MR_VALID));
@@ -376,7 +376,7 @@ TEST_P(FileRightsRegistryTest, ReregWithNewAccessOrNewSourceChecksAgain) {
   EXPECT_EQ(after->generation(), mr->generation());
   EXPECT_EQ(after->rkey(), mr->rkey());
   // A caller with no file identity may not change a file region's access either.
-  auth::FileAccess none;
+  FileAccess none;
   none.check = true;
   EXPECT_TRUE(IsError(registry_->ReregisterMr(more, none), absl::StatusCode::kPermissionDenied, "access"));
   // Another tenant's roots do not hold the file: refused before the rights.

@@ -22,8 +22,8 @@
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "server/common/status.h"
+#include "server/common/sync.h"
 #include "server/grants/manager.h"
-#include "server/registry/internal.h"
 #include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
@@ -46,7 +46,6 @@ namespace {
 
 using ::rdmad::test::Eventually;
 
-using ::rdmad::registry_internal::Await;
 using ::rdmad::test::IsError;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -131,7 +130,7 @@ class GrantManagerTest : public ::testing::Test {
     return out;
   }
   absl::StatusOr<v1::Grant> Revoke(const std::string& name) {
-    return Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(name, std::move(d)); });
+    return AwaitResult<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(name, std::move(d)); });
   }
   absl::Status Retire(const std::string& mr, const std::string& pd, bool revoke) {
     Notification n;

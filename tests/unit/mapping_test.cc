@@ -412,17 +412,17 @@ TEST(RecoveryRightsTest, TenantRootsNarrowTheRecordedOnes) {
   EXPECT_TRUE(IntersectRoots({ab}, {c}, &disjoint).empty());
   EXPECT_TRUE(disjoint);
 
-  auth::FileAccess recorded;
+  FileAccess recorded;
   recorded.check = true;
-  recorded.identity = auth::FileIdentity{1000, 1000, {27}};
+  recorded.identity = FileIdentity{1000, 1000, {27}};
   recorded.roots = {a};
   // An admin's PD (no tenant): as recorded.
-  absl::StatusOr<auth::FileAccess> same = RightsAtRecovery(recorded, "", nullptr, "source.file.path");
+  absl::StatusOr<FileAccess> same = RightsAtRecovery(recorded, "", nullptr, "source.file.path");
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->roots, recorded.roots);
   // The tenant's roots now narrower: those.
   const std::vector<std::string> narrower = {ab};
-  absl::StatusOr<auth::FileAccess> now = RightsAtRecovery(recorded, "t", &narrower, "source.file.path");
+  absl::StatusOr<FileAccess> now = RightsAtRecovery(recorded, "t", &narrower, "source.file.path");
   ASSERT_TRUE(now.ok());
   EXPECT_TRUE(now->check);
   EXPECT_EQ(now->identity->uid, 1000u);
@@ -434,7 +434,7 @@ TEST(RecoveryRightsTest, TenantRootsNarrowTheRecordedOnes) {
   EXPECT_TRUE(IsError(RightsAtRecovery(recorded, "t", nullptr, "source.file.path"),
                       absl::StatusCode::kFailedPrecondition, "source.file.path"));
   // rdmad's own rights (an admin over TLS): as recorded, allowed_file_roots alone.
-  auth::FileAccess own;
+  FileAccess own;
   EXPECT_TRUE(RightsAtRecovery(own, "t", nullptr, "source.file.path").ok());
 }
 

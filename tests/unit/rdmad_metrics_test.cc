@@ -11,10 +11,10 @@
 #include "server/auth/policy.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
+#include "server/common/sync.h"
 #include "server/config.h"
 #include "server/grants/manager.h"
 #include "server/metrics/rdmad_metrics.h"
-#include "server/registry/internal.h"
 #include "server/tenancy/gate.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
@@ -22,7 +22,6 @@
 namespace rdmad::metrics {
 namespace {
 
-using ::rdmad::registry_internal::Await;
 
 bool Contains(const std::string& text, const std::string& line) {
   return text.find(line + "\n") != std::string::npos;
@@ -117,7 +116,7 @@ TEST_F(RdmadMetricsTest, ObjectsPinnedBytesAndGrantEventsByTenant) {
   EXPECT_TRUE(Contains(live, "rdmad_grant_events_total{event=\"issued\",reason=\"\"} 1")) << live;
 
   absl::StatusOr<v1::Grant> revoked =
-      Await<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(issued->grant().name(), std::move(d)); });
+      AwaitResult<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(issued->grant().name(), std::move(d)); });
   ASSERT_TRUE(revoked.ok()) << revoked.status();
   const std::string after = metrics_.Render();
   EXPECT_TRUE(Contains(after, "rdmad_grant_events_total{event=\"revoked\",reason=\"revoked\"} 1")) << after;

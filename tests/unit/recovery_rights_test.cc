@@ -72,10 +72,10 @@ class RecoveryRightsTest : public ::testing::Test {
     ASSERT_EQ(chmod(path.c_str(), mode), 0);
   }
   // What a unix peer of uid `uid` in tenant `tenant` registers with (server/auth/policy.cc).
-  auth::FileAccess As(uint32_t uid, const std::string& tenant) {
-    auth::FileAccess f;
+  FileAccess As(uint32_t uid, const std::string& tenant) {
+    FileAccess f;
     f.check = true;
-    f.identity = auth::FileIdentity{uid, uid, {}};
+    f.identity = FileIdentity{uid, uid, {}};
     f.roots = tenant_roots_[tenant];
     return f;
   }
@@ -92,7 +92,7 @@ class RecoveryRightsTest : public ::testing::Test {
         options);
     absl::StatusOr<state::Snapshot> snap = store_->Load();
     ASSERT_TRUE(snap.ok()) << snap.status();
-    auto rights = [this](const std::string& tenant, const auth::FileAccess& recorded) {
+    auto rights = [this](const std::string& tenant, const FileAccess& recorded) {
       auto it = tenant_roots_.find(tenant);
       return RightsAtRecovery(recorded, tenant, it == tenant_roots_.end() ? nullptr : &it->second,
                               "source.file.path");
@@ -114,7 +114,7 @@ class RecoveryRightsTest : public ::testing::Test {
     return registry_->CreatePd(create, tenant).value().name();
   }
   absl::StatusOr<v1::MemoryRegion> Register(const std::string& pd, const std::string& path,
-                                            const auth::FileAccess& files) {
+                                            const FileAccess& files) {
     v1::RegisterMrRequest r;
     r.set_pd(pd);
     r.mutable_source()->mutable_file()->set_path(path);

@@ -182,7 +182,7 @@ TEST(StateStoreTest, KeepsWhoRegisteredAFileAndWhichInode) {
     file.source.mutable_file()->set_length(4096);
     state::FileRecord rec;
     rec.files.check = true;
-    rec.files.identity = auth::FileIdentity{1000, 1001, {27, 44}};
+    rec.files.identity = FileIdentity{1000, 1001, {27, 44}};
     rec.files.roots = {"/dev/shm/a", "/dev/shm/b"};
     rec.real_path = "/dev/shm/a/data";
     rec.dev = 0x2a;
