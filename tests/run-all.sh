@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole rdmad test suite: the install (deploy/install.sh), host unit tests (bazel test), the Kubernetes
+# The whole rdmad test suite: the layering check (tests/lib/check-layering.py), the install
+# (deploy/install.sh), host unit tests (bazel test), the Kubernetes
 # checks (manifests, image, the sidecar under podman), then the conformance suite on real verbs in the
 # Soft-RoCE guest, tenants with mutual TLS there, the API fuzzer, the operations suite (drain, memlock,
 # Soft-RoCE on a host, metrics, restart recovery), the two-machine tests (rdma_cm, grants end to end) and
@@ -25,6 +26,13 @@ if ! bazel build //...; then
   echo "0 passed, 1 failed"
   exit 1
 fi
+
+step "layering (tests/lib/check-layering.py: public headers only, each layer admitted by the one it uses)"
+layering_problem=""
+python3 tests/lib/check-layering.py --self-test || layering_problem="the layering check's self-test failed"
+python3 tests/lib/check-layering.py || layering_problem="${layering_problem:-an include reaches around a layer (listed above)}"
+tests/lib/junit-case.sh "$out/layering.xml" Layering IncludesOnlyPublicHeadersOfAdmittedLayers "$layering_problem"
+[ -z "$layering_problem" ] || rc=1
 
 step "install (deploy/install.sh: rdmad and rdmactl in /usr/local/bin, the systemd unit, /etc/rdmad)"
 install_problem=""
@@ -274,7 +282,7 @@ done
 for x in deploy_manifests.xml deploy_image.xml deploy_sidecar.xml deploy_daemonset.xml; do
   if [ -f "$out/deploy/$x" ]; then xmls+=("$out/deploy/$x"); else echo "no $x from the Kubernetes checks (see $out/deploy/podman.log)" >&2; missing=$((missing + 1)); fi
 done
-xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml" "$out/install.xml")
+xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml" "$out/install.xml" "$out/layering.xml")
 if [ "$sanitizers" != 0 ]; then
   for t in "${targets[@]}"; do
     x="$asan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
