@@ -36,6 +36,7 @@ std::string PeerOf(const fabric::SockAddr& a) {
 }  // namespace
 
 void CmManager::OnChannelReadable(Channel* ch) {
+  ch->loop->AssertInLoop();
   std::vector<fabric::CmEvent> events = ch->cm->Drain();  // each already acknowledged
   ch->pending += events.size();
   for (fabric::CmEvent& e : events) {
@@ -65,6 +66,7 @@ void CmManager::Publish(Channel* ch, const Id* id, const fabric::CmEvent& event,
 }
 
 void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
+  ch->loop->AssertInLoop();
   if (event.type == CmEventType::kConnectRequest) return OnConnectRequest(ch, std::move(event));
   // The device an active id resolved to (read before the lock: no rdma_* call under mu_).
   std::string device;
@@ -204,6 +206,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
 }
 
 void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
+  ch->loop->AssertInLoop();
   Id* id = nullptr;
   std::string listener;
   bool data_plane = false;

@@ -146,7 +146,10 @@ absl::StatusOr<CmManager::Channel*> CmManager::NewChannel(const std::string& lab
     RDMAD_ASSIGN_OR_RETURN(ch->loop, dispatch::EventLoop::Create(absl::StrCat("cm-", ch->id)));
     absl::Status watched;
     Channel* raw = ch.get();
-    ch->loop->RunSync([&] { watched = raw->loop->Watch(raw->cm->fd(), [this, raw] { OnChannelReadable(raw); }); });
+    ch->loop->RunSync([&] {
+      raw->loop->AssertInLoop();
+      watched = raw->loop->Watch(raw->cm->fd(), [this, raw] { OnChannelReadable(raw); });
+    });
     return watched;
   }();
   if (!made.ok()) {

@@ -207,7 +207,8 @@ class CmManager {
   void RunOnId(const std::string& name, IdTask task);
   void RunOnIdLoop(uint64_t id, Channel* expected, IdTask task);
 
-  // Owning loop only.
+  // Owning loop only. The three that take the channel assert it (EventLoop::AssertInLoop); the ones that take
+  // an id run there too, except Destroy at shutdown, when every loop has already stopped.
   void OnChannelReadable(Channel* ch);
   void Dispatch(Channel* ch, fabric::CmEvent event);
   void OnConnectRequest(Channel* ch, fabric::CmEvent event);

@@ -121,6 +121,13 @@ class Notification {
   bool notified_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// A thread's role as a capability for clang's -Wthread-safety: state that only one thread may touch (an event
+// loop's own) is ABSL_GUARDED_BY(role), methods only that thread may call are
+// ABSL_EXCLUSIVE_LOCKS_REQUIRED(role), and code that runs on the thread says so with an assertion that checks
+// it at run time and that the analysis trusts from there on (dispatch::EventLoop::AssertInLoop). Nothing is
+// locked: the role is held by being that thread.
+class ABSL_LOCKABLE ThreadRole {};
+
 // Runs an asynchronous operation (`start` takes its done callback, which receives an absl::StatusOr<T>) and
 // waits for its result: the synchronous form of an asynchronous call. Never on the thread that runs the
 // callback.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <system_error>
@@ -147,7 +148,15 @@ void EventLoop::Wake() {
   (void)n;  // EAGAIN: the counter is already non-zero, the loop will wake anyway
 }
 
+void EventLoop::AssertInLoop() const {
+  if (InLoop()) return;
+  RDMAD_LOG_ERROR("event loop %s: called off its thread (a loop-only method or state): aborting", name_.c_str());
+  std::abort();
+}
+
 void EventLoop::Run() {
+  thread_id_ = std::this_thread::get_id();
+  AssertInLoop();
   tid_ = static_cast<pid_t>(syscall(SYS_gettid));
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   epoll_event events[16];

@@ -12,9 +12,10 @@
 // event channel). The constructor is for rdmad's own start-up loops, which it cannot run without: there such
 // a refusal is logged and aborts.
 //
-// Threads: the loop's own thread runs handlers and tasks. Post(), InLoop(), stats() may be called from any
-// thread. Watch()/Unwatch() only on the loop thread (or through Post), so a handler is never removed while
-// it runs. RunSync() blocks the caller until the task ran: only for set-up, tear-down and tests, never on a
+// Threads: the loop's own thread runs handlers and tasks. Post(), InLoop(), tid(), tasks_run() may be called
+// from any thread. Watch()/Unwatch() only on the loop thread (or through Post), so a handler is never removed
+// while it runs: they require the loop's ThreadRole, which code running on the loop takes with
+// AssertInLoop() (checked at run time, and by clang's -Wthread-safety from there on). RunSync() blocks the caller until the task ran: only for set-up, tear-down and tests, never on a
 // loop thread. The destructor stops the thread and joins it; tasks still queued are destroyed, not run.
 #ifndef RDMAD_SERVER_DISPATCH_EVENT_LOOP_H_
 #define RDMAD_SERVER_DISPATCH_EVENT_LOOP_H_
@@ -58,10 +59,13 @@ class EventLoop {
   bool RunSync(Task task);
 
   // Loop thread only. `on_ready` runs on the loop thread whenever fd is readable (level-triggered).
-  absl::Status Watch(int fd, std::function<void()> on_ready);
-  void Unwatch(int fd);
+  absl::Status Watch(int fd, std::function<void()> on_ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_);
+  void Unwatch(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_);
 
-  bool InLoop() const { return std::this_thread::get_id() == thread_.get_id(); }
+  bool InLoop() const { return std::this_thread::get_id() == thread_id_.load(); }
+  // Aborts (with the loop's name in the log) unless called on the loop thread. From the call on, clang's
+  // thread-safety analysis knows the caller holds the loop's role: what requires it may be called.
+  void AssertInLoop() const ABSL_ASSERT_EXCLUSIVE_LOCK(role_);
   const std::string& name() const { return name_; }
   pid_t tid() const { return tid_.load(); }
   uint64_t tasks_run() const { return tasks_run_.load(); }
@@ -81,8 +85,10 @@ class EventLoop {
   const int epoll_fd_;
   const int wake_fd_;
   std::atomic<pid_t> tid_{0};
+  std::atomic<std::thread::id> thread_id_{};  // set first thing on the loop thread
   std::atomic<uint64_t> tasks_run_{0};
-  std::map<int, std::function<void()>> handlers_;  // loop thread only
+  ThreadRole role_;  // held by the loop thread only
+  std::map<int, std::function<void()>> handlers_ ABSL_GUARDED_BY(role_);
 
   Mutex mu_;
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);

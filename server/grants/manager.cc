@@ -34,6 +34,7 @@ GrantManager::GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore
   loop_ = std::make_unique<dispatch::EventLoop>("grants");
   if (timer_fd_ >= 0) {
     loop_->RunSync([this] {
+      loop_->AssertInLoop();
       absl::Status s = loop_->Watch(timer_fd_, [this] { OnTimer(); });
       if (!s.ok()) RDMAD_LOG_ERROR("grants: cannot watch the timer: %s", std::string(s.message()).c_str());
     });

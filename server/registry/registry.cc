@@ -103,6 +103,7 @@ Registry::Registry(std::unique_ptr<fabric::Fabric> fabric, Options options)
   for (fabric::Device* d : fabric_->devices()) {
     auto loop = std::make_unique<dispatch::EventLoop>(absl::StrCat("dev-", d->info().name));
     loop->RunSync([d, l = loop.get()] {
+      l->AssertInLoop();
       if (absl::Status s = l->Watch(d->completion_fd(), [d] { d->DrainCompletions(); }); !s.ok()) {
         RDMAD_LOG_ERROR("%s: cannot watch the completion channel: %s", d->info().name.c_str(),
                         std::string(s.message()).c_str());

@@ -38,6 +38,20 @@ TEST(EventLoopTest, RunsPostedTasksInOrderOnItsOwnNamedThread) {
   EXPECT_GE(loop.tasks_run(), 6u);
 }
 
+// Loop-only methods and state require the loop's role; AssertInLoop takes it on the loop thread and aborts
+// anywhere else, naming the loop.
+TEST(EventLoopDeathTest, AssertInLoopPassesOnTheLoopAndAbortsOffIt) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";  // the loop's thread runs while the test forks
+  EventLoop loop("role-loop");
+  bool asserted = false;
+  ASSERT_TRUE(loop.RunSync([&] {
+    loop.AssertInLoop();
+    asserted = true;
+  }));
+  EXPECT_TRUE(asserted);
+  EXPECT_DEATH(loop.AssertInLoop(), "event loop role-loop: called off its thread");
+}
+
 TEST(EventLoopTest, WatchedFdRunsItsHandlerUntilUnwatched) {
   EventLoop loop("fd-loop");
   int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
