@@ -135,7 +135,7 @@ void RejectLimiter::FlushLoop() {
       const absl::Time end = summary_.interval_end();
       const absl::Time deadline =
           end == absl::InfiniteFuture() ? absl::Now() + options_.summary.interval : end + absl::Milliseconds(1);
-      mu_.AwaitWithDeadline([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; }, deadline);
+      mu_.AwaitWithDeadline([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; }, deadline);
       if (stop_) return;
     }
     Flush();
