@@ -1,9 +1,8 @@
 // Prefault: faults in the pages of a large anonymous region from several threads at once, before
-// ibv_reg_mr pins them (issue 9, docs/performance.md#registering-large-regions). ibv_reg_mr of untouched
+// ibv_reg_mr pins them (docs/performance.md#registering-large-regions). ibv_reg_mr of untouched
 // memory faults and zeroes every page on one thread; madvise(MADV_POPULATE_WRITE, Linux 5.14+) on chunks
 // of the region from T threads does that work in parallel, and the pinning then finds the pages present.
-// Measured on the 2-vCPU Soft-RoCE guest, idle: 1 GiB registered in 0.49x the time of one ibv_reg_mr of
-// the untouched region with 2 threads.
+// What it gains is measured by the registration benchmark (docs/performance.md).
 //
 // An optimization only: a kernel without MADV_POPULATE_WRITE (EINVAL), or any other failure, leaves the
 // remaining pages to ibv_reg_mr, which reports what really fails (ENOMEM ...).

@@ -50,7 +50,7 @@ inline std::string NameOf(const google::protobuf::Message& m) {
 // where that is not one kind (a device, which may be given bare). A name of another kind is left to the
 // handler, whose parser refuses it (INVALID_ARGUMENT): the tenancy gate must not hide it, since it would
 // answer NOT_FOUND for another tenant's resource of that kind and INVALID_ARGUMENT for a missing one,
-// telling the two apart (the API fuzzer, --tenants, seed 721176051).
+// telling the two apart.
 inline std::string ExpectedKind(const std::string& method, const std::string& field) {
   const std::string f = field.substr(field.rfind('.') + 1);  // "grants[3].mr" -> "mr"
   if (f == "mr") return "mrs";

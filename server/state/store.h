@@ -12,7 +12,8 @@
 //             real path, device and inode), which restart recovery checks again. Rows written by an
 //             rdmad that did not record these have NULL there (FileRecord absent: the strictest case);
 //   - grants: the v1::Grant as issued (renewals update its lease); removed when it ends.
-// Each mutation is one transaction (one fsync of the WAL): fine for a control plane, measured by issue 9.
+// Each mutation is one transaction (one fsync of the WAL): a control plane's rate of change, not a data
+// path's.
 //
 // Threads: every method may be called from any thread (gRPC threads, pin workers, dispatchers, the
 // "grants" loop); mu_ serializes them over the one connection. Callers call it under their own lock

@@ -49,7 +49,7 @@ constexpr uint8_t kRnrRetryCount = 6;
 // The local ACK timeout of rdmad's connections (4.096 us * 2^17 = 537 ms per try, so a peer that vanished
 // without a disconnect fails a SEND after about 8 tries, 4.3 s). rdma_cm's default on rxe gave about 40 s:
 // a grant whose client was destroyed while its key's SEND was out held a RevokeGrant (and a DeregisterMr
-// or ReregisterMr with revoke_grants) that long (API fuzzer, seed 916275166).
+// or ReregisterMr with revoke_grants) that long.
 constexpr uint8_t kAckTimeout = 17;
 
 void* KeyToContext(uint64_t key) { return reinterpret_cast<void*>(static_cast<uintptr_t>(key)); }

@@ -1,4 +1,4 @@
-// The caller's rights on files (issue 7): the pure POSIX check (server/memory/file_rights.h) over every
+// The caller's rights on files: the pure POSIX check (server/memory/file_rights.h) over every
 // permission class, supplementary groups and root; then the registry over the fake fabric registering and
 // re-registering files as another uid: 0444 owned by nobody is readable but not writable, 0600 owned by
 // root is neither, a caller without a file identity gets no file at all, the tenant's roots narrow
@@ -254,7 +254,7 @@ TEST_P(FileRightsRegistryTest, ReadOnlyFileOfNobodyIsReadableButNotWritableByAno
   // MW_BIND alone needs no write either.
   ASSERT_OK(registry_->RegisterMr(FileReq(pd_, ro, {v1::REMOTE_READ, v1::MW_BIND}), uid1000).status());
 
-  // rdmad's own rights (single-tenant mode, internal callers): as before issue 7.
+  // rdmad's own rights (single-tenant mode, internal callers): only the allowed roots apply.
   ASSERT_OK(registry_->RegisterMr(FileReq(pd_, ro, kWrite)).status());
   // The owner may not write its 0444 file either; root may.
   EXPECT_TRUE(IsError(registry_->RegisterMr(FileReq(pd_, ro, kWrite), Checked(Who(kNobody, kNobody))),
