@@ -543,6 +543,13 @@ void GrantManager::ArmTimer() {
   }
 }
 
+void GrantManager::ClockMoved() {
+  loop_->RunSync([this] {
+    EndDue(TakeDue());
+    ArmTimer();
+  });
+}
+
 void GrantManager::OnTimer() {
   uint64_t ticks = 0;
   (void)!read(timer_fd_, &ticks, sizeof ticks);

@@ -135,6 +135,11 @@ class GrantManager final : public cm::GrantConnections {
   // goodbyes, were still under way then (0: a clean drain). A gRPC or main thread; never a dispatcher.
   size_t Drain(absl::Time deadline);
 
+  // The injected clock (Options::clock) moved: ends the grants whose lease is now over, as the expiry timer
+  // would, and re-arms the timer. Returns once their ends have started. With a clock of its own (a test's
+  // fake time) this is the timer's tick; the wall clock needs no call. Never on the grants' loop.
+  void ClockMoved();
+
   // Ends every grant (SHUTDOWN) without touching the fabric, stops the timer, closes watchers. Call before
   // the CmManager quiesces; the registry and the CM layer then release the windows and connections.
   void Shutdown();
