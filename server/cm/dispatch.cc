@@ -440,7 +440,7 @@ absl::Status CmManager::CreateIdQp(Id* id) {
       });
   if (!qp.ok()) {
     // The PD is the id's, not a field of the request that got here (Connect, Accept): the error names the id
-    // (docs/api.md: the message starts with the request field at fault; found by the API fuzzer). A PD
+    // (docs/api.md: the message starts with the request field at fault). A PD
     // deleted since the id was created leaves the id unable to get a QP: a precondition, not a missing id.
     if (qp.status().code() == absl::StatusCode::kNotFound) {
       return FailedPrecondition("name", absl::StrCat(name, ": its PD ", pd, " was deleted: it cannot get a QP"));

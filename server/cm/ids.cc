@@ -377,7 +377,7 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
       id->channel = to;  // from now on, work for the id goes to `to`'s loop
       id->migrations++;
       // Read now: once mu_ is released, `to`'s loop may run a DeleteCmId and destroy the id while this one
-      // still runs (the API fuzzer's races read a destroyed id here).
+      // still runs.
       after = ToProto(*id);
     }
     RDMAD_LOG_INFO("%s migrated from %s to %s", request.name().c_str(), from.c_str(), request.channel().c_str());

@@ -267,8 +267,7 @@ class GrantManager final : public cm::GrantConnections {
   // The callbacks this manager hands to the registry and the CM layer (bind, invalidate and rereg
   // completions, a farewell's send) run on their threads, possibly while or after the manager is
   // destroyed: rdmad destroys it before the CM manager and the registry, and a callback may go on using
-  // the manager after it answered the RevokeGrant that let the shutdown proceed (found by ASan in
-  // grant_manager_test). So they hold the lifeline, not just `this`: one runs only while the manager is
+  // the manager after it answered the RevokeGrant that let the shutdown proceed. So they hold the lifeline, not just `this`: one runs only while the manager is
   // alive, and the destructor cuts the lifeline, waiting for those running.
   class Lifeline {
    public:

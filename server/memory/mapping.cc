@@ -254,7 +254,7 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   RDMAD_RETURN_IF_ERROR(CheckMayUseFiles(files, field + ".path"));
   if (path[0] != '/') return InvalidArgument(field + ".path", "must be an absolute path");
   // No file's path holds a NUL: open(2) would see only the part before it, another path than the one given
-  // (the API fuzzer registered /dev/shm/x for "/dev/shm/x\0/../../etc/passwd").
+  // ("/dev/shm/x\0/../../etc/passwd" would register /dev/shm/x).
   if (path.find('\0') != std::string::npos) return InvalidArgument(field + ".path", "holds a NUL byte");
   if (length == 0) return InvalidArgument(field + ".length", "must be > 0");
   if (offset > UINT64_MAX - length) return OutOfRange(field + ".length", "offset + length overflows");

@@ -249,7 +249,7 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
                           absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done) {
   const bool type1 = w->type == fabric::MwType::kType1;
   // Once busy is cleared and mu_ released, DeallocMw may free the window at once: what is needed after
-  // that is read before (the PD stays, its lane being held; found by the API fuzzer's races).
+  // that is read before (the PD stays, its lane being held).
   PdEntry* const pd = w->pd;
   std::unique_ptr<fabric::Mr> released;  // whichever bounds region is no longer referenced
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");

@@ -55,7 +55,7 @@ class GrantsService final
       }
       // A filter naming no region lists only the remembered grants this caller sees on it; with none it is
       // a name of nothing (else another tenant's deregistered region would answer differently from one that
-      // never existed; found by the API fuzzer).
+      // never existed).
       if (resp->grants_size() == 0 && !req->mr().empty()) {
         if (absl::Status region = g_->CheckMrFilter(req->mr()); !region.ok()) return c.Reply(region, resp);
       }

@@ -196,7 +196,7 @@ class MrsService final
       if (after > before) c.Reserve({{Quota::kPinnedBytes, after - before}});
     }
     // Every refusal says what survived (docs/api.md): the gate's and the grants guard's, made before the
-    // registry is asked, leave the region as it was, like the registry's own (found by the API fuzzer).
+    // registry is asked, leave the region as it was, like the registry's own.
     Done<v1::ReregisterMrResponse> reply = OldMrValidIfRefused(c.Replier<v1::ReregisterMrResponse>(reactor, resp));
     if (!c.ok()) {
       std::move(reply)(c.status());

@@ -12,7 +12,7 @@ namespace {
 // A failure's message travels twice in the reply's trailers (grpc-message, and the RpcStatus in
 // grpc-status-details-bin), and a client refuses trailers over its metadata limit (8 KiB by default): an
 // error quoting a huge request field (a 70000-byte name) reached the client as RESOURCE_EXHAUSTED "received
-// initial metadata size exceeds limit" instead of rdmad's error (found by the API fuzzer). Messages are cut to
+// initial metadata size exceeds limit" instead of rdmad's error. Messages are cut to
 // kMaxMessageBytes, on a UTF-8 character boundary, saying how long they were.
 constexpr size_t kMaxMessageBytes = 1024;
 

@@ -43,8 +43,7 @@ constexpr uint8_t kRetryCount = 7;
 // Not 7 (retry for ever): a peer that never posts a receive would hold rdmad's SEND (a grant's key
 // message) in RNR retries for as long as it stays connected, and every work request behind it too: the
 // LOCAL_INV of a revocation. With 6 retries the SEND fails after at most 6 times the peer's RNR timer
-// (at most 655 ms each), the QP goes to the error state, and revocation deallocates the window (found by
-// the API fuzzer: docs/fuzzing.md).
+// (at most 655 ms each), the QP goes to the error state, and revocation deallocates the window.
 constexpr uint8_t kRnrRetryCount = 6;
 // The local ACK timeout of rdmad's connections (4.096 us * 2^17 = 537 ms per try, so a peer that vanished
 // without a disconnect fails a SEND after about 8 tries, 4.3 s). rdma_cm's default on rxe gave about 40 s:
