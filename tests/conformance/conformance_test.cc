@@ -31,12 +31,14 @@
 
 #include "client/client.h"
 #include "tests/conformance/test_peer.h"
+#include "tests/support/status.h"
 
 namespace rdmad::testing {
 namespace {
 
 using client::Client;
 using client::Detail;
+using ::rdmad::test::StatusOf;
 
 std::string Env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -118,17 +120,6 @@ Snapshot Snap() {
 
 uint8_t PatternByte(int seed, uint64_t offset) { return static_cast<uint8_t>((offset * 131 + seed * 17 + 5) & 0xff); }
 
-#define ASSERT_OK(expr)                                  \
-  do {                                                   \
-    const absl::Status s_ = (expr);                      \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.message(); \
-  } while (0)
-
-#define ASSIGN_OR_FAIL(lhs, expr)                                               \
-  auto lhs##_or_ = (expr);                                                      \
-  ASSERT_TRUE(lhs##_or_.ok()) << #expr << ": " << lhs##_or_.status().message(); \
-  auto lhs = std::move(lhs##_or_).value()
-
 // Checks an error's code, the field named in its detail, and (optionally) its errno name.
 void ExpectError(const absl::Status& s, absl::StatusCode code, const std::string& field,
                  const std::string& errno_name = "") {
@@ -140,12 +131,6 @@ void ExpectError(const absl::Status& s, absl::StatusCode code, const std::string
   }
   EXPECT_FALSE(s.message().empty());
 }
-
-template <typename T>
-absl::Status StatusOf(const absl::StatusOr<T>& v) {
-  return v.status();
-}
-absl::Status StatusOf(const absl::Status& s) { return s; }
 
 // Bad input: the call fails as expected and nothing is left behind.
 #define EXPECT_REFUSED(call, code, field, ...)                 \
@@ -311,9 +296,9 @@ constexpr auto kPermission = absl::StatusCode::kPermissionDenied;
 // Devices
 
 TEST_F(Conformance, DeviceReportsPortsGidsAndCaps) {
-  ASSIGN_OR_FAIL(list, Rdmad().ListDevices());
+  ASSERT_OK_AND_ASSIGN(auto list, Rdmad().ListDevices());
   ASSERT_EQ(list.devices_size(), 1);
-  ASSIGN_OR_FAIL(d, Rdmad().GetDevice("devices/" + DeviceName()));
+  ASSERT_OK_AND_ASSIGN(auto d, Rdmad().GetDevice("devices/" + DeviceName()));
   EXPECT_EQ(d.name(), "devices/" + DeviceName());
   EXPECT_EQ(d.node_guid().size(), 19u);
   ASSERT_GE(d.ports_size(), 1);
@@ -346,7 +331,7 @@ TEST_F(Conformance, DeviceReportsPortsGidsAndCaps) {
 TEST_F(Conformance, PdLifecycle) {
   const Snapshot before = Snap();
   std::string pd = NewPd("lifecycle");
-  ASSIGN_OR_FAIL(got, Rdmad().GetPd(pd));
+  ASSERT_OK_AND_ASSIGN(auto got, Rdmad().GetPd(pd));
   EXPECT_EQ(got.label(), "lifecycle");
   EXPECT_EQ(got.device(), "devices/" + DeviceName());
   EXPECT_EQ(Snap().device.at("pd"), before.device.at("pd") + 1);
@@ -376,11 +361,11 @@ TEST_F(Conformance, PdBadInputs) {
 TEST_F(Conformance, PdDeleteRefusedWhileInUseAndCascadeReleasesChildrenFirst) {
   std::string pd = NewPd();
   std::string file = NewFile("cascade", 8192, 1);
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, file, 0, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
-  ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_1));
-  ASSIGN_OR_FAIL(bound, Bind(mw.name(), mr.name(), 0, 4096));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, file, 0, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, v1::TYPE_1));
+  ASSERT_OK_AND_ASSIGN(auto bound, Bind(mw.name(), mr.name(), 0, 4096));
   EXPECT_REFUSED(Rdmad().DeletePd(pd), kPrecondition, "name", "EBUSY");
-  ASSIGN_OR_FAIL(deleted, Rdmad().DeletePd(pd, /*cascade=*/true));
+  ASSERT_OK_AND_ASSIGN(auto deleted, Rdmad().DeletePd(pd, /*cascade=*/true));
   pds_.clear();
   ASSERT_EQ(deleted.deleted_size(), 3);
   EXPECT_EQ(deleted.deleted(0), mw.name());
@@ -393,7 +378,7 @@ TEST_F(Conformance, PdDeleteRefusedWhileInUseAndCascadeReleasesChildrenFirst) {
 
 TEST_F(Conformance, RegisterAnonymousAndSharedFile) {
   std::string pd = NewPd();
-  ASSIGN_OR_FAIL(anon, RegisterAnon(pd, 1 << 20, {v1::LOCAL_WRITE, v1::REMOTE_READ}));
+  ASSERT_OK_AND_ASSIGN(auto anon, RegisterAnon(pd, 1 << 20, {v1::LOCAL_WRITE, v1::REMOTE_READ}));
   EXPECT_EQ(anon.length(), 1u << 20);
   EXPECT_EQ(anon.pd(), pd);
   EXPECT_EQ(anon.state(), v1::MR_READY);
@@ -401,10 +386,10 @@ TEST_F(Conformance, RegisterAnonymousAndSharedFile) {
   ASSERT_EQ(anon.access_size(), 2);
   std::string file = NewFile("reg", 3 * 4096, 2);
   // An unaligned offset inside the file: rdmad maps from the page below and registers the exact range.
-  ASSIGN_OR_FAIL(fmr, RegisterFile(pd, file, 100, 5000, {v1::REMOTE_READ}));
+  ASSERT_OK_AND_ASSIGN(auto fmr, RegisterFile(pd, file, 100, 5000, {v1::REMOTE_READ}));
   EXPECT_EQ(fmr.length(), 5000u);
   EXPECT_EQ(fmr.source().file().offset(), 100u);
-  ASSIGN_OR_FAIL(listed, Rdmad().ListMrs(pd));
+  ASSERT_OK_AND_ASSIGN(auto listed, Rdmad().ListMrs(pd));
   EXPECT_EQ(listed.mrs_size(), 2);
   // The MR's own rkey reads exactly the registered bytes of the file.
   EXPECT_EQ(ReadOnFreshLink(pd, fmr.addr(), fmr.rkey(), 5000), IBV_WC_SUCCESS);
@@ -420,9 +405,9 @@ TEST_F(Conformance, AccessFlagRuleIsEnforcedBeforeVerbs) {
   EXPECT_REFUSED(RegisterAnon(pd, 4096, {v1::REMOTE_WRITE}), kInvalid, "access");
   EXPECT_REFUSED(RegisterAnon(pd, 4096, {v1::REMOTE_ATOMIC, v1::REMOTE_READ}), kInvalid, "access");
   EXPECT_REFUSED(RegisterAnon(pd, 4096, {static_cast<v1::Access>(42)}), kInvalid, "access");
-  ASSIGN_OR_FAIL(ok, RegisterAnon(pd, 4096, {v1::LOCAL_WRITE, v1::REMOTE_WRITE, v1::REMOTE_ATOMIC}));
+  ASSERT_OK_AND_ASSIGN(auto ok, RegisterAnon(pd, 4096, {v1::LOCAL_WRITE, v1::REMOTE_WRITE, v1::REMOTE_ATOMIC}));
   EXPECT_EQ(ok.access_size(), 3);
-  ASSIGN_OR_FAIL(local_only, RegisterAnon(pd, 4096, {}));
+  ASSERT_OK_AND_ASSIGN(auto local_only, RegisterAnon(pd, 4096, {}));
   EXPECT_EQ(local_only.access_size(), 0);  // local read is always enabled
 }
 
@@ -458,7 +443,7 @@ TEST_F(Conformance, RegisterBadInputsLeaveNothingBehind) {
 TEST_F(Conformance, ReregChangeAccessEmulated) {
   std::string pd = NewPd();
   std::string file = NewFile("rereg-access", 8192, 4);
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, file, 0, 8192, {v1::LOCAL_WRITE}));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, file, 0, 8192, {v1::LOCAL_WRITE}));
   // Without REMOTE_READ the MR's rkey allows no read.
   EXPECT_EQ(ReadOnFreshLink(pd, mr.addr(), mr.rkey(), 64), IBV_WC_REM_ACCESS_ERR);
   v1::ReregisterMrRequest r;
@@ -466,7 +451,7 @@ TEST_F(Conformance, ReregChangeAccessEmulated) {
   r.add_flags(v1::CHANGE_ACCESS);
   r.add_access(v1::LOCAL_WRITE);
   r.add_access(v1::REMOTE_READ);
-  ASSIGN_OR_FAIL(resp, Rdmad().ReregisterMr(r));
+  ASSERT_OK_AND_ASSIGN(auto resp, Rdmad().ReregisterMr(r));
   EXPECT_EQ(resp.method(), v1::EMULATED);
   EXPECT_TRUE(resp.keys_changed());
   EXPECT_EQ(resp.old_rkey(), mr.rkey());
@@ -485,7 +470,7 @@ TEST_F(Conformance, ReregChangeAccessEmulated) {
   ExpectError(refused.status(), kInvalid, "access");
   EXPECT_EQ(Detail(refused.status()).rereg_outcome(), v1::OUTCOME_OLD_MR_VALID);
   EXPECT_EQ(Snap(), before);
-  ASSIGN_OR_FAIL(same, Rdmad().GetMr(mr.name()));
+  ASSERT_OK_AND_ASSIGN(auto same, Rdmad().GetMr(mr.name()));
   EXPECT_EQ(same.rkey(), resp.mr().rkey());
 }
 
@@ -493,14 +478,14 @@ TEST_F(Conformance, ReregChangeTranslationToANewFileRange) {
   std::string pd = NewPd();
   std::string a = NewFile("rereg-a", 8192, 5);
   std::string b = NewFile("rereg-b", 16384, 6);
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, a, 0, 8192, {v1::REMOTE_READ}));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, a, 0, 8192, {v1::REMOTE_READ}));
   v1::ReregisterMrRequest r;
   r.set_name(mr.name());
   r.add_flags(v1::CHANGE_TRANSLATION);
   r.mutable_source()->mutable_file()->set_path(b);
   r.mutable_source()->mutable_file()->set_offset(4096);
   r.mutable_source()->mutable_file()->set_length(4096);
-  ASSIGN_OR_FAIL(resp, Rdmad().ReregisterMr(r));
+  ASSERT_OK_AND_ASSIGN(auto resp, Rdmad().ReregisterMr(r));
   EXPECT_EQ(resp.method(), v1::EMULATED);
   EXPECT_TRUE(resp.keys_changed());
   EXPECT_EQ(resp.mr().length(), 4096u);
@@ -514,29 +499,29 @@ TEST_F(Conformance, ReregChangeTranslationToANewFileRange) {
 TEST_F(Conformance, ReregChangePdMovesTheRegion) {
   std::string pd1 = NewPd("one");
   std::string pd2 = NewPd("two");
-  ASSIGN_OR_FAIL(mr, RegisterAnon(pd1, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterAnon(pd1, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
   v1::ReregisterMrRequest r;
   r.set_name(mr.name());
   r.add_flags(v1::CHANGE_PD);
   r.set_pd(pd2);
-  ASSIGN_OR_FAIL(resp, Rdmad().ReregisterMr(r));
+  ASSERT_OK_AND_ASSIGN(auto resp, Rdmad().ReregisterMr(r));
   EXPECT_EQ(resp.mr().pd(), pd2);
-  ASSIGN_OR_FAIL(p1, Rdmad().GetPd(pd1));
-  ASSIGN_OR_FAIL(p2, Rdmad().GetPd(pd2));
+  ASSERT_OK_AND_ASSIGN(auto p1, Rdmad().GetPd(pd1));
+  ASSERT_OK_AND_ASSIGN(auto p2, Rdmad().GetPd(pd2));
   EXPECT_EQ(p1.mr_count(), 0u);
   EXPECT_EQ(p2.mr_count(), 1u);
   // Really in the new PD: a window of pd2 binds to it, one of pd1 is refused.
-  ASSIGN_OR_FAIL(w2, NewMw(pd2, v1::TYPE_1));
-  ASSIGN_OR_FAIL(bound, Bind(w2.name(), mr.name(), 0, 4096));
+  ASSERT_OK_AND_ASSIGN(auto w2, NewMw(pd2, v1::TYPE_1));
+  ASSERT_OK_AND_ASSIGN(auto bound, Bind(w2.name(), mr.name(), 0, 4096));
   EXPECT_TRUE(bound.bound());
-  ASSIGN_OR_FAIL(w1, NewMw(pd1, v1::TYPE_1));
+  ASSERT_OK_AND_ASSIGN(auto w1, NewMw(pd1, v1::TYPE_1));
   EXPECT_REFUSED(Bind(w1.name(), mr.name(), 0, 4096), kInvalid, "mr");
 }
 
 TEST_F(Conformance, ReregFailureLeavesTheOldRegionValid) {
   std::string pd = NewPd();
   std::string a = NewFile("rereg-keep", 8192, 7);
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, a, 0, 8192, {v1::REMOTE_READ}));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, a, 0, 8192, {v1::REMOTE_READ}));
   v1::ReregisterMrRequest r;
   r.set_name(mr.name());
   r.add_flags(v1::CHANGE_TRANSLATION);
@@ -547,7 +532,7 @@ TEST_F(Conformance, ReregFailureLeavesTheOldRegionValid) {
   ExpectError(failed.status(), kNotFound, "source.file.path", "ENOENT");
   EXPECT_EQ(Detail(failed.status()).rereg_outcome(), v1::OUTCOME_OLD_MR_VALID);
   EXPECT_EQ(Snap(), before);
-  ASSIGN_OR_FAIL(same, Rdmad().GetMr(mr.name()));
+  ASSERT_OK_AND_ASSIGN(auto same, Rdmad().GetMr(mr.name()));
   EXPECT_EQ(same.rkey(), mr.rkey());
   EXPECT_EQ(same.lkey(), mr.lkey());
   EXPECT_EQ(same.generation(), 0u);
@@ -558,7 +543,7 @@ TEST_F(Conformance, ReregFailureLeavesTheOldRegionValid) {
 
 TEST_F(Conformance, ReregBadFlagCombinations) {
   std::string pd = NewPd();
-  ASSIGN_OR_FAIL(mr, RegisterAnon(pd, 4096, {v1::LOCAL_WRITE}));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterAnon(pd, 4096, {v1::LOCAL_WRITE}));
   v1::ReregisterMrRequest none;
   none.set_name(mr.name());
   EXPECT_REFUSED(Rdmad().ReregisterMr(none), kInvalid, "flags");
@@ -595,16 +580,16 @@ TEST_F(Conformance, DeregRefusedWhileWindowBoundAcceptedAfterInvalidation) {
   std::string pd = NewPd();
   for (v1::MwType type : {v1::TYPE_1, v1::TYPE_2}) {
     SCOPED_TRACE(v1::MwType_Name(type));
-    ASSIGN_OR_FAIL(mr, RegisterAnon(pd, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
-    ASSIGN_OR_FAIL(mw, NewMw(pd, type));
+    ASSERT_OK_AND_ASSIGN(auto mr, RegisterAnon(pd, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
+    ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, type));
     std::string qp;
     if (type == v1::TYPE_2) {
       TestPeer* peer = nullptr;
-      ASSIGN_OR_FAIL(linked, Link(pd, &peer));
+      ASSERT_OK_AND_ASSIGN(auto linked, Link(pd, &peer));
       qp = linked;
     }
-    ASSIGN_OR_FAIL(bound, Bind(mw.name(), mr.name(), 0, 4096, qp));
-    ASSIGN_OR_FAIL(with_window, Rdmad().GetMr(mr.name()));
+    ASSERT_OK_AND_ASSIGN(auto bound, Bind(mw.name(), mr.name(), 0, 4096, qp));
+    ASSERT_OK_AND_ASSIGN(auto with_window, Rdmad().GetMr(mr.name()));
     EXPECT_EQ(with_window.bound_windows(), 1u);
     EXPECT_REFUSED(Rdmad().DeregisterMr(mr.name()), kPrecondition, "name", "EBUSY");
     v1::ReregisterMrRequest r;
@@ -612,7 +597,7 @@ TEST_F(Conformance, DeregRefusedWhileWindowBoundAcceptedAfterInvalidation) {
     r.add_flags(v1::CHANGE_ACCESS);
     EXPECT_REFUSED(Rdmad().ReregisterMr(r), kPrecondition, "name", "EBUSY");
     if (!qp.empty()) EXPECT_REFUSED(Rdmad().DeleteQp(qp), kPrecondition, "name", "EBUSY");
-    ASSIGN_OR_FAIL(invalidated, Rdmad().InvalidateMw(mw.name()));
+    ASSERT_OK_AND_ASSIGN(auto invalidated, Rdmad().InvalidateMw(mw.name()));
     EXPECT_FALSE(invalidated.bound());
     ASSERT_OK(Rdmad().DeregisterMr(mr.name()));
     ASSERT_OK(Rdmad().DeallocMw(mw.name()));
@@ -626,10 +611,10 @@ TEST_F(Conformance, Type1WindowReadsExactlyItsRange) {
   std::string pd = NewPd();
   std::string file = NewFile("mw1", 16384, 8);
   // The MR itself grants no remote access: only the window does.
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
-  ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_1));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, v1::TYPE_1));
   const uint64_t off = 4096 + 123, len = 5000;
-  ASSIGN_OR_FAIL(w, Bind(mw.name(), mr.name(), off, len));
+  ASSERT_OK_AND_ASSIGN(auto w, Bind(mw.name(), mr.name(), off, len));
   ASSERT_TRUE(w.bound());
   EXPECT_NE(w.rkey(), mw.rkey()) << "binding a type 1 window changes its rkey";
   const uint64_t start = w.binding().remote_addr();
@@ -645,23 +630,23 @@ TEST_F(Conformance, Type1WindowReadsExactlyItsRange) {
   EXPECT_EQ(ReadOnFreshLink(pd, start, w.rkey(), len + 1), IBV_WC_REM_ACCESS_ERR) << "spanning the end";
   EXPECT_EQ(ReadOnFreshLink(pd, mr.addr(), mr.rkey(), 1), IBV_WC_REM_ACCESS_ERR) << "the MR's own rkey";
   // Invalidation revokes the key for real.
-  ASSIGN_OR_FAIL(inv, Rdmad().InvalidateMw(mw.name()));
+  ASSERT_OK_AND_ASSIGN(auto inv, Rdmad().InvalidateMw(mw.name()));
   EXPECT_FALSE(inv.bound());
   EXPECT_EQ(ReadOnFreshLink(pd, start, w.rkey(), 1), IBV_WC_REM_ACCESS_ERR) << "revoked rkey";
   // Idempotent.
-  ASSIGN_OR_FAIL(again, Rdmad().InvalidateMw(mw.name()));
+  ASSERT_OK_AND_ASSIGN(auto again, Rdmad().InvalidateMw(mw.name()));
   EXPECT_FALSE(again.bound());
 }
 
 TEST_F(Conformance, Type1RebindMovesTheWindowAndKillsTheOldKey) {
   std::string pd = NewPd();
   std::string file = NewFile("mw1-rebind", 16384, 9);
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
-  ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_1));
-  ASSIGN_OR_FAIL(first, Bind(mw.name(), mr.name(), 0, 4096));
-  ASSIGN_OR_FAIL(second, Bind(mw.name(), mr.name(), 8192, 4096));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, v1::TYPE_1));
+  ASSERT_OK_AND_ASSIGN(auto first, Bind(mw.name(), mr.name(), 0, 4096));
+  ASSERT_OK_AND_ASSIGN(auto second, Bind(mw.name(), mr.name(), 8192, 4096));
   EXPECT_NE(first.rkey(), second.rkey());
-  ASSIGN_OR_FAIL(m, Rdmad().GetMr(mr.name()));
+  ASSERT_OK_AND_ASSIGN(auto m, Rdmad().GetMr(mr.name()));
   EXPECT_EQ(m.bound_windows(), 1u);
   EXPECT_EQ(ReadOnFreshLink(pd, first.binding().remote_addr(), first.rkey(), 16), IBV_WC_REM_ACCESS_ERR);
   EXPECT_EQ(ReadOnFreshLink(pd, second.binding().remote_addr(), second.rkey(), 4096), IBV_WC_SUCCESS);
@@ -674,7 +659,7 @@ TEST_F(Conformance, Type1RebindMovesTheWindowAndKillsTheOldKey) {
 TEST_F(Conformance, Type2WindowReadsExactlyItsRangeOnlyOnItsQp) {
   std::string pd = NewPd();
   std::string file = NewFile("mw2", 16384, 10);
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
   const uint64_t off = 2000, len = 6000;
   // Each case on a fresh QP pair: an access error moves both QPs to the error state.
   struct Case {
@@ -690,9 +675,9 @@ TEST_F(Conformance, Type2WindowReadsExactlyItsRangeOnlyOnItsQp) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     TestPeer* peer = nullptr;
-    ASSIGN_OR_FAIL(qp, Link(pd, &peer));
-    ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_2));
-    ASSIGN_OR_FAIL(w, Bind(mw.name(), mr.name(), off, len, qp));
+    ASSERT_OK_AND_ASSIGN(auto qp, Link(pd, &peer));
+    ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, v1::TYPE_2));
+    ASSERT_OK_AND_ASSIGN(auto w, Bind(mw.name(), mr.name(), off, len, qp));
     EXPECT_EQ(w.binding().qp(), qp);
     std::string error;
     EXPECT_EQ(peer->Read(w.binding().remote_addr() + c.from_start, w.rkey(), c.length, &error), c.want) << error;
@@ -702,26 +687,26 @@ TEST_F(Conformance, Type2WindowReadsExactlyItsRangeOnlyOnItsQp) {
       // still works (the window is deallocated and replaced). Once with rdmad knowing the state first
       // (GetQp), once finding out from the flushed completion.
       if (c.from_start < 0) EXPECT_EQ(WaitQpState(qp, v1::QP_ERROR), v1::QP_ERROR);
-      ASSIGN_OR_FAIL(inv, Rdmad().InvalidateMw(mw.name()));
+      ASSERT_OK_AND_ASSIGN(auto inv, Rdmad().InvalidateMw(mw.name()));
       EXPECT_FALSE(inv.bound());
       EXPECT_NE(inv.rkey(), w.rkey());
-      ASSIGN_OR_FAIL(region, Rdmad().GetMr(mr.name()));
+      ASSERT_OK_AND_ASSIGN(auto region, Rdmad().GetMr(mr.name()));
       EXPECT_EQ(region.bound_windows(), 0u);
     }
     ASSERT_OK(Rdmad().DeallocMw(mw.name()));
   }
   // A type 2 window works only on the QP it is bound on.
   TestPeer* peer = nullptr;
-  ASSIGN_OR_FAIL(qp, Link(pd, &peer));
-  ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_2));
-  ASSIGN_OR_FAIL(w, Bind(mw.name(), mr.name(), off, len, qp));
+  ASSERT_OK_AND_ASSIGN(auto qp, Link(pd, &peer));
+  ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, v1::TYPE_2));
+  ASSERT_OK_AND_ASSIGN(auto w, Bind(mw.name(), mr.name(), off, len, qp));
   EXPECT_EQ(ReadOnFreshLink(pd, w.binding().remote_addr(), w.rkey(), 16), IBV_WC_REM_ACCESS_ERR)
       << "read through another QP of the same PD";
   std::string error;
   EXPECT_EQ(peer->Read(w.binding().remote_addr(), w.rkey(), 16, &error), IBV_WC_SUCCESS) << error;
   ExpectPattern(peer, 10, off, 16);
   // LOCAL_INV revokes it.
-  ASSIGN_OR_FAIL(inv, Rdmad().InvalidateMw(mw.name()));
+  ASSERT_OK_AND_ASSIGN(auto inv, Rdmad().InvalidateMw(mw.name()));
   EXPECT_FALSE(inv.bound());
   EXPECT_EQ(peer->Read(w.binding().remote_addr(), w.rkey(), 16, &error), IBV_WC_REM_ACCESS_ERR) << error;
 }
@@ -729,14 +714,14 @@ TEST_F(Conformance, Type2WindowReadsExactlyItsRangeOnlyOnItsQp) {
 TEST_F(Conformance, Type2ZeroBasedWindow) {
   std::string pd = NewPd();
   std::string file = NewFile("mw2-zb", 16384, 11);
-  ASSIGN_OR_FAIL(mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterFile(pd, file, 0, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
   const uint64_t off = 8192 + 7, len = 1000;
   for (uint64_t at : {uint64_t{0}, len - 1, len}) {
     SCOPED_TRACE(at);
     TestPeer* peer = nullptr;
-    ASSIGN_OR_FAIL(qp, Link(pd, &peer));
-    ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_2));
-    ASSIGN_OR_FAIL(w, Bind(mw.name(), mr.name(), off, len, qp, /*zero_based=*/true));
+    ASSERT_OK_AND_ASSIGN(auto qp, Link(pd, &peer));
+    ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, v1::TYPE_2));
+    ASSERT_OK_AND_ASSIGN(auto w, Bind(mw.name(), mr.name(), off, len, qp, /*zero_based=*/true));
     EXPECT_EQ(w.binding().remote_addr(), 0u);
     std::string error;
     const ibv_wc_status want = at < len ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR;
@@ -749,15 +734,15 @@ TEST_F(Conformance, Type2ZeroBasedWindow) {
 TEST_F(Conformance, BindBadInputsLeaveNothingBehind) {
   std::string pd = NewPd();
   std::string other = NewPd("other");
-  ASSIGN_OR_FAIL(mr, RegisterAnon(pd, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
-  ASSIGN_OR_FAIL(no_bind, RegisterAnon(pd, 8192, {v1::LOCAL_WRITE}));
-  ASSIGN_OR_FAIL(read_only, RegisterAnon(pd, 8192, {v1::MW_BIND}));
-  ASSIGN_OR_FAIL(elsewhere, RegisterAnon(other, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
-  ASSIGN_OR_FAIL(w1, NewMw(pd, v1::TYPE_1));
-  ASSIGN_OR_FAIL(w2, NewMw(pd, v1::TYPE_2));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterAnon(pd, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto no_bind, RegisterAnon(pd, 8192, {v1::LOCAL_WRITE}));
+  ASSERT_OK_AND_ASSIGN(auto read_only, RegisterAnon(pd, 8192, {v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto elsewhere, RegisterAnon(other, 8192, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto w1, NewMw(pd, v1::TYPE_1));
+  ASSERT_OK_AND_ASSIGN(auto w2, NewMw(pd, v1::TYPE_2));
   v1::CreateQpRequest cq;
   cq.set_pd(pd);
-  ASSIGN_OR_FAIL(unconnected, Rdmad().CreateQp(cq));
+  ASSERT_OK_AND_ASSIGN(auto unconnected, Rdmad().CreateQp(cq));
 
   EXPECT_REFUSED(Bind("mws/999999", mr.name(), 0, 64), kNotFound, "name");
   EXPECT_REFUSED(Bind(w1.name(), "mrs/999999", 0, 64), kNotFound, "mr");
@@ -830,9 +815,9 @@ std::string Moved(const Counters& a, const Counters& b) {
 // read is one request and one answer (the data, or the NAK), sent and received by the same device.
 TEST_F(Conformance, RefusedReadsInTheNicCounters) {
   std::string pd = NewPd();
-  ASSIGN_OR_FAIL(mr, RegisterAnon(pd, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
-  ASSIGN_OR_FAIL(mw, NewMw(pd, v1::TYPE_1));
-  ASSIGN_OR_FAIL(w, Bind(mw.name(), mr.name(), 0, 4096));
+  ASSERT_OK_AND_ASSIGN(auto mr, RegisterAnon(pd, 16384, {v1::LOCAL_WRITE, v1::MW_BIND}));
+  ASSERT_OK_AND_ASSIGN(auto mw, NewMw(pd, v1::TYPE_1));
+  ASSERT_OK_AND_ASSIGN(auto w, Bind(mw.name(), mr.name(), 0, 4096));
   const uint64_t addr = w.binding().remote_addr();
   const Counters c0 = DeviceCounters();
   ASSERT_FALSE(c0.values.empty()) << "GetDevice reports no hw_counters for " << DeviceName();
@@ -876,7 +861,7 @@ TEST_F(Conformance, QpBadInputs) {
   cq.set_gid_index(999);
   EXPECT_REFUSED(Rdmad().CreateQp(cq), kInvalid, "gid_index");
   cq.clear_gid_index();
-  ASSIGN_OR_FAIL(qp, Rdmad().CreateQp(cq));
+  ASSERT_OK_AND_ASSIGN(auto qp, Rdmad().CreateQp(cq));
   EXPECT_EQ(qp.state(), v1::QP_INIT);
   v1::ConnectQpRequest c;
   c.set_name(qp.name());

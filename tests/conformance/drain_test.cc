@@ -31,6 +31,7 @@
 #include "client/remote_region.h"
 #include "tests/conformance/rdmad_process.h"
 #include "tests/fuzz/dp_peer.h"
+#include "tests/support/temp_dir.h"
 
 namespace rdmad {
 namespace {
@@ -48,15 +49,13 @@ std::string ReadFile(const std::string& path) {
 class Rdmad {
  public:
   explicit Rdmad(int deadline_s) {
-    char tmpl[] = "/tmp/rdmad-drain.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    sock_ = dir_ + "/rdmad.sock";
-    log_ = dir_ + "/rdmad.log";
-    std::ofstream(dir_ + "/rdmad.json")
+    sock_ = dir_.Sub("rdmad.sock");
+    log_ = dir_.Sub("rdmad.log");
+    std::ofstream(dir_.Sub("rdmad.json"))
         << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\""
         << test::EnvOr("RDMAD_GUEST_ADDR", "10.0.2.15") << ":7471\"], \"grant_quarantine_ms\": 0, "
         << "\"shutdown_deadline_s\": " << deadline_s << " }\n";
-    pid_ = test::StartRdmad(dir_ + "/rdmad.json", log_, sock_);
+    pid_ = test::StartRdmad(dir_.Sub("rdmad.json"), log_, sock_);
     Client::Options o;
     o.target = "unix:" + sock_;
     o.timeout = std::chrono::milliseconds(10000);
@@ -67,8 +66,6 @@ class Rdmad {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
-    std::string rm = "rm -rf " + dir_;
-    (void)std::system(rm.c_str());
   }
 
   Client& client() { return *client_; }
@@ -121,7 +118,9 @@ class Rdmad {
   }
 
  private:
-  std::string dir_, sock_, log_;
+  // In /tmp: the socket's path stays short. Removed last, once rdmad is gone.
+  test::TempDir dir_{test::TempDir::Options{.base = "/tmp", .prefix = "rdmad-drain."}};
+  std::string sock_, log_;
   pid_t pid_ = -1;
   std::unique_ptr<Client> client_;
 };

@@ -60,12 +60,14 @@
 #include "client/client.h"
 #include "client/remote_region.h"
 #include "proto/wire/wall_clock.h"
+#include "tests/support/eventually.h"
 
 namespace rdmad::testing {
 namespace {
 
 using client::Client;
 using client::RemoteRegion;
+using ::rdmad::test::Eventually;
 
 std::string Env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -373,17 +375,6 @@ class Reader {
   std::vector<ReadRecord> records_;
 };
 
-// Waits (bounded) until `pred` holds.
-template <typename Pred>
-bool WaitFor(Pred pred, absl::Duration timeout) {
-  const absl::Time until = wire::WallNow() + timeout;
-  while (!pred()) {
-    if (wire::WallNow() >= until) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
-
 class GrantE2e : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -391,7 +382,8 @@ class GrantE2e : public ::testing::Test {
     EXPECT_EQ(WaitNoConnections(), 0u) << "rdmad A kept data-plane connections from this guest";
     std::string error;
     if (const Region* r = TheRegion(&error)) {
-      EXPECT_TRUE(WaitFor([r] { return LiveGrants(*r) == 0; }, absl::Seconds(30))) << "live grants remain on " << r->mr;
+      EXPECT_TRUE(Eventually([r] { return LiveGrants(*r) == 0; }, absl::Seconds(30)))
+          << "live grants remain on " << r->mr;
     }
   }
 };
@@ -560,7 +552,7 @@ TEST_F(GrantE2e, RevokeDuringAStreamOfReads) {
   ASSERT_TRUE(region.ok()) << region.status();
   Reader reader(region->get(), offset, length, 4096);
   reader.Start();
-  ASSERT_TRUE(WaitFor([&] { return reader.successes() >= 50 || reader.failures() > 0; }, absl::Seconds(30)));
+  ASSERT_TRUE(Eventually([&] { return reader.successes() >= 50 || reader.failures() > 0; }, absl::Seconds(30)));
   ASSERT_EQ(reader.failures(), 0) << "a read failed before the revoke";
   const absl::Time called = wire::WallNow();
   absl::StatusOr<v1::Grant> revoked = A().RevokeGrant(issued->grant().name());
@@ -569,7 +561,7 @@ TEST_F(GrantE2e, RevokeDuringAStreamOfReads) {
   EXPECT_EQ(revoked->state(), v1::GRANT_ENDED);
   EXPECT_EQ(revoked->end_reason(), v1::END_REVOKED);
   // Let the reader run on after the revoke: its reads must all fail.
-  WaitFor([&] { return reader.failures() >= 20; }, absl::Seconds(10));
+  Eventually([&] { return reader.failures() >= 20; }, absl::Seconds(10));
   absl::SleepFor(absl::Milliseconds(100));
   reader.Stop();
 
@@ -621,7 +613,7 @@ TEST_F(GrantE2e, ExpiryDuringAStreamOfReads) {
   reader.Start();
   v1::Grant ended = WaitEnded(name, absl::Seconds(30));
   const absl::Time seen_ended = wire::WallNow();  // causally after A ended the grant
-  WaitFor([&] { return reader.failures() >= 20; }, absl::Seconds(10));
+  Eventually([&] { return reader.failures() >= 20; }, absl::Seconds(10));
   absl::SleepFor(absl::Milliseconds(100));
   reader.Stop();
   ASSERT_EQ(ended.state(), v1::GRANT_ENDED);
@@ -806,8 +798,8 @@ TEST_F(GrantE2e, KilledClientsGrantEndsDisconnectedAndEverythingIsReleased) {
   const absl::Duration to_end = wire::WallNow() - killed;
   ASSERT_EQ(ended.state(), v1::GRANT_ENDED) << "the grant of a killed client is still " << ended.ShortDebugString();
   EXPECT_EQ(ended.end_reason(), v1::END_DISCONNECTED) << ended.end_detail();
-  EXPECT_TRUE(WaitFor([&] { return !HasCmId(cm_id); }, absl::Seconds(30))) << cm_id << " is still in ListCmIds";
-  EXPECT_TRUE(WaitFor([&] { return !HasQp(qp); }, absl::Seconds(30))) << qp << " is still in ListQps";
+  EXPECT_TRUE(Eventually([&] { return !HasCmId(cm_id); }, absl::Seconds(30))) << cm_id << " is still in ListCmIds";
+  EXPECT_TRUE(Eventually([&] { return !HasQp(qp); }, absl::Seconds(30))) << qp << " is still in ListQps";
   absl::StatusOr<v1::MemoryWindow> mw = A().GetMw(window);
   ASSERT_TRUE(mw.ok()) << mw.status();
   EXPECT_FALSE(mw->bound()) << mw->ShortDebugString();

@@ -55,6 +55,7 @@
 #include "client/client.h"
 #include "client/remote_region.h"
 #include "tests/conformance/rdmad_process.h"
+#include "tests/support/temp_dir.h"
 
 namespace rdmad {
 namespace {
@@ -94,28 +95,21 @@ class Rdmad {
   // `more_tenants` (JSON objects, each with a leading comma) follow tenant t; `more_settings` (JSON members,
   // each with a leading comma) follow the rest of the config.
   explicit Rdmad(const std::string& more_tenants = "", const std::string& more_settings = "") {
-    char tmpl[] = "/tmp/rdmad-recovery.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    chmod(dir_.c_str(), 0755);  // other uids reach the socket only where its mode lets them
-    sock_ = dir_ + "/rdmad.sock";
-    std::ofstream(dir_ + "/rdmad.json")
+    sock_ = dir_.Sub("rdmad.sock");
+    std::ofstream(dir_.Sub("rdmad.json"))
         << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\"" << test::EnvOr("RDMAD_GUEST_ADDR", "10.0.2.15")
-        << ":7471\"], \"grant_quarantine_ms\": 0, \"state_file\": \"" << dir_ << "/state.db\", "
+        << ":7471\"], \"grant_quarantine_ms\": 0, \"state_file\": \"" << dir_.Sub("state.db") << "\", "
         // The test (root) is tenant "t": its PDs must stay its own after the restart.
         << "\"unix_principals\": [{\"uid\": 0, \"principal\": \"recovery-app\"}], "
         << "\"tenants\": [{\"name\": \"t\", \"principals\": [\"recovery-app\"]}" << more_tenants << "]"
         << more_settings << " }\n";
   }
-  ~Rdmad() {
-    Kill();
-    std::string rm = "rm -rf " + dir_;
-    (void)std::system(rm.c_str());
-  }
+  ~Rdmad() { Kill(); }
 
   void Start() {
     ++runs_;
     unlink(sock_.c_str());
-    pid_ = test::StartRdmad(dir_ + "/rdmad.json", absl::StrCat(dir_, "/rdmad-", runs_, ".log"), sock_);
+    pid_ = test::StartRdmad(dir_.Sub("rdmad.json"), dir_.Sub(absl::StrCat("rdmad-", runs_, ".log")), sock_);
     Client::Options o;
     o.target = "unix:" + sock_;
     o.timeout = std::chrono::milliseconds(10000);
@@ -136,7 +130,7 @@ class Rdmad {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   std::string Log() const {
-    std::ifstream in(absl::StrCat(dir_, "/rdmad-", runs_, ".log"));
+    std::ifstream in(dir_.Sub(absl::StrCat("rdmad-", runs_, ".log")));
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
@@ -147,7 +141,10 @@ class Rdmad {
   std::string target() const { return "unix:" + sock_; }
 
  private:
-  std::string dir_, sock_;
+  // In /tmp (the socket's path stays short), searchable by all: other uids reach the socket only where its mode
+  // lets them. Removed last, once rdmad is gone.
+  test::TempDir dir_{test::TempDir::Options{.base = "/tmp", .prefix = "rdmad-recovery.", .mode = 0755}};
+  std::string sock_;
   int runs_ = 0;
   pid_t pid_ = -1;
   std::unique_ptr<Client> client_;
@@ -512,14 +509,13 @@ constexpr uid_t kUidB = 1001;  // owns the file a must never read
 // its own file while rdmad was down (here: killed) is not followed to uid 1001's private file.
 TEST(Recovery, AFileSwappedForASymlinkToAnothersFileComesBackLostNotFollowed) {
   const std::string device = test::EnvOr("RDMAD_DEVICE", "rxe0");
-  char tmpl_a[] = "/dev/shm/rdmad-recovery-a.XXXXXX", tmpl_b[] = "/dev/shm/rdmad-recovery-b.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl_a), nullptr);
-  ASSERT_NE(mkdtemp(tmpl_b), nullptr);
-  const std::string dir_a = tmpl_a, dir_b = tmpl_b;
+  // Removed at the end (declared before rdmad: after it is gone), with what a and b left in them.
+  test::TempDir tmp_a({.base = "/dev/shm", .prefix = "rdmad-recovery-a.", .mode = 0755});
+  test::TempDir tmp_b({.base = "/dev/shm", .prefix = "rdmad-recovery-b.", .mode = 0755});
+  ASSERT_TRUE(tmp_a.ok() && tmp_b.ok());
+  const std::string dir_a = tmp_a.path(), dir_b = tmp_b.path();
   ASSERT_EQ(chown(dir_a.c_str(), kUidA, kUidA), 0);
   ASSERT_EQ(chown(dir_b.c_str(), kUidB, kUidB), 0);
-  chmod(dir_a.c_str(), 0755);
-  chmod(dir_b.c_str(), 0755);
   const std::string swapped = dir_a + "/swapped.bin", plain = dir_a + "/plain.bin", secret = dir_b + "/secret.bin";
   std::string mine(kFileBytes, '\0'), theirs(kFileBytes, '\0');
   for (uint64_t i = 0; i < kFileBytes; ++i) {
@@ -628,8 +624,6 @@ TEST(Recovery, AFileSwappedForASymlinkToAnothersFileComesBackLostNotFollowed) {
   const pid_t pid = rdmad.pid();
   EXPECT_EQ(rdmad.Stop(), 0) << rdmad.Log();
   EXPECT_EQ(Held("pd", pid) + Held("mr", pid) + Held("qp", pid) + Held("cm_id", pid), 0);
-  std::string rm = "rm -rf " + dir_a + " " + dir_b;
-  (void)std::system(rm.c_str());
 }
 
 }  // namespace

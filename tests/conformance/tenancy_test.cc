@@ -60,12 +60,14 @@
 #include "client/channel.h"
 #include "client/client.h"
 #include "client/remote_region.h"
+#include "tests/support/status.h"
 
 namespace rdmad::testing {
 namespace {
 
 using client::Client;
 using client::RemoteRegion;
+using ::rdmad::test::StatusOf;
 using ::testing::HasSubstr;
 
 std::string Env(const char* name, const char* fallback) {
@@ -175,23 +177,6 @@ absl::Status Do(Party& who, const char* method, const std::string& target, absl:
   Calls().push_back({who.principal, who.tenant, method, target, absl::StatusCodeToString(result.code())});
   return result;
 }
-
-#define ASSERT_OK(expr)                                         \
-  do {                                                          \
-    const absl::Status s_ = (expr);                             \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.ToString();     \
-  } while (0)
-
-#define ASSIGN_OR_FAIL(lhs, expr)                                                \
-  auto lhs##_or_ = (expr);                                                       \
-  ASSERT_TRUE(lhs##_or_.ok()) << #expr << ": " << lhs##_or_.status().ToString(); \
-  auto lhs = std::move(lhs##_or_).value()
-
-template <typename T>
-absl::Status StatusOf(const absl::StatusOr<T>& v) {
-  return v.status();
-}
-absl::Status StatusOf(const absl::Status& s) { return s; }
 
 // What b gets for a's resource `name` must be what anyone gets for `missing`, a name of the same kind that
 // never existed (with the name swapped in): NOT_FOUND, "FIELD: NAME does not exist" (grants: "... (or ended
@@ -432,7 +417,7 @@ TEST(Transport, EachCallerIsWhoItsCertificateOrUidSays) {
            {&Root(), "unix:uid:0", "", "unix", v1::ROLE_ADMIN},  // "unix:uid:0" is in the config's admins
        }) {
     SCOPED_TRACE(w.principal);
-    ASSIGN_OR_FAIL(me, (*w.who)->WhoAmI());
+    ASSERT_OK_AND_ASSIGN(auto me, (*w.who)->WhoAmI());
     EXPECT_EQ(me.principal(), w.principal);
     EXPECT_EQ(me.tenant(), w.tenant);
     EXPECT_EQ(me.transport(), w.transport);
@@ -456,13 +441,13 @@ TEST(Transport, EachCallerIsWhoItsCertificateOrUidSays) {
   EXPECT_EQ(Snap(), before);
 
   // Tenants see themselves only; the admins every tenant.
-  ASSIGN_OR_FAIL(seen_by_b, B()->ListTenants());
+  ASSERT_OK_AND_ASSIGN(auto seen_by_b, B()->ListTenants());
   ASSERT_EQ(seen_by_b.tenants_size(), 1);
   EXPECT_EQ(seen_by_b.tenants(0).name(), "tenants/b");
   EXPECT_HIDDEN("name", "tenants/a", "tenants/no-such-tenant", B()->GetTenant("tenants/a"),
                 B()->GetTenant("tenants/no-such-tenant"));
   for (Party* admin : {&Admin(), &Root()}) {
-    ASSIGN_OR_FAIL(all, (*admin)->ListTenants());
+    ASSERT_OK_AND_ASSIGN(auto all, (*admin)->ListTenants());
     EXPECT_EQ(all.tenants_size(), 3);
   }
 }
@@ -471,21 +456,21 @@ TEST(Transport, EachCallerIsWhoItsCertificateOrUidSays) {
 
 TEST_F(Tenancy, AnotherTenantsResourcesAreNotFoundEverywhere) {
   // a: a PD on rxe0, a region of anonymous memory, a type 2 window, a QP, an event channel, a CM id, a grant.
-  ASSIGN_OR_FAIL(pd, NewPd(A(), "a"));
-  ASSIGN_OR_FAIL(mr, Do(A(), "RegisterMr", pd.name(), A()->RegisterMr(AnonReq(pd.name(), 4096))));
-  ASSIGN_OR_FAIL(mw, Do(A(), "AllocMw", pd.name(), A()->AllocMw(MwReq(pd.name()))));
-  ASSIGN_OR_FAIL(qp, Do(A(), "CreateQp", pd.name(), A()->CreateQp(QpReq(pd.name()))));
-  ASSIGN_OR_FAIL(ch, NewChannel(A()));
-  ASSIGN_OR_FAIL(id, NewCmId(A(), pd.name(), ch.name()));
-  ASSIGN_OR_FAIL(issued, Do(A(), "IssueGrant", mr.name(), A()->IssueGrant(GrantReq(mr.name(), 0, 4096))));
+  ASSERT_OK_AND_ASSIGN(auto pd, NewPd(A(), "a"));
+  ASSERT_OK_AND_ASSIGN(auto mr, Do(A(), "RegisterMr", pd.name(), A()->RegisterMr(AnonReq(pd.name(), 4096))));
+  ASSERT_OK_AND_ASSIGN(auto mw, Do(A(), "AllocMw", pd.name(), A()->AllocMw(MwReq(pd.name()))));
+  ASSERT_OK_AND_ASSIGN(auto qp, Do(A(), "CreateQp", pd.name(), A()->CreateQp(QpReq(pd.name()))));
+  ASSERT_OK_AND_ASSIGN(auto ch, NewChannel(A()));
+  ASSERT_OK_AND_ASSIGN(auto id, NewCmId(A(), pd.name(), ch.name()));
+  ASSERT_OK_AND_ASSIGN(auto issued, Do(A(), "IssueGrant", mr.name(), A()->IssueGrant(GrantReq(mr.name(), 0, 4096))));
   const std::string grant = issued.grant().name();
   const std::set<std::string> of_a = {pd.name(), mr.name(), mw.name(), qp.name(), ch.name(), id.name(), grant};
 
   // b's own: a PD with a type 2 window and a QP, an id on rdmad's shared channel.
-  ASSIGN_OR_FAIL(pd_b, NewPd(B(), "b"));
-  ASSIGN_OR_FAIL(mw_b, Do(B(), "AllocMw", pd_b.name(), B()->AllocMw(MwReq(pd_b.name()))));
-  ASSIGN_OR_FAIL(qp_b, Do(B(), "CreateQp", pd_b.name(), B()->CreateQp(QpReq(pd_b.name()))));
-  ASSIGN_OR_FAIL(id_b, NewCmId(B(), pd_b.name(), ""));
+  ASSERT_OK_AND_ASSIGN(auto pd_b, NewPd(B(), "b"));
+  ASSERT_OK_AND_ASSIGN(auto mw_b, Do(B(), "AllocMw", pd_b.name(), B()->AllocMw(MwReq(pd_b.name()))));
+  ASSERT_OK_AND_ASSIGN(auto qp_b, Do(B(), "CreateQp", pd_b.name(), B()->CreateQp(QpReq(pd_b.name()))));
+  ASSERT_OK_AND_ASSIGN(auto id_b, NewCmId(B(), pd_b.name(), ""));
 
   // Names of each kind that never existed.
   const std::string no_pd = "pds/999999", no_mr = "mrs/999999", no_mw = "mws/999999", no_qp = "qps/999999",
@@ -580,25 +565,25 @@ TEST_F(Tenancy, AnotherTenantsResourcesAreNotFoundEverywhere) {
 
   // b's unfiltered lists and watches: nothing of a's (but b's own).
   std::set<std::string> seen_by_b;
-  ASSIGN_OR_FAIL(pds, B()->ListPds());
+  ASSERT_OK_AND_ASSIGN(auto pds, B()->ListPds());
   for (const auto& x : pds.pds()) seen_by_b.insert(x.name());
   EXPECT_EQ(pds.pds_size(), 1);
-  ASSIGN_OR_FAIL(mrs, B()->ListMrs());
+  ASSERT_OK_AND_ASSIGN(auto mrs, B()->ListMrs());
   for (const auto& x : mrs.mrs()) seen_by_b.insert(x.name());
-  ASSIGN_OR_FAIL(mws, B()->ListMws());
+  ASSERT_OK_AND_ASSIGN(auto mws, B()->ListMws());
   for (const auto& x : mws.mws()) seen_by_b.insert(x.name());
-  ASSIGN_OR_FAIL(qps, B()->ListQps());
+  ASSERT_OK_AND_ASSIGN(auto qps, B()->ListQps());
   for (const auto& x : qps.qps()) seen_by_b.insert(x.name());
   EXPECT_EQ(qps.qps_size(), 1);
-  ASSIGN_OR_FAIL(chs, B()->ListChannels());
+  ASSERT_OK_AND_ASSIGN(auto chs, B()->ListChannels());
   for (const auto& x : chs.channels()) {
     seen_by_b.insert(x.name());
     for (const auto& i : x.cm_ids()) seen_by_b.insert(i);
   }
-  ASSIGN_OR_FAIL(ids, B()->ListCmIds());
+  ASSERT_OK_AND_ASSIGN(auto ids, B()->ListCmIds());
   for (const auto& x : ids.cm_ids()) seen_by_b.insert(x.name());
   EXPECT_EQ(ids.cm_ids_size(), 1);
-  ASSIGN_OR_FAIL(grants, B()->ListGrants());
+  ASSERT_OK_AND_ASSIGN(auto grants, B()->ListGrants());
   for (const auto& x : grants.grants()) seen_by_b.insert(x.name());
   EXPECT_EQ(grants.grants_size(), 0);
   v1::WatchGrantsRequest all_grants;
@@ -619,13 +604,13 @@ TEST_F(Tenancy, AnotherTenantsResourcesAreNotFoundEverywhere) {
   for (Party* admin : {&Admin(), &Root()}) {
     SCOPED_TRACE(admin->principal);
     std::set<std::string> seen;
-    ASSIGN_OR_FAIL(all_pds, (*admin)->ListPds());
+    ASSERT_OK_AND_ASSIGN(auto all_pds, (*admin)->ListPds());
     for (const auto& x : all_pds.pds()) seen.insert(x.name());
-    ASSIGN_OR_FAIL(all_mrs, (*admin)->ListMrs(pd.name()));
+    ASSERT_OK_AND_ASSIGN(auto all_mrs, (*admin)->ListMrs(pd.name()));
     for (const auto& x : all_mrs.mrs()) seen.insert(x.name());
-    ASSIGN_OR_FAIL(all_ids, (*admin)->ListCmIds());
+    ASSERT_OK_AND_ASSIGN(auto all_ids, (*admin)->ListCmIds());
     for (const auto& x : all_ids.cm_ids()) seen.insert(x.name());
-    ASSIGN_OR_FAIL(all_grants, (*admin)->ListGrants(mr.name()));
+    ASSERT_OK_AND_ASSIGN(auto all_grants, (*admin)->ListGrants(mr.name()));
     for (const auto& x : all_grants.grants()) seen.insert(x.name());
     for (const auto& name : {pd.name(), mr.name(), id.name(), grant, pd_b.name(), id_b.name()}) {
       EXPECT_EQ(seen.count(name), 1u) << name;
@@ -634,7 +619,7 @@ TEST_F(Tenancy, AnotherTenantsResourcesAreNotFoundEverywhere) {
     EXPECT_TRUE((*admin)->GetQp(qp.name()).ok());
     EXPECT_TRUE((*admin)->GetChannel(ch.name()).ok());
   }
-  ASSIGN_OR_FAIL(still, A()->GetGrant(grant));
+  ASSERT_OK_AND_ASSIGN(auto still, A()->GetGrant(grant));
   EXPECT_EQ(still.state(), v1::GRANT_ISSUED);
   ASSERT_OK(A()->GetMr(mr.name()).status());
 
@@ -643,7 +628,7 @@ TEST_F(Tenancy, AnotherTenantsResourcesAreNotFoundEverywhere) {
   Forget(&cm_ids_, id.name());
   ASSERT_OK(Do(A(), "DeleteChannel", ch.name(), A()->DeleteChannel(ch.name())));
   Forget(&channels_, ch.name());
-  ASSIGN_OR_FAIL(revoked, Do(A(), "RevokeGrant", grant, A()->RevokeGrant(grant)));
+  ASSERT_OK_AND_ASSIGN(auto revoked, Do(A(), "RevokeGrant", grant, A()->RevokeGrant(grant)));
   EXPECT_EQ(revoked.state(), v1::GRANT_ENDED);
   EXPECT_EQ(revoked.end_reason(), v1::END_REVOKED);
   DataPlane().push_back({kGrantee, "", "grant ended", grant, "OK"});
@@ -669,12 +654,12 @@ TEST_F(Tenancy, QuotasStopExactlyAtTheLimitWithNothingHalfCreated) {
   for (const char* q : {"pinned_bytes", "mrs", "mws", "qps", "grants", "tokens", "cm_ids", "connections"}) {
     EXPECT_EQ(usage(q).first, 0u) << q;
   }
-  ASSIGN_OR_FAIL(pd, NewPd(A(), "quotas"));
+  ASSERT_OK_AND_ASSIGN(auto pd, NewPd(A(), "quotas"));
   const std::string p = pd.name();
 
   // mrs 2 and pinned_bytes 12288: 4096 + 8192 fits exactly; a third region is one too many.
-  ASSIGN_OR_FAIL(mr1, Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 4096))));
-  ASSIGN_OR_FAIL(mr2, Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 8192))));
+  ASSERT_OK_AND_ASSIGN(auto mr1, Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 4096))));
+  ASSERT_OK_AND_ASSIGN(auto mr2, Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 8192))));
   EXPECT_EQ(usage("mrs"), U(2, 2));
   EXPECT_EQ(usage("pinned_bytes"), U(12288, 12288));
   EXPECT_REFUSED(Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 4096))), absl::StatusCode::kResourceExhausted,
@@ -683,21 +668,21 @@ TEST_F(Tenancy, QuotasStopExactlyAtTheLimitWithNothingHalfCreated) {
   // One region of 8192 left: another 8192 passes the pinned bytes; 4096 fits exactly.
   EXPECT_REFUSED(Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 8192))), absl::StatusCode::kResourceExhausted,
                  "quota pinned_bytes of tenant a: limit 12288, in use 8192; this call needs 8192");
-  ASSIGN_OR_FAIL(mr3, Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 4096))));
+  ASSERT_OK_AND_ASSIGN(auto mr3, Do(A(), "RegisterMr", p, A()->RegisterMr(AnonReq(p, 4096))));
   EXPECT_EQ(usage("pinned_bytes"), U(12288, 12288));
-  ASSIGN_OR_FAIL(mrs, A()->ListMrs(p));
+  ASSERT_OK_AND_ASSIGN(auto mrs, A()->ListMrs(p));
   EXPECT_EQ(mrs.mrs_size(), 2);
 
   // mws 1.
-  ASSIGN_OR_FAIL(mw, Do(A(), "AllocMw", p, A()->AllocMw(MwReq(p))));
+  ASSERT_OK_AND_ASSIGN(auto mw, Do(A(), "AllocMw", p, A()->AllocMw(MwReq(p))));
   EXPECT_REFUSED(Do(A(), "AllocMw", p, A()->AllocMw(MwReq(p))), absl::StatusCode::kResourceExhausted,
                  "quota mws of tenant a: limit 1, in use 1; this call needs 1");
   // qps 1.
-  ASSIGN_OR_FAIL(qp, Do(A(), "CreateQp", p, A()->CreateQp(QpReq(p))));
+  ASSERT_OK_AND_ASSIGN(auto qp, Do(A(), "CreateQp", p, A()->CreateQp(QpReq(p))));
   EXPECT_REFUSED(Do(A(), "CreateQp", p, A()->CreateQp(QpReq(p))), absl::StatusCode::kResourceExhausted,
                  "quota qps of tenant a: limit 1, in use 1; this call needs 1");
   // grants 1 (each grant also holds a token until its client connects), tokens 2.
-  ASSIGN_OR_FAIL(g1, Do(A(), "IssueGrant", mr2.name(), A()->IssueGrant(GrantReq(mr2.name(), 0, 4096))));
+  ASSERT_OK_AND_ASSIGN(auto g1, Do(A(), "IssueGrant", mr2.name(), A()->IssueGrant(GrantReq(mr2.name(), 0, 4096))));
   EXPECT_REFUSED(Do(A(), "IssueGrant", mr2.name(), A()->IssueGrant(GrantReq(mr2.name(), 0, 4096))),
                  absl::StatusCode::kResourceExhausted,
                  "quota grants of tenant a: limit 1, in use 1; this call needs 1");
@@ -706,7 +691,7 @@ TEST_F(Tenancy, QuotasStopExactlyAtTheLimitWithNothingHalfCreated) {
   *batch.add_grants() = GrantReq(mr3.name(), 0, 4096);
   EXPECT_REFUSED(Do(A(), "IssueGrants", mr2.name(), A()->IssueGrants(batch)), absl::StatusCode::kResourceExhausted,
                  "quota grants of tenant a: limit 1, in use 1; this call needs 2");
-  ASSIGN_OR_FAIL(t1, Do(A(), "IssueConnectToken", p, A()->IssueConnectToken(TokenReq(p))));
+  ASSERT_OK_AND_ASSIGN(auto t1, Do(A(), "IssueConnectToken", p, A()->IssueConnectToken(TokenReq(p))));
   EXPECT_REFUSED(Do(A(), "IssueConnectToken", p, A()->IssueConnectToken(TokenReq(p))),
                  absl::StatusCode::kResourceExhausted,
                  "quota tokens of tenant a: limit 2, in use 2; this call needs 1");
@@ -720,12 +705,12 @@ TEST_F(Tenancy, QuotasStopExactlyAtTheLimitWithNothingHalfCreated) {
   DataPlane().push_back({kGrantee, "", "grant ended", g1.grant().name(), "OK"});
   EXPECT_EQ(usage("grants"), U(0, 1));
   EXPECT_EQ(usage("tokens"), U(1, 2));
-  ASSIGN_OR_FAIL(g2, Do(A(), "IssueGrant", mr3.name(), A()->IssueGrant(GrantReq(mr3.name(), 0, 4096))));
+  ASSERT_OK_AND_ASSIGN(auto g2, Do(A(), "IssueGrant", mr3.name(), A()->IssueGrant(GrantReq(mr3.name(), 0, 4096))));
   EXPECT_EQ(usage("grants"), U(1, 1));
   EXPECT_EQ(usage("tokens"), U(2, 2));
 
   // An admin has no quotas: it may add to a's PD past a's limits (the region then counts for a).
-  ASSIGN_OR_FAIL(extra, Do(Root(), "AllocMw", p, Root()->AllocMw(MwReq(p))));
+  ASSERT_OK_AND_ASSIGN(auto extra, Do(Root(), "AllocMw", p, Root()->AllocMw(MwReq(p))));
   EXPECT_EQ(usage("mws"), U(2, 1));
   ASSERT_OK(Do(Root(), "DeallocMw", extra.name(), Root()->DeallocMw(extra.name())));
   // a's own removal (cascade: window, regions, QP; the live grant revoked first).
@@ -752,16 +737,16 @@ TEST_F(Tenancy, ARealReadThroughAsGrantWhichBCannotRevoke) {
   ASSERT_EQ(chown(path.c_str(), 1000, 1000), 0) << std::strerror(errno);
   ASSERT_EQ(chmod(path.c_str(), 0600), 0);
 
-  ASSIGN_OR_FAIL(pd, NewPd(A(), "data"));
+  ASSERT_OK_AND_ASSIGN(auto pd, NewPd(A(), "data"));
   v1::RegisterMrRequest file_req;
   file_req.set_pd(pd.name());
   file_req.mutable_source()->mutable_file()->set_path(path);
   file_req.mutable_source()->mutable_file()->set_length(bytes.size());
   for (v1::Access a : {v1::LOCAL_WRITE, v1::REMOTE_READ, v1::MW_BIND}) file_req.add_access(a);
-  ASSIGN_OR_FAIL(mr, Do(A(), "RegisterMr", pd.name(), A()->RegisterMr(file_req)));
+  ASSERT_OK_AND_ASSIGN(auto mr, Do(A(), "RegisterMr", pd.name(), A()->RegisterMr(file_req)));
 
   // b, in its own PD, may not register a's file (a tenant without a file-system identity registers none).
-  ASSIGN_OR_FAIL(pd_b, NewPd(B(), "b-data"));
+  ASSERT_OK_AND_ASSIGN(auto pd_b, NewPd(B(), "b-data"));
   file_req.set_pd(pd_b.name());
   absl::StatusOr<v1::MemoryRegion> b_file = Do(B(), "RegisterMr", pd_b.name(), B()->RegisterMr(file_req));
   EXPECT_EQ(b_file.status().code(), absl::StatusCode::kPermissionDenied) << b_file.status();
@@ -769,18 +754,18 @@ TEST_F(Tenancy, ARealReadThroughAsGrantWhichBCannotRevoke) {
   EXPECT_THAT(std::string(b_file.status().message()), HasSubstr("no file-system identity"));
 
   // a grants its second page; the client reads it over RDMA, straight from rdmad's registration of the file.
-  ASSIGN_OR_FAIL(issued, Do(A(), "IssueGrant", mr.name(), A()->IssueGrant(GrantReq(mr.name(), 4096, 4096))));
+  ASSERT_OK_AND_ASSIGN(auto issued, Do(A(), "IssueGrant", mr.name(), A()->IssueGrant(GrantReq(mr.name(), 4096, 4096))));
   const std::string grant = issued.grant().name();
   RemoteRegion::Options o;
   o.queue_depth = 4;
   o.max_read_bytes = 4096;
   o.connect_timeout = absl::Seconds(30);
-  ASSIGN_OR_FAIL(region, RemoteRegion::Open(issued, o));
+  ASSERT_OK_AND_ASSIGN(auto region, RemoteRegion::Open(issued, o));
   EXPECT_EQ(region->grant_name(), grant);
   std::string got(4096, '\0');
   ASSERT_OK(region->Read(0, got.size(), got.data()));
   EXPECT_TRUE(got == bytes.substr(4096)) << "the bytes read differ from the file's";
-  ASSIGN_OR_FAIL(active, A()->GetGrant(grant));
+  ASSERT_OK_AND_ASSIGN(auto active, A()->GetGrant(grant));
   EXPECT_EQ(active.state(), v1::GRANT_ACTIVE);
   ASSERT_FALSE(active.cm_id().empty());
   DataPlane().push_back({kGrantee, "", "data-plane accept", active.cm_id(), "OK"});
@@ -800,19 +785,19 @@ TEST_F(Tenancy, ARealReadThroughAsGrantWhichBCannotRevoke) {
   EXPECT_HIDDEN("name", active.cm_id(), no_id, B()->GetCmId(active.cm_id()), B()->GetCmId(no_id));
   EXPECT_HIDDEN("name", active.cm_id(), no_id, Do(B(), "Disconnect", active.cm_id(), B()->Disconnect(active.cm_id())),
                 Do(B(), "Disconnect", no_id, B()->Disconnect(no_id)));
-  ASSIGN_OR_FAIL(ids_b, B()->ListCmIds());
+  ASSERT_OK_AND_ASSIGN(auto ids_b, B()->ListCmIds());
   for (const auto& i : ids_b.cm_ids()) EXPECT_NE(i.name(), active.cm_id());
 
   // Still readable, still active, the lease untouched.
   ASSERT_OK(region->Read(0, got.size(), got.data()));
   EXPECT_TRUE(got == bytes.substr(4096));
-  ASSIGN_OR_FAIL(after, A()->GetGrant(grant));
+  ASSERT_OK_AND_ASSIGN(auto after, A()->GetGrant(grant));
   EXPECT_EQ(after.state(), v1::GRANT_ACTIVE);
   EXPECT_EQ(after.renewals(), 0u);
   EXPECT_EQ(after.expire_time_unix_nanos(), active.expire_time_unix_nanos());
 
   // a revokes: the key dies at the NIC.
-  ASSIGN_OR_FAIL(revoked, Do(A(), "RevokeGrant", grant, A()->RevokeGrant(grant)));
+  ASSERT_OK_AND_ASSIGN(auto revoked, Do(A(), "RevokeGrant", grant, A()->RevokeGrant(grant)));
   EXPECT_EQ(revoked.end_reason(), v1::END_REVOKED);
   DataPlane().push_back({kGrantee, "", "grant ended", grant, "OK"});
   absl::Status dead = region->Read(0, got.size(), got.data());
@@ -846,7 +831,7 @@ TEST_F(Tenancy, ADeviceOutsideTheTenantsIsNotFoundUnderBothSpellings) {
   // The bare spelling hides it exactly as the full one does (the name swapped).
   EXPECT_EQ(std::string(D()->GetDevice(bare).status().message()),
             absl::StrReplaceAll(D()->GetDevice(full).status().message(), {{full, bare}}));
-  ASSIGN_OR_FAIL(listed_d, D()->ListDevices());
+  ASSERT_OK_AND_ASSIGN(auto listed_d, D()->ListDevices());
   for (const auto& d : listed_d.devices()) EXPECT_NE(d.name(), full) << "d lists " << d.name();
   // Nor can d make a PD on it: the words of a device that does not exist, and nothing made.
   const Snapshot before = Snap();
@@ -860,12 +845,12 @@ TEST_F(Tenancy, ADeviceOutsideTheTenantsIsNotFoundUnderBothSpellings) {
   EXPECT_EQ(Snap(), before);
 
   // A listed device works under both spellings.
-  ASSIGN_OR_FAIL(by_bare, A()->GetDevice(bare));
-  ASSIGN_OR_FAIL(by_full, A()->GetDevice(full));
+  ASSERT_OK_AND_ASSIGN(auto by_bare, A()->GetDevice(bare));
+  ASSERT_OK_AND_ASSIGN(auto by_full, A()->GetDevice(full));
   EXPECT_EQ(by_bare.name(), full);
   EXPECT_EQ(by_full.name(), full);
   EXPECT_EQ(by_bare.node_guid(), by_full.node_guid());
-  ASSIGN_OR_FAIL(listed_a, A()->ListDevices());
+  ASSERT_OK_AND_ASSIGN(auto listed_a, A()->ListDevices());
   ASSERT_EQ(listed_a.devices_size(), 1);
   EXPECT_EQ(listed_a.devices(0).name(), full);
 }
@@ -895,9 +880,9 @@ TEST_F(Tenancy, ACmIdNeedsAPdAndHoldsItWhileItListens) {
     r.mutable_address()->set_port(kPort);
     return Do(A(), "Listen", id, A()->Listen(r));
   };
-  ASSIGN_OR_FAIL(pd, NewPd(A(), "listener"));
-  ASSIGN_OR_FAIL(id, NewCmId(A(), pd.name(), ""));
-  ASSIGN_OR_FAIL(listening, listen(id.name()));
+  ASSERT_OK_AND_ASSIGN(auto pd, NewPd(A(), "listener"));
+  ASSERT_OK_AND_ASSIGN(auto id, NewCmId(A(), pd.name(), ""));
+  ASSERT_OK_AND_ASSIGN(auto listening, listen(id.name()));
   EXPECT_EQ(listening.state(), v1::CM_LISTENING);
 
   const Snapshot before = Snap();
@@ -909,7 +894,7 @@ TEST_F(Tenancy, ACmIdNeedsAPdAndHoldsItWhileItListens) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(pd.name() + " still has 1 CM id(s) (" + id.name() + ")")) << s;
   }
   EXPECT_EQ(Snap(), before) << "a refused DeletePd changed something";
-  ASSIGN_OR_FAIL(still, A()->GetCmId(id.name()));
+  ASSERT_OK_AND_ASSIGN(auto still, A()->GetCmId(id.name()));
   EXPECT_EQ(still.state(), v1::CM_LISTENING);
   ASSERT_OK(A()->GetPd(pd.name()).status());
 
@@ -921,9 +906,9 @@ TEST_F(Tenancy, ACmIdNeedsAPdAndHoldsItWhileItListens) {
   EXPECT_EQ(A()->GetPd(pd.name()).status().code(), absl::StatusCode::kNotFound);
 
   // The port is free: a new id, on a new PD, listens on it.
-  ASSIGN_OR_FAIL(pd2, NewPd(A(), "listener-2"));
-  ASSIGN_OR_FAIL(id2, NewCmId(A(), pd2.name(), ""));
-  ASSIGN_OR_FAIL(again, listen(id2.name()));
+  ASSERT_OK_AND_ASSIGN(auto pd2, NewPd(A(), "listener-2"));
+  ASSERT_OK_AND_ASSIGN(auto id2, NewCmId(A(), pd2.name(), ""));
+  ASSERT_OK_AND_ASSIGN(auto again, listen(id2.name()));
   EXPECT_EQ(again.state(), v1::CM_LISTENING);
   EXPECT_EQ(again.local().port(), kPort);
 }

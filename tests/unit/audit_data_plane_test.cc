@@ -17,17 +17,18 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
-#include "server/common/sync.h"
 #include "absl/time/clock.h"
 #include "server/audit/audit_log.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "server/common/status.h"
+#include "server/common/sync.h"
 #include "server/grants/manager.h"
+#include "tests/support/eventually.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

@@ -24,7 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/common/status.h"
-#include "tests/unit/test_util.h"
+#include "tests/support/server_status.h"
+#include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 
 namespace rdmad::audit {
 namespace {

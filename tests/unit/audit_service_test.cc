@@ -15,10 +15,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/sync.h"
 #include "client/client.h"
 #include "server/audit/audit_log.h"
-#include "tests/unit/test_util.h"
+#include "server/common/sync.h"
+#include "tests/support/temp_dir.h"
 
 namespace rdmad {
 namespace {

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "server/memory/memlock.h"
 #include "server/registry/registry.h"
+#include "tests/support/server_status.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

@@ -17,9 +17,9 @@
 #include "server/cm/token.h"
 #include "server/common/status.h"
 #include "server/common/sync.h"
+#include "tests/support/server_status.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad::cm {
 namespace {

@@ -10,7 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "server/common/status.h"
-#include "tests/unit/test_util.h"
+#include "tests/support/server_status.h"
+#include "tests/support/temp_dir.h"
 
 namespace rdmad {
 namespace {

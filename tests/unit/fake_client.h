@@ -1,6 +1,5 @@
 // A data-plane client over the fake rdma_cm (fake_cm.h), as RemoteRegion is over the real one: its own
 // channel, id, PD and QP; it dials rdmad's listener with a token and reports the first event it gets.
-// And Eventually, the bounded poll the tests wait with (never a timing assertion).
 // Threads: the test's own; the fake delivers events to the client's channel, drained here.
 #ifndef RDMAD_TESTS_UNIT_FAKE_CLIENT_H_
 #define RDMAD_TESTS_UNIT_FAKE_CLIENT_H_
@@ -12,23 +11,12 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/time/clock.h"
 #include "server/fabric/cm.h"
 #include "server/fabric/fabric.h"
+#include "tests/support/eventually.h"
 #include "tests/unit/fake_cm.h"
 
 namespace rdmad::test {
-
-// True as soon as `pred` is; false if it still is not after 10 s.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return pred();
-}
 
 struct FakeClient {
   fabric::SockAddr listener{"10.0.2.15", 7471};
@@ -53,12 +41,12 @@ struct FakeClient {
   }
   // The next events on its channel, waiting up to 10 s for some.
   std::vector<fabric::CmEvent> Wait() {
-    for (int i = 0; i < 10000; ++i) {
-      std::vector<fabric::CmEvent> e = channel->Drain();
-      if (!e.empty()) return e;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return {};
+    std::vector<fabric::CmEvent> e;
+    Eventually([&] {
+      e = channel->Drain();
+      return !e.empty();
+    });
+    return e;
   }
   // Goes away (rdmad sees DISCONNECTED), releasing in order: the id (its QP), the PD, the channel.
   void Leave() {

@@ -14,8 +14,9 @@
 #include <gtest/gtest.h>
 
 #include "server/common/status.h"
+#include "tests/support/server_status.h"
+#include "tests/support/status.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

@@ -22,8 +22,10 @@
 #include "server/memory/file_rights.h"
 #include "server/registry/registry.h"
 #include "server/registry/rules.h"
+#include "tests/support/server_status.h"
+#include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

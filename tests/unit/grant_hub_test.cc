@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/grants/events.h"
-#include "tests/unit/test_util.h"
+#include "tests/support/server_status.h"
 
 namespace rdmad::grants {
 namespace {

@@ -24,10 +24,11 @@
 #include "server/common/status.h"
 #include "server/common/sync.h"
 #include "server/grants/manager.h"
+#include "tests/support/eventually.h"
+#include "tests/support/server_status.h"
 #include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad::grants {
 

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/registry/registry.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

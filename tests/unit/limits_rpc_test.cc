@@ -29,10 +29,11 @@
 #include "server/rpc/audit_service.h"
 #include "server/rpc/services.h"
 #include "server/tenancy/gate.h"
+#include "tests/support/eventually.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

@@ -46,6 +46,7 @@
 #include "server/auth/tls_files.h"
 #include "server/common/status.h"
 #include "server/config.h"
+#include "tests/support/temp_dir.h"
 
 namespace rdmad::auth {
 namespace {
@@ -72,20 +73,12 @@ void WriteAll(const std::string& path, const std::string& data) {
 }
 std::string Cert(const std::string& name) { return g_certs + "/" + name; }
 
-// A short directory in /tmp (unix socket paths must fit in 108 bytes), searchable by everyone so that a
-// child running as uid 65534 can reach a socket in it. Removed at the end.
-class ShortDir {
+// A short directory in /tmp (unix socket paths must fit in 108 bytes; TEST_TMPDIR may be long), searchable by
+// everyone so that a child running as uid 65534 can reach a socket in it. Removed at the end.
+class ShortDir : public test::TempDir {
  public:
-  ShortDir() {
-    char tmpl[] = "/tmp/rdmad-ltest-XXXXXX";
-    path_ = mkdtemp(tmpl);
-    chmod(path_.c_str(), 0755);
-  }
-  ~ShortDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  explicit ShortDir(bool required = true)
+      : TempDir(Options{.base = "/tmp", .prefix = "rdmad-ltest-", .mode = 0755, .required = required}) {}
 };
 
 // The test service: grpc.health.v1 Check, answering with the caller's Peer in trailing metadata. A check of
@@ -662,7 +655,11 @@ int main(int argc, char** argv) {
   if (n <= 0) return 2;
   rdmad::auth::g_self = self;
   // The certificates: made once for the whole run, in a directory removed at the end.
-  rdmad::auth::ShortDir certs;
+  rdmad::auth::ShortDir certs(/*required=*/false);  // not in a test yet: no failure to record
+  if (!certs.ok()) {
+    std::perror("a directory for the certificates in /tmp");
+    return 2;
+  }
   rdmad::auth::g_certs = certs.path() + "/certs";
   // Under Bazel the working directory is the runfiles tree, where data files keep their workspace paths.
   const std::string script = "tests/unit/gen_test_certs.sh";

@@ -23,8 +23,9 @@
 #include <gtest/gtest.h>
 
 #include "server/common/status.h"
+#include "tests/support/server_status.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/shm_dir.h"
-#include "tests/unit/test_util.h"
 
 // open(2) interposer, to make a race deterministic: a test arms BeforeOpen() with the path it expects
 // Mapping::File to open and an action to run just before that open happens. Every other open passes

@@ -24,9 +24,10 @@
 #include "server/memory/mapping.h"
 #include "server/registry/registry.h"
 #include "server/state/store.h"
+#include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_fabric.h"
 #include "tests/unit/shm_dir.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

@@ -11,11 +11,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "server/common/sync.h"
 #include "server/common/status.h"
+#include "server/common/sync.h"
 #include "server/registry/registry.h"
+#include "tests/support/server_status.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

@@ -10,7 +10,6 @@
 
 #include "server/registry/registry.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

@@ -28,8 +28,10 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status.h"
 #include "server/rpc/status.h"
+#include "tests/support/server_status.h"
+#include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

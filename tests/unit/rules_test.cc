@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "server/common/status.h"
-#include "tests/unit/test_util.h"
+#include "tests/support/server_status.h"
 
 namespace rdmad {
 namespace {

@@ -22,8 +22,8 @@
 #include "server/registry/registry.h"
 #include "server/state/names.h"
 #include "server/state/store.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_fabric.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

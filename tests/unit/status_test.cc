@@ -15,7 +15,6 @@
 #include "client/client.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/rpc/status.h"
-#include "tests/unit/test_util.h"
 
 namespace rdmad {
 namespace {

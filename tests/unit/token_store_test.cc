@@ -14,9 +14,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "server/common/sync.h"
 #include "server/cm/token.h"
-#include "tests/unit/test_util.h"
+#include "server/common/sync.h"
+#include "tests/support/server_status.h"
+#include "tests/support/status.h"
 
 namespace rdmad::cm {
 namespace {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "tests/unit/test_util.h"
+#include "tests/support/status.h"
 
 namespace rdmad::cm {
 namespace {
