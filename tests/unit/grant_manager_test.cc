@@ -290,6 +290,7 @@ TEST_F(GrantManagerTest, MrAndPdRemovalRefusedWhileGrantsLiveUnlessAskedToRevoke
 }
 
 TEST_F(GrantManagerTest, LeasesExpireAndRenewalsExtendThem) {
+  fake_clock_ = true;  // the leases run on fake time: the test moves it, nothing sleeps
   Build();
   v1::IssueGrantRequest r = Request();
   r.set_ttl_ms(300);
@@ -299,10 +300,16 @@ TEST_F(GrantManagerTest, LeasesExpireAndRenewalsExtendThem) {
   renew.set_name(g.name());
   renew.set_ttl_ms(60000);
   EXPECT_EQ(grants_->Renew(renew).value().renewals(), 1u);
-  absl::SleepFor(absl::Milliseconds(600));  // past the first expiry: the renewal holds
+  Advance(absl::Milliseconds(600));  // past the first expiry: the renewal holds
+  grants_->ClockMoved();
   EXPECT_EQ(grants_->Get(g.name()).value().state(), v1::GRANT_ACTIVE);
   renew.set_ttl_ms(50);
   ASSERT_TRUE(grants_->Renew(renew).ok());
+  Advance(absl::Milliseconds(49));  // 1 ms before the end: still live
+  grants_->ClockMoved();
+  EXPECT_EQ(grants_->Get(g.name()).value().state(), v1::GRANT_ACTIVE);
+  Advance(absl::Milliseconds(1));  // at the end: expired
+  grants_->ClockMoved();
   EXPECT_TRUE(Eventually([&] { return grants_->Get(g.name()).value().state() == v1::GRANT_ENDED; }));
   EXPECT_EQ(grants_->Get(g.name()).value().end_reason(), v1::END_EXPIRED);
   EXPECT_EQ(grants_->LiveOnPd(pd_), 0u);
