@@ -160,8 +160,11 @@ std::string IssueToken(const std::string& pd, uint32_t ttl_ms = 30000) {
 // A watch stream read on its own thread into a list, for assertions after the fact.
 class Watch {
  public:
+  // Returns once rdmad has registered the watch (its initial metadata arrived): every event published from
+  // then on is in the stream.
   explicit Watch(v1::WatchEventsRequest request) {
     reader_ = Api().ids->WatchEvents(&ctx_, request);
+    reader_->WaitForInitialMetadata();
     thread_ = std::thread([this] {
       v1::CmEvent e;
       while (reader_->Read(&e)) {
@@ -188,6 +191,22 @@ class Watch {
     }
     return v1::CmEvent();
   }
+  // As WaitFor, for the first event of `id` whose type is one of `types`.
+  v1::CmEvent WaitForAny(const std::string& id, const std::vector<std::string>& types, int seconds = 20) {
+    for (int i = 0; i < seconds * 100; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& e : events_) {
+          if (e.cm_id() != id) continue;
+          for (const auto& t : types) {
+            if (e.type() == t) return e;
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return v1::CmEvent();
+  }
   int CountType(const std::string& type) {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;
@@ -208,6 +227,25 @@ class Watch {
   std::mutex mu_;
   std::vector<v1::CmEvent> events_;
 };
+
+// Once it returns, every event that `channel`'s dispatcher published before the call is in `watch`: a
+// throwaway id on the channel connects to a port no one listens on, and its failure, which the same
+// dispatcher publishes after them, is waited for in the stream. A check that something did *not* happen
+// on a channel asks after this, instead of after a sleep.
+void FlushChannel(Watch& watch, const std::string& pd, const std::string& channel) {
+  v1::CmId marker = NewId(pd, channel);
+  v1::ConnectRequest c;
+  c.set_name(marker.name());
+  c.mutable_remote()->set_address(Addr());
+  c.mutable_remote()->set_port(7699);  // no test listens there
+  v1::CmId out;
+  EXPECT_FALSE(Call(Api().ids.get(), &v1::CmIds::Stub::Connect, c, &out).ok()) << "something listens on 7699";
+  const v1::CmEvent failed = watch.WaitForAny(
+      marker.name(), {"RDMA_CM_EVENT_REJECTED", "RDMA_CM_EVENT_UNREACHABLE", "RDMA_CM_EVENT_CONNECT_ERROR",
+                      "RDMA_CM_EVENT_ADDR_ERROR", "RDMA_CM_EVENT_ROUTE_ERROR"});
+  EXPECT_FALSE(failed.type().empty()) << "the marker's failure never reached the stream (channel " << channel << ")";
+  EXPECT_TRUE(DeleteId(marker.name()).ok());
+}
 
 // Connects two rdmad ids through rdmad's API: a listener on `port` and an active id on `active_channel`.
 // Returns {active, passive}.
@@ -422,7 +460,9 @@ TEST(CmConformance, AfterMigrationDisconnectArrivesOnTheNewChannelOnly) {
   v1::CmEvent e = events.WaitFor(passive.name(), "RDMA_CM_EVENT_DISCONNECTED");
   EXPECT_EQ(e.channel(), target);
   EXPECT_NE(e.channel(), old_channel);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // No second DISCONNECTED, on either channel: whatever their dispatchers published has arrived by now.
+  FlushChannel(events, pd, old_channel);
+  FlushChannel(events, pd, target);
   EXPECT_EQ(events.Count(passive.name(), "RDMA_CM_EVENT_DISCONNECTED"), 1);
   ASSERT_RPC_OK(DeleteId(active.name()));
   ASSERT_RPC_OK(DeleteId(passive.name()));
@@ -496,7 +536,7 @@ TEST(CmConformance, DeletingAChannelEndsItsWatchStreamCleanly) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   auto reader = Api().ids->WatchEvents(&ctx, wr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  reader->WaitForInitialMetadata();  // the watch is registered: DeleteChannel below ends it
   v1::DeleteChannelRequest dc;
   dc.set_name(ch);
   v1::DeleteChannelResponse dr;
