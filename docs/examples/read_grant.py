@@ -17,9 +17,9 @@ from pyverbs.qp import QPCap, QPInitAttr
 MSG, REJ = struct.Struct('>4sBBBBQQQIIq'), struct.Struct('>4sBBHQ')
 TYPES, SCOPES = {1: 'ACTIVE', 2: 'ENDED', 3: 'FAILED'}, {1: 'QP', 2: 'PD', 3: 'MR'}
 REASONS = [None, 'REVOKED', 'EXPIRED', 'DISCONNECTED', 'MR_DEREGISTERED', 'MR_REREGISTERED', 'PD_DELETED',
-           'ACTIVATION_FAILED', 'SHUTDOWN']
+           'ACTIVATION_FAILED', 'SHUTDOWN', 'RESTARTED']
 REJECTS = [None, 'TOKEN_MISSING', 'TOKEN_MALFORMED', 'TOKEN_WRONG_VERSION', 'TOKEN_UNKNOWN', 'TOKEN_EXPIRED',
-           'TOKEN_REPLAYED', 'TOKEN_REVOKED', 'INTERNAL']
+           'TOKEN_REPLAYED', 'TOKEN_REVOKED', 'INTERNAL', 'OVER_QUOTA']
 CHUNK = 1 << 20
 name = lambda names, n: names[n] if 0 < n < len(names) else 'REASON_%d' % n  # noqa: E731
 
