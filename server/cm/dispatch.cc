@@ -90,13 +90,13 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
                       static_cast<unsigned long long>(event.key));
       return;
     }
-    id->events++;
-    id->last_event = fabric::CmEventName(event.type);
-    data_plane = id->data_plane;
+    id->book.Get(mu_).events++;
+    id->book.Get(mu_).last_event = fabric::CmEventName(event.type);
+    data_plane = id->book.Get(mu_).data_plane;
     switch (event.type) {
       case CmEventType::kAddrResolved:
         SetStateLocked(id, v1::CM_ADDR_RESOLVED);
-        id->device = device;
+        id->book.Get(mu_).device = device;
         break;
       case CmEventType::kRouteResolved:
         SetStateLocked(id, v1::CM_ROUTE_RESOLVED);
@@ -109,7 +109,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         break;
       case CmEventType::kRejected:
         SetStateLocked(id, v1::CM_REJECTED);
-        id->error = absl::StrCat("rejected by the peer (status ", event.status, "): ", DescribeReject(event.private_data));
+        id->book.Get(mu_).error = absl::StrCat("rejected by the peer (status ", event.status, "): ", DescribeReject(event.private_data));
         break;
       case CmEventType::kAddrError:
       case CmEventType::kRouteError:
@@ -117,7 +117,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       case CmEventType::kUnreachable:
       case CmEventType::kDeviceRemoval:
         SetStateLocked(id, v1::CM_ERROR);
-        id->error = absl::StrCat(fabric::CmEventName(event.type), " (status ", event.status, ")");
+        id->book.Get(mu_).error = absl::StrCat(fabric::CmEventName(event.type), " (status ", event.status, ")");
         break;
       default:
         break;  // CONNECT_RESPONSE, TIMEWAIT_EXIT, ADDR_CHANGE, multicast: counted and published only
@@ -145,9 +145,9 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       std::string qp;
       {
         MutexLock lock(&mu_);
-        qp = id->qp;
-        id->local = local;
-        id->remote = remote;
+        qp = id->book.Get(mu_).qp;
+        id->book.Get(mu_).local = local;
+        id->book.Get(mu_).remote = remote;
       }
       // rdma_cm chose the PSN on the way to RTS: the endpoint shown is read now.
       if (!qp.empty() && id->cm->qp() != nullptr) {
@@ -159,7 +159,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         std::string grant;
         {
           MutexLock lock(&mu_);
-          grant = id->grant;
+          grant = id->book.Get(mu_).grant;
         }
         RDMAD_LOG_INFO("cmids/%llu: data-plane connection established%s%s", static_cast<unsigned long long>(id->id),
                        grant.empty() ? "" : " for ", grant.c_str());
@@ -175,7 +175,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       std::string qp;
       {
         MutexLock lock(&mu_);
-        qp = id->qp;
+        qp = id->book.Get(mu_).qp;
       }
       if (!qp.empty()) registry_->SetCmQpState(qp, fabric::QpState::kError, nullptr, nullptr);
       if (id->connect_done) FinishConnect(id, absl::UnavailableError("disconnected before the connection was established"));
@@ -193,7 +193,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         std::string error;
         {
           MutexLock lock(&mu_);
-          error = id->error;
+          error = id->book.Get(mu_).error;
         }
         FinishConnect(id, event.type == CmEventType::kRejected ? absl::FailedPreconditionError(error)
                                                                : absl::UnavailableError(error));
@@ -222,32 +222,33 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
     MutexLock lock(&mu_);
     auto it = ids_.find(event.key);
     const bool over_limit = options_.max_connections > 0 && total_connections_ >= options_.max_connections &&
-                            it != ids_.end() && !it->second->data_plane;
-    if (it == ids_.end() || it->second->state != v1::CM_LISTENING || quiescing_ || !event.new_id || over_limit) {
+                            it != ids_.end() && !it->second->book.Get(mu_).data_plane;
+    if (it == ids_.end() || it->second->book.Get(mu_).state != v1::CM_LISTENING || quiescing_ || !event.new_id || over_limit) {
       // No listener any more, or a user listener's request past the connections limit (rdmad's data-plane
       // requests are refused with a reason, below): handled below, without the lock.
       id = nullptr;
     } else {
       Id* l = it->second.get();
-      l->events++;
-      l->last_event = fabric::CmEventName(event.type);
+      l->book.Get(mu_).events++;
+      l->book.Get(mu_).last_event = fabric::CmEventName(event.type);
       listener = Name("cmids", l->id);
-      data_plane = l->data_plane;
+      data_plane = l->book.Get(mu_).data_plane;
       auto e = std::make_unique<Id>();
       e->id = next_id_.Next();
       e->channel = ch;
       e->pd = l->pd;
-      e->state = v1::CM_CONNECT_REQUEST;
-      e->listener = listener;
-      e->data_plane = data_plane;
       e->cm = std::move(event.new_id);
-      e->local = local;
-      e->remote = remote;
-      e->device = device;
-      e->events = 1;
-      e->last_event = fabric::CmEventName(event.type);
+      Id::Book& book = e->book.Get(mu_);
+      book.state = v1::CM_CONNECT_REQUEST;
+      book.listener = listener;
+      book.data_plane = data_plane;
+      book.local = local;
+      book.remote = remote;
+      book.device = device;
+      book.events = 1;
+      book.last_event = fabric::CmEventName(event.type);
       id = e.get();
-      ch->ids.insert(e->id);
+      ch->ids.Get(mu_).insert(e->id);
       AccountLocked(*e, +1);
       ids_.emplace(e->id, std::move(e));
     }
@@ -294,7 +295,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   record.resource = Name("cmids", id->id);
   {
     MutexLock lock(&mu_);
-    record.peer = PeerOf(id->remote);
+    record.peer = PeerOf(id->book.Get(mu_).remote);
   }
   if (!r.accepted()) {
     // Logged and audited by the sink (rdmad's RejectLimiter, server/audit/reject_summary.h): any peer can
@@ -308,7 +309,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
       audit_->Record(record);
     } else {
       RDMAD_LOG_INFO("cmids/%llu: data-plane connect from %s rejected: %s (%s)",
-                     static_cast<unsigned long long>(id->id), id->remote.host.c_str(),
+                     static_cast<unsigned long long>(id->id), record.peer.c_str(),
                      std::string(RejectReasonName(r.reason)).c_str(), r.detail.c_str());
     }
     if (observer_ != nullptr) observer_->OnDataPlaneRejected(r.reason);
@@ -317,7 +318,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     }
     {
       MutexLock lock(&mu_);
-      id->error = absl::StrCat("rejected: ", RejectReasonName(r.reason));
+      id->book.Get(mu_).error = absl::StrCat("rejected: ", RejectReasonName(r.reason));
     }
     (void)Destroy(id, false);
     return;
@@ -336,10 +337,10 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
                      static_cast<unsigned long long>(id->id), std::string(s.message()).c_str());
     } else {
       MutexLock lock(&mu_);
-      from->ids.erase(id->id);
-      worker->ids.insert(id->id);
+      from->ids.Get(mu_).erase(id->id);
+      worker->ids.Get(mu_).insert(id->id);
       id->channel = worker;
-      id->migrations++;
+      id->book.Get(mu_).migrations++;
     }
   }
   Channel* owner;
@@ -349,7 +350,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     AccountLocked(*id, -1);
     id->pd = r.claims->pd;
     AccountLocked(*id, +1);
-    id->grant = r.claims->grant;
+    id->book.Get(mu_).grant = r.claims->grant;
   }
   record.principal = r.claims->principal;
   record.detail = r.claims->grant.empty()
@@ -392,7 +393,7 @@ void CmManager::EndDataPlane(Id* id, const char* why) {
   std::string grant;
   {
     MutexLock lock(&mu_);
-    grant = id->grant;
+    grant = id->book.Get(mu_).grant;
   }
   const std::string name = Name("cmids", id->id);
   if (grant.empty() || grants_ == nullptr) {
@@ -419,7 +420,7 @@ CmManager::Channel* CmManager::LeastLoadedWorker() {
   Channel* best = nullptr;
   for (auto& [n, ch] : channels_) {
     if (ch->role != v1::CHANNEL_WORKER) continue;
-    if (best == nullptr || ch->ids.size() < best->ids.size()) best = ch.get();
+    if (best == nullptr || ch->ids.Get(mu_).size() < best->ids.Get(mu_).size()) best = ch.get();
   }
   return best;
 }
@@ -430,7 +431,7 @@ absl::Status CmManager::CreateIdQp(Id* id) {
     MutexLock lock(&mu_);
     pd = id->pd;
     name = Name("cmids", id->id);
-    if (!id->qp.empty()) return absl::OkStatus();
+    if (!id->book.Get(mu_).qp.empty()) return absl::OkStatus();
   }
   fabric::CmId* cm = id->cm.get();
   absl::StatusOr<v1::QueuePair> qp =
@@ -454,7 +455,7 @@ absl::Status CmManager::CreateIdQp(Id* id) {
     return out;
   }
   MutexLock lock(&mu_);
-  id->qp = qp->name();
+  id->book.Get(mu_).qp = qp->name();
   return absl::OkStatus();
 }
 
@@ -465,11 +466,11 @@ void CmManager::FinishConnect(Id* id, absl::Status status) {
   {
     MutexLock lock(&mu_);
     AccountLocked(*id, -1);
-    id->connecting = false;  // CONNECTED or CONNECTING count it from here, or it failed
+    id->book.Get(mu_).connecting = false;  // CONNECTED or CONNECTING count it from here, or it failed
     AccountLocked(*id, +1);
     if (!status.ok()) {
-      if (id->state != v1::CM_REJECTED) SetStateLocked(id, v1::CM_ERROR);
-      if (id->error.empty()) id->error = std::string(status.message());
+      if (id->book.Get(mu_).state != v1::CM_REJECTED) SetStateLocked(id, v1::CM_ERROR);
+      if (id->book.Get(mu_).error.empty()) id->book.Get(mu_).error = std::string(status.message());
     }
   }
   if (!done) return;
@@ -482,7 +483,7 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
   std::string qp, name = Name("cmids", id->id);
   {
     MutexLock lock(&mu_);
-    qp = id->qp;
+    qp = id->book.Get(mu_).qp;
   }
   if (!qp.empty()) {
     // The QP leaves the registry first (refused while type 2 windows are bound on it, unless forced).
@@ -493,9 +494,9 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
   v1::CmId last;
   {
     MutexLock lock(&mu_);
-    id->qp.clear();
+    id->book.Get(mu_).qp.clear();
     last = ToProto(*id);
-    id->channel->ids.erase(id->id);
+    id->channel->ids.Get(mu_).erase(id->id);
     AccountLocked(*id, -1);
     owned = std::move(ids_[id->id]);
     ids_.erase(id->id);

@@ -41,27 +41,27 @@ bool CmManager::Quiescing() const {
 
 v1::CmIdState CmManager::StateOf(const Id* id) const {
   MutexLock lock(&mu_);
-  return id->state;
+  return id->book.Get(mu_).state;
 }
 
 void CmManager::AccountLocked(const Id& id, int sign) {
-  const bool connection = id.connecting || id.state == v1::CM_CONNECTED || id.state == v1::CM_CONNECTING ||
-                          id.state == v1::CM_CONNECT_REQUEST;
+  const bool connection = id.book.Get(mu_).connecting || id.book.Get(mu_).state == v1::CM_CONNECTED || id.book.Get(mu_).state == v1::CM_CONNECTING ||
+                          id.book.Get(mu_).state == v1::CM_CONNECT_REQUEST;
   // rdmad-wide: ids made by CreateCmId (they have a PD; the data-plane listener has none), and every
   // connection, a data-plane request not yet redeemed included (it holds an rdma_cm id all the same).
-  if (!id.data_plane && !id.pd.empty()) total_ids_ += sign;
+  if (!id.book.Get(mu_).data_plane && !id.pd.empty()) total_ids_ += sign;
   if (connection) total_connections_ += sign;
   if (id.pd.empty()) return;  // rdmad's own listener, or a data-plane id not yet redeemed
-  if (id.data_plane && !connection) return;
+  if (id.book.Get(mu_).data_plane && !connection) return;
   PdUsage& u = usage_[id.pd];
-  if (!id.data_plane) u.ids += sign;
+  if (!id.book.Get(mu_).data_plane) u.ids += sign;
   if (connection) u.connections += sign;
   if (u.ids == 0 && u.connections == 0) usage_.erase(id.pd);
 }
 
 void CmManager::SetStateLocked(Id* id, v1::CmIdState state) {
   AccountLocked(*id, -1);
-  id->state = state;
+  id->book.Get(mu_).state = state;
   AccountLocked(*id, +1);
 }
 
@@ -99,7 +99,7 @@ void CmManager::NewId(const std::string& channel_name, const std::string& pd, Do
     n = id->id = next_id_.Next();
     id->channel = ch;
     id->pd = pd;
-    ch->ids.insert(n);
+    ch->ids.Get(mu_).insert(n);
     AccountLocked(*id, +1);
     ids_.emplace(n, std::move(id));
     return absl::OkStatus();
@@ -131,7 +131,7 @@ absl::Status CmManager::BeginPdRemoval(const std::string& pd) {
   if (it != usage_.end() && it->second.ids > 0) {
     std::vector<std::string> names;
     for (const auto& [n, id] : ids_) {
-      if (id->pd != pd || id->data_plane) continue;
+      if (id->pd != pd || id->book.Get(mu_).data_plane) continue;
       if (names.size() == 8) {
         names.push_back("...");
         break;
@@ -164,7 +164,7 @@ absl::StatusOr<std::vector<v1::CmId>> CmManager::ListCmIds(const v1::ListCmIdsRe
   std::vector<v1::CmId> out;
   if (!request.channel().empty()) {
     RDMAD_ASSIGN_OR_RETURN(Channel * ch, FindChannel(request.channel(), "channel"));
-    for (uint64_t n : ch->ids) out.push_back(ToProto(*ids_.at(n)));
+    for (uint64_t n : ch->ids.Get(mu_)) out.push_back(ToProto(*ids_.at(n)));
     return out;
   }
   for (const auto& [n, id] : ids_) out.push_back(ToProto(*id));
@@ -204,8 +204,8 @@ void CmManager::Listen(const v1::ListenRequest& request, Done<v1::CmId> done,
     {
       MutexLock lock(&mu_);
       SetStateLocked(id, v1::CM_LISTENING);
-      id->local = local;
-      id->device = device;
+      id->book.Get(mu_).local = local;
+      id->book.Get(mu_).device = device;
     }
     RDMAD_LOG_INFO("%s listening on %s:%u", request.name().c_str(), request.address().address().c_str(),
                    request.address().port());
@@ -240,7 +240,7 @@ void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) 
         return std::move(done)(OverLimit("connections", options_.max_connections, total_connections_));
       }
       AccountLocked(*id, -1);
-      id->connecting = true;  // a connection from now on, for the limit and the tenant's quota
+      id->book.Get(mu_).connecting = true;  // a connection from now on, for the limit and the tenant's quota
       AccountLocked(*id, +1);
     }
     id->connect_done = std::move(done);
@@ -248,7 +248,7 @@ void CmManager::Connect(const v1::ConnectRequest& request, Done<v1::CmId> done) 
     id->timeout_ms = request.timeout_ms() ? static_cast<int>(request.timeout_ms()) : 2000;
     {
       MutexLock lock(&mu_);
-      id->remote = FromProto(request.remote());
+      id->book.Get(mu_).remote = FromProto(request.remote());
     }
     // ADDR_RESOLVED -> rdma_resolve_route; ROUTE_RESOLVED -> QP, rdma_connect; ESTABLISHED finishes it.
     if (absl::Status s = id->cm->ResolveAddr(FromProto(request.remote()), id->timeout_ms); !s.ok()) {
@@ -268,7 +268,7 @@ void CmManager::Accept(const v1::AcceptRequest& request, Done<v1::CmId> done) {
     bool data_plane;
     {
       MutexLock lock(&mu_);
-      data_plane = id->data_plane;
+      data_plane = id->book.Get(mu_).data_plane;
     }
     if (state != v1::CM_CONNECT_REQUEST) return std::move(done)(WrongState(request.name(), state, "nothing to accept"));
     if (data_plane) {
@@ -357,7 +357,7 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
       } else {
         to = it->second.get();
         // Counted on the target first, so DeleteChannel refuses it while the migration runs.
-        to->ids.insert(id->id);
+        to->ids.Get(mu_).insert(id->id);
       }
     }
     if (nothing_to_do) return std::move(done)(std::move(settled));
@@ -366,16 +366,16 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
     // not wait; events the kernel still holds for the id move to the new channel.
     if (absl::Status s = id->cm->Migrate(*to->cm); !s.ok()) {
       MutexLock lock(&mu_);
-      to->ids.erase(id->id);
+      to->ids.Get(mu_).erase(id->id);
       return std::move(done)(s);
     }
     v1::CmId after;
     {
       MutexLock lock(&mu_);
       from = Name("channels", id->channel->id);
-      id->channel->ids.erase(id->id);
+      id->channel->ids.Get(mu_).erase(id->id);
       id->channel = to;  // from now on, work for the id goes to `to`'s loop
-      id->migrations++;
+      id->book.Get(mu_).migrations++;
       // Read now: once mu_ is released, `to`'s loop may run a DeleteCmId and destroy the id while this one
       // still runs.
       after = ToProto(*id);

@@ -84,7 +84,7 @@ absl::Status CmManager::Start() {
     MutexLock lock(&mu_);
     Id& listener = *ids_.at(next_id_.Peek() - 1);
     AccountLocked(listener, -1);
-    listener.data_plane = true;
+    listener.book.Get(mu_).data_plane = true;
     AccountLocked(listener, +1);
     listeners_.push_back(name);
     RDMAD_LOG_INFO("data-plane listener %s on %s:%u", name.c_str(), addr.host.c_str(), addr.port);
@@ -185,7 +185,7 @@ v1::EventChannel CmManager::ToProto(const Channel& ch) const {
   out.set_name(Name("channels", ch.id));
   out.set_label(ch.label);
   out.set_role(ch.role);
-  for (uint64_t id : ch.ids) out.add_cm_ids(Name("cmids", id));
+  for (uint64_t id : ch.ids.Get(mu_)) out.add_cm_ids(Name("cmids", id));
   out.set_events_dispatched(ch.dispatched.load());
   out.set_events_pending(ch.pending.load());
   if (ch.loop) {
@@ -228,8 +228,8 @@ absl::Status CmManager::DeleteChannel(const std::string& name) {
       return FailedPrecondition("name", absl::StrCat(name, " is rdmad's own (", v1::ChannelRole_Name(ch->role),
                                                      ") and cannot be deleted"));
     }
-    if (!ch->ids.empty()) {
-      return Busy("name", absl::StrCat(name, " still carries ", ch->ids.size(),
+    if (!ch->ids.Get(mu_).empty()) {
+      return Busy("name", absl::StrCat(name, " still carries ", ch->ids.Get(mu_).size(),
                                                           " CM id(s): delete them or migrate them to another "
                                                           "channel first"));
     }
@@ -297,17 +297,17 @@ v1::CmId CmManager::ToProto(const Id& id) const {
   out.set_name(Name("cmids", id.id));
   out.set_channel(Name("channels", id.channel->id));
   out.set_pd(id.pd);
-  out.set_state(id.state);
-  if (!id.local.host.empty()) *out.mutable_local() = cm::ToProto(id.local);
-  if (!id.remote.host.empty()) *out.mutable_remote() = cm::ToProto(id.remote);
-  out.set_qp(id.qp);
-  out.set_listener(id.listener);
-  out.mutable_counters()->set_events(id.events);
-  out.mutable_counters()->set_migrations(id.migrations);
-  out.set_last_event(id.last_event);
-  out.set_error(id.error);
-  out.set_device(id.device);
-  out.set_data_plane(id.data_plane);
+  out.set_state(id.book.Get(mu_).state);
+  if (!id.book.Get(mu_).local.host.empty()) *out.mutable_local() = cm::ToProto(id.book.Get(mu_).local);
+  if (!id.book.Get(mu_).remote.host.empty()) *out.mutable_remote() = cm::ToProto(id.book.Get(mu_).remote);
+  out.set_qp(id.book.Get(mu_).qp);
+  out.set_listener(id.book.Get(mu_).listener);
+  out.mutable_counters()->set_events(id.book.Get(mu_).events);
+  out.mutable_counters()->set_migrations(id.book.Get(mu_).migrations);
+  out.set_last_event(id.book.Get(mu_).last_event);
+  out.set_error(id.book.Get(mu_).error);
+  out.set_device(id.book.Get(mu_).device);
+  out.set_data_plane(id.book.Get(mu_).data_plane);
   return out;
 }
 

@@ -172,23 +172,28 @@ class CmManager {
     v1::ChannelRole role = v1::CHANNEL_USER;
     std::unique_ptr<fabric::CmChannel> cm;
     std::unique_ptr<dispatch::EventLoop> loop;  // declared after cm: stopped and destroyed first
-    std::set<uint64_t> ids;                     // mu_
+    LockedBy<std::set<uint64_t>> ids;           // mu_
     std::atomic<uint64_t> dispatched{0}, pending{0};
   };
   struct Id {
     uint64_t id = 0;
-    Channel* channel = nullptr;  // mu_; changes only on the old channel's loop, at migration
+    // Changed with mu_ held, and only on the old channel's loop (at migration): read with mu_ held, or on the
+    // loop that owns the id.
+    Channel* channel = nullptr;
     std::string pd;
     std::unique_ptr<fabric::CmId> cm;  // only on the owning channel's loop
-    // Bookkeeping, mu_:
-    v1::CmIdState state = v1::CM_IDLE;
-    bool connecting = false;  // a Connect resolving its address or route: counted as a connection
-    fabric::SockAddr local, remote;
-    std::string qp, listener, last_event, error, device;
-    bool data_plane = false;
-    std::string grant;      // a data-plane connection whose token named this grant
+    // Bookkeeping: read and written with mu_ held (book.Get(mu_), checked by clang's analysis).
+    struct Book {
+      v1::CmIdState state = v1::CM_IDLE;
+      bool connecting = false;  // a Connect resolving its address or route: counted as a connection
+      fabric::SockAddr local, remote;
+      std::string qp, listener, last_event, error, device;
+      bool data_plane = false;
+      std::string grant;  // a data-plane connection whose token named this grant
+      uint64_t events = 0, migrations = 0;
+    };
+    LockedBy<Book> book;
     bool gone_told = false;  // GrantConnections::OnGone was called (owning loop only)
-    uint64_t events = 0, migrations = 0;
     // A Connect in progress (owning loop only): finished by ESTABLISHED or by a failure.
     Done<v1::CmId> connect_done;
     std::string connect_data;

@@ -131,6 +131,20 @@ class Notification {
 // locked: the role is held by being that thread.
 class ABSL_LOCKABLE ThreadRole {};
 
+// A value that a mutex guards from outside the structure holding it: the bookkeeping of an entry that its
+// owner keeps by pointer (a CM id's), guarded by the owner's mutex, which ABSL_GUARDED_BY cannot name from
+// inside the entry. Get(mu) requires `mu` held, so clang's analysis checks every access; the declaration
+// says which mutex it is.
+template <typename T>
+class LockedBy {
+ public:
+  T& Get(const Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return value_; }
+  const T& Get(const Mutex& mu) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return value_; }
+
+ private:
+  T value_{};
+};
+
 // Runs an asynchronous operation (`start` takes its done callback, which receives an absl::StatusOr<T>) and
 // waits for its result: the synchronous form of an asynchronous call. Never on the thread that runs the
 // callback.
