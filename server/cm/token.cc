@@ -46,7 +46,7 @@ absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
   }
   if (ttl > options_.max_ttl) {
     return InvalidArgument("ttl", absl::StrCat("must be at most ", absl::FormatDuration(options_.max_ttl),
-                                               " (max_token_ttl), got ", absl::FormatDuration(ttl)));
+                                               " (rdmad's fixed maximum), got ", absl::FormatDuration(ttl)));
   }
   Entry entry;
   RDMAD_RETURN_IF_ERROR(FillRandom(entry.secret.data(), entry.secret.size()));

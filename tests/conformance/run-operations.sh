@@ -63,7 +63,7 @@ mctl() { "$bin/cli/rdmactl" --server "unix:$mdir/rdmad.sock" "$@"; }
 } >"$out/memlock-ctl.log" 2>&1 || problem="a 1 MiB registration under a 2 MiB limit failed (see $out/memlock-ctl.log)"
 refusal=$(mctl register mr --pd pds/1 --size 2MiB --access local-write 2>&1) && problem="${problem:-2 MiB more under a 2 MiB limit was registered}"
 echo "$refusal" >>"$out/memlock-ctl.log"
-# (Its code, RESOURCE_EXHAUSTED on "source", is checked by registry_test; rdmactl prints the message.)
+# (Its code, RESOURCE_EXHAUSTED on "source", is checked by registry_mr_test; rdmactl prints the message.)
 echo "$refusal" | grep -q "past rdmad's RLIMIT_MEMLOCK of 2 MiB" || problem="${problem:-the refusal does not name the limit: $refusal}"
 kill -TERM "$mpid" 2>/dev/null
 wait "$mpid" || problem="${problem:-rdmad under the memlock limit exited $?}"
