@@ -1,5 +1,6 @@
-// rdmad's locks: Mutex, MutexLock and Notification, used by every layer (server/, and the tests), and
-// AwaitResult, the synchronous form of an asynchronous call.
+// rdmad's locks: Mutex, MutexLock and Notification, used by every layer (server/, and the tests); ThreadRole
+// and LockedBy, which let clang's analysis check a thread's own state and a mutex's guard from outside its
+// structure; and AwaitResult, the synchronous form of an asynchronous call.
 //
 // Why not absl::Mutex: Debian's Abseil is built without ThreadSanitizer hooks, so a TSan build of rdmad cannot
 // see an absl::Mutex being taken or released and reports every access it guards as a race. These are built on
