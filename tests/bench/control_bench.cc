@@ -4,11 +4,11 @@
 //   - verbs: DirectVerbs (direct_verbs.h), libibverbs on the same device in this process: mmap + ibv_reg_mr,
 //     ibv_dereg_mr + munmap, binds and invalidations with their completions busy-polled;
 //   - RPC: the same operation through rdmad's gRPC API over its unix socket (client/client.h);
-//   - no-op: ListPds (one PD) on the same channel, the RPC's own floor. Issue 9 named GetDevice, but rdmad
+//   - no-op: ListPds (one PD) on the same channel, the RPC's own floor. GetDevice would be the obvious one, but rdmad
 //     reads the device's hardware counters from sysfs on each GetDevice (milliseconds in the guest), so the
 //     run first prints both side by side and takes ListPds unless --noop GetDevice;
 //   - ratio: the median of (RPC - the no-op RPC sampled just before it), over the verbs call's median: what
-//     rdmad adds beyond a no-op call per unit of verbs work (issue 9's goal: at most 1.2). Paired per sample,
+//     rdmad adds beyond a no-op call per unit of verbs work (the goal: at most 1.2). Paired per sample,
 //     because the no-op's own spread under load is larger than many verbs calls.
 // IssueGrant -> first byte read is in first_byte.cc (its baseline: a plain librdmacm connection).
 // Usage: control_bench --target unix:/path [--device rxe0] [--sizes 4096,1048576,...] [--iters N]
@@ -159,7 +159,7 @@ class Bench {
   // BindMw and InvalidateMw of type 1 (rdmad's bind QP of the PD; directly: QP a of the loopback pair) and of
   // type 2 (rdmad: a QP of the PD connected to DirectVerbs' peer QP c; directly: QP a), a `window`-byte window on a
   // 64 KiB region, `iters` times each. Also the direct bind preceded by the ibv_reg_mr of the window's range
-  // that rdmad makes on every bind (its "bounds region", issue 9's rxe workaround), for comparison.
+  // that rdmad makes on every bind (its "bounds region", the rxe workaround), for comparison.
   void Windows(int iters, const std::string& pd, uint64_t window, std::vector<Row>* rows) {
     const uint64_t region = 64 * 1024;
     v1::RegisterMrRequest mreq;

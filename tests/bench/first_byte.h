@@ -1,4 +1,4 @@
-// IssueGrant -> first byte read, beside a direct baseline (control_bench, issue 9). Prints figures; judges nothing.
+// IssueGrant -> first byte read, beside a direct baseline (control_bench). Prints figures; judges nothing.
 //   - through rdmad: the IssueGrant RPC, client::RemoteRegion::Open (rdma_cm connect to rdmad's data-plane
 //     listener, token check, a type 2 window bound on the accepted QP, the key's SEND) and one 64-byte read;
 //   - baseline: what an application does without rdmad to read a peer's registered memory for the first

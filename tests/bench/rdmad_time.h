@@ -1,4 +1,4 @@
-// What rdmad itself spends on its RPCs, read from its Prometheus endpoint (control_bench --metrics, issue 9):
+// What rdmad itself spends on its RPCs, read from its Prometheus endpoint (control_bench --metrics):
 // rdmad_rpc_duration_seconds' _sum and _count per method, scraped before and after a group of calls. Their
 // difference over the group is the mean time from the call's admission in rdmad to the answer handed to gRPC
 // (server/rpc/call.h, Ending); what a client sees beyond it is gRPC, the transport and the threads the answer

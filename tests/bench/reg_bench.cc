@@ -1,6 +1,6 @@
-// reg_bench: registering a large anonymous region, by technique, in one process on one device (issue 9,
-// "Registration of large regions"). For each size, each technique runs `reps` times on a fresh mapping
-// (mmap untimed; the timed part ends when the region is registered; ibv_dereg_mr and munmap untimed):
+// reg_bench: registering a large anonymous region, by technique, in one process on one device
+// (docs/performance.md, "Registration of large regions"). For each size, each technique runs `reps` times on a
+// fresh mapping (mmap untimed; the timed part ends when the region is registered; ibv_dereg_mr and munmap untimed):
 //   whole         one ibv_reg_mr of the untouched region (ibv_reg_mr faults every page in while it pins):
 //                 the baseline every other row is divided by;
 //   populate xT   T threads pre-fault the region's chunks (madvise MADV_POPULATE_WRITE, Linux >= 5.14), then

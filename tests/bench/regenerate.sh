@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one command behind docs/performance.md (issue 9): runs every benchmark in fresh Soft-RoCE guests, one
+# The one command behind docs/performance.md: runs every benchmark in fresh Soft-RoCE guests, one
 # after the other, then rewrites the doc's generated tables and its plots from what they measured:
 #   - each benchmark writes markdown fragments (NAME.md) and plot data (NAME.dat) into its output directory
 #     (RDMAD_BENCH_RESULTS, which the harness passes into the guests); they are gathered in OUT/results;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Puts a benchmark run's tables and plots into docs/performance.md (tests/bench/regenerate.sh, issue 9).
+"""Puts a benchmark run's tables and plots into docs/performance.md (tests/bench/regenerate.sh).
 
   render_doc.py DOC RESULTS PLOTS_DIR PNG_DIR
 

@@ -8,7 +8,7 @@
 #       tests/bench/run-scale-bench.sh [--full] [--tenancy] [-- SCALE_BENCH_ARGS...]
 #   default: a short form, as CI runs it so it cannot rot: 100 and 1000 MRs, 100 and 500 grants, 10 and 100
 #     CM ids, 100 windows, 1 and 8 clients (1 s each), 15 samples per operation and count (about a minute);
-#   --full: issue 9's sizes: 1k, 10k, 100k MRs (400 MiB pinned in rdmad, as much again in the benchmark's
+#   --full: the full sizes: 1k, 10k, 100k MRs (400 MiB pinned in rdmad, as much again in the benchmark's
 #     direct baseline, one after the other: run it with RDMAD_GUEST_MEM=4G and --timeout 3600), 1k and 10k
 #     grants, 100 and 1000 CM ids, 1000 windows, 1, 8 and 64 clients, 300 samples;
 #   --tenancy: rdmad with the caller (uid 0 on the unix socket) in a tenant with quotas on MRs, windows, QPs,

@@ -1,4 +1,4 @@
-// scale_bench: rdmad at scale (issue 9). Per-operation p50/p99 at growing object counts (MRs, grants, CM ids),
+// scale_bench: rdmad at scale. Per-operation p50/p99 at growing object counts (MRs, grants, CM ids),
 // each beside the same operation at the first (smallest) count of the same run; rdmad's memory per object
 // (VmRSS growth over N objects) beside the same N verbs objects made directly in this process; throughput of
 // 1..K concurrent clients beside one client. Prints the tables (and writes them as a markdown fragment and

@@ -1,4 +1,4 @@
-// scale_bench's parts (issue 9, scale): what each section measures and the report they fill.
+// scale_bench's parts: what each section measures and the report they fill.
 //   scale_objects.cc: per-operation latency at growing object counts (MRs, grants, CM ids) and rdmad's RSS
 //                     per object;
 //   scale_direct.cc:  the RSS baselines: the same verbs / librdmacm objects made directly in this process;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): the operations suite of issue 8 in one boot.
+# Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): the operations suite in one boot.
 #   1. drain_test: SIGTERM's drain (each case starts its own rdmad), then `rdma resource show` as before;
 #   2. deploy/host-rxe.sh: Soft-RoCE made on a host whose kernel has rdma_rxe (rxe0 removed, made again);
 #   3. RLIMIT_MEMLOCK: rdmad without CAP_IPC_LOCK under a 2 MiB limit reports it and refuses past it;

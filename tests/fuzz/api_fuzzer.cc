@@ -1,4 +1,4 @@
-// api_fuzzer: hostile input against a running rdmad (issue 7). Random sequences of real RPCs with random and
+// api_fuzzer: hostile input against a running rdmad. Random sequences of real RPCs with random and
 // malformed fields (names of the wrong kind, of deleted objects, of other tenants; uint64 values near 2^64
 // and negative as int64; unknown enum values; oversized private data), local mischief on the files rdmad
 // maps (truncation, symlinks, FIFOs), and random private data on rdmad's rdma_cm data-plane listener

@@ -1,4 +1,4 @@
-// The data plane's audit records (issue 7), over the fake fabric and the fake rdma_cm: the CmManager's
+// The data plane's audit records, over the fake fabric and the fake rdma_cm: the CmManager's
 // listener records each accept and reject, the GrantManager each grant's end, through the AuditSink they
 // are given, into a real AuditLog file. The sink used here calls back into both managers from Record: it
 // would deadlock if either recorded with its own lock held.

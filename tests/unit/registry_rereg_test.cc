@@ -182,7 +182,7 @@ TEST_F(RegistryTest, EmulatedReregChangePdMovesTheCount) {
   EXPECT_TRUE(registry_->BindMw(BindReq(w.name(), mr.name(), 0, kPage)).ok());
 }
 
-// A tenant's quotas read UsageOfPd's running totals (issue 9: no listing per creation). Through every change
+// A tenant's quotas read UsageOfPd's running totals (no listing per creation). Through every change
 // of membership or length they must equal what the lists say.
 TEST_F(RegistryTest, UsageOfPdMatchesTheListsThroughEveryChange) {
   auto expect_matches = [&](const std::string& pd, const char* when) {

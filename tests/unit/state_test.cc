@@ -133,7 +133,7 @@ TEST(StateStoreTest, CommittedWritesSurviveAKill) {
   EXPECT_EQ(snap->pds.size(), 20u);
 }
 
-// The cost of a write (one transaction, one fsync of the WAL): printed, for docs/operations.md and issue 9.
+// The cost of a write (one transaction, one fsync of the WAL): printed, for docs/operations.md.
 TEST(StateStoreTest, WriteCost) {
   test::TempDir dir;
   auto store = OpenOrDie(dir.Sub("state.db"));

@@ -488,7 +488,7 @@ TEST_F(TenancyTest, QuotasStopExactlyAtTheLimitAndNothingIsHalfCreated) {
 }
 
 // ReregisterMr with revoke_grants checks the request before it revokes anything: a request the registry
-// refuses costs no grant (issue 7's open point; the API fuzzer's "revoke before validate").
+// refuses costs no grant (revoke only after validating).
 TEST_F(TenancyTest, ARefusedReregistrationDoesNotRevokeTheGrantsItAskedToRevoke) {
   const std::string pd = CreatePd(kB);
   v1::MemoryRegion mr;
