@@ -544,12 +544,10 @@ void GrantManager::ArmTimer() {
 }
 
 void GrantManager::ClockMoved() {
-  loop_->RunSync([this] {
-    EndDue(TakeDue());
-    ArmTimer();
-  });
+  loop_->RunSync([this] { OnTimer(); });
 }
 
+// The timer's tick, or ClockMoved's: then the timer may not have fired, and the read (non-blocking) finds nothing.
 void GrantManager::OnTimer() {
   uint64_t ticks = 0;
   (void)!read(timer_fd_, &ticks, sizeof ticks);

@@ -56,8 +56,6 @@ class Package:
                 base = v[2:-len(":__subpackages__")]
                 if package == base or package.startswith(base + "/"):
                     return True
-            if v.endswith(":__pkg__") and v[2:-len(":__pkg__")] == self.path and package == self.path:
-                return True
         return package == self.path
 
 

@@ -1,4 +1,4 @@
-// A whole rdmad in-process (server/daemon.h) over the fake fabric, on a unix socket in /tmp, called through
+// A whole rdmad in-process (server/daemon.h) over the fake fabric, on a unix socket in a TempDir, called through
 // the client library: it serves, its grant leases follow the injected clock, its drain goes through its
 // stages in order and releases every object, and configuration errors are said to be the configuration's.
 //
@@ -6,7 +6,6 @@
 #include "server/daemon.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -20,6 +19,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "server/config.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
 
@@ -30,10 +30,9 @@ constexpr char kAddr[] = "10.0.2.15";
 
 class DaemonTest : public ::testing::Test {
  protected:
-  // Short enough for sockaddr_un; one per test process (tests run in their own processes).
-  const std::string socket_ = absl::StrCat("/tmp/rdmad-daemon-test-", getpid(), ".sock");
-
-  void TearDown() override { unlink(socket_.c_str()); }
+  // In /tmp: the socket's path stays short enough for sockaddr_un.
+  test::TempDir dir_{test::TempDir::Options{.base = "/tmp", .prefix = "rdmad-daemon-test."}};
+  const std::string socket_ = dir_.Sub("rdmad.sock");
 
   Daemon::Options Options() {
     Daemon::Options o;
