@@ -35,9 +35,9 @@ TEST(NormalizeNameTest, CmKinds) {
               HasSubstr("'channels/1' names an event channel, not a CM id"));
   EXPECT_THAT(std::string(NormalizeName(Kind::kChannel, "channels/0").status().message()),
               HasSubstr("is not an event channel name"));
-  EXPECT_EQ(ShortName("cmids/4"), "cmid/4");
-  EXPECT_EQ(ShortName("channels/2"), "channel/2");
-  EXPECT_EQ(ShortName("tokens/17"), "token/17");
+  EXPECT_EQ(NormalizeName(Kind::kCmId, "cmid/4").value(), "cmids/4");
+  EXPECT_EQ(NormalizeName(Kind::kChannel, "channel/2").value(), "channels/2");
+  EXPECT_EQ(NormalizeName(Kind::kToken, "token/17").value(), "tokens/17");
   EXPECT_EQ(KindFromNoun("CMIDS"), Kind::kCmId);
   EXPECT_EQ(KindFromNoun("channel"), Kind::kChannel);
 }
@@ -230,7 +230,7 @@ TEST(CmOutputTest, TokenText) {
   e->set_address("10.0.2.15");
   e->set_port(7471);
   EXPECT_EQ(TokenText(t, "pds/1", now),
-            "token/17 issued for pds/1 (expires 2026-11-22T04:25:58Z, in 30s)\n"
+            "tokens/17 issued for pds/1 (expires 2026-11-22T04:25:58Z, in 30s)\n"
             "endpoints: 10.0.2.15:7471\n"
             "token: 9f003a\n");
   t.clear_endpoints();

@@ -176,11 +176,10 @@ TEST(NormalizeNameTest, RejectsMalformedAndWrongKind) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("names a protection domain, not a memory region"));
 }
 
-TEST(ShortNameTest, SingularForMessages) {
-  EXPECT_EQ(ShortName("mrs/17"), "mr/17");
-  EXPECT_EQ(ShortName("pds/1"), "pd/1");
-  EXPECT_EQ(ShortName("devices/rxe0"), "device/rxe0");
-  EXPECT_EQ(ShortName("other"), "other");
+TEST(NormalizeNameTest, SingularPrefixMeansThePlural) {
+  EXPECT_EQ(NormalizeName(Kind::kMr, "mr/17").value(), "mrs/17");
+  EXPECT_EQ(NormalizeName(Kind::kPd, "pd/1").value(), "pds/1");
+  EXPECT_EQ(NormalizeName(Kind::kDevice, "device/rxe0").value(), "devices/rxe0");
 }
 
 TEST(KindFromNounTest, SingularPluralAnyCase) {

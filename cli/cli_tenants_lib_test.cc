@@ -1,4 +1,4 @@
-// rdmactl's library for tenants: tenant names (NormalizeName, ShortName, TYPE/NAME), the quota cells, the
+// rdmactl's library for tenants: tenant names (NormalizeName, TYPE/NAME), the quota cells, the
 // `get tenants` table, `describe tenant` and `whoami` (cli/parse.h, cli/output.h), from hand-built messages.
 #include <set>
 #include <string>
@@ -30,7 +30,7 @@ TEST(TenantNamesTest, NormalizeAcceptsTheNameAndBothPrefixes) {
   EXPECT_EQ(NormalizeName(Kind::kTenant, "007").value(), "tenants/007");
   EXPECT_EQ(KindFromNoun("Tenants"), Kind::kTenant);
   EXPECT_EQ(KindFromNoun("tenant"), Kind::kTenant);
-  EXPECT_EQ(ShortName("tenants/app"), "tenant/app");
+  EXPECT_EQ(NormalizeName(Kind::kTenant, "tenant/app").value(), "tenants/app");
 }
 
 TEST(TenantNamesTest, NormalizeRejects) {

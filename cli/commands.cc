@@ -237,7 +237,7 @@ absl::StatusOr<v1::CreatePdRequest> Validate(const CreatePdOptions& o) {
 int Run(const v1::CreatePdRequest& request, Context& ctx) {
   auto pd = ctx.client().CreatePd(request);
   if (!pd.ok()) return ctx.Fail(pd.status());
-  return PrintResult(ctx, *pd, {pd->name()}, absl::StrCat(ShortName(pd->name()), " created (", pd->device(), ")"));
+  return PrintResult(ctx, *pd, {pd->name()}, absl::StrCat(pd->name(), " created (", pd->device(), ")"));
 }
 
 // ---- memory regions
@@ -255,7 +255,7 @@ int Run(const v1::RegisterMrRequest& request, Context& ctx) {
   auto mr = ctx.client().RegisterMr(request);
   if (!mr.ok()) return ctx.Fail(mr.status());
   return PrintResult(ctx, *mr, {mr->name()},
-                     absl::StrCat(ShortName(mr->name()), " registered (lkey ", Hex(mr->lkey()), ", rkey ",
+                     absl::StrCat(mr->name(), " registered (lkey ", Hex(mr->lkey()), ", rkey ",
                                   Hex(mr->rkey()), ", addr ", Hex(mr->addr()), ", ", mr->length(), " bytes)"));
 }
 
@@ -300,7 +300,7 @@ int Run(const v1::ReregisterMrRequest& request, Context& ctx) {
   }
   if (!res->warning().empty()) ctx.err() << "warning: " << res->warning() << "\n";
   return PrintResult(ctx, *res, {mr.name()},
-                     absl::StrCat(ShortName(mr.name()), " reregistered (", ReregMethodString(res->method()), "; ", keys,
+                     absl::StrCat(mr.name(), " reregistered (", ReregMethodString(res->method()), "; ", keys,
                                   "; generation ", mr.generation(), ")"));
 }
 
@@ -325,7 +325,7 @@ int Run(const v1::AllocMwRequest& request, Context& ctx) {
   if (!mw.ok()) return ctx.Fail(mw.status());
   return PrintResult(
       ctx, *mw, {mw->name()},
-      absl::StrCat(ShortName(mw->name()), " created (type ", MwTypeString(mw->type()), ", in ", mw->pd(), ")"));
+      absl::StrCat(mw->name(), " created (type ", MwTypeString(mw->type()), ", in ", mw->pd(), ")"));
 }
 
 absl::StatusOr<v1::BindMwRequest> Validate(const BindMwOptions& o) {
@@ -351,7 +351,7 @@ int Run(const v1::BindMwRequest& request, Context& ctx) {
   auto mw = ctx.client().BindMw(request);
   if (!mw.ok()) return ctx.Fail(mw.status());
   return PrintResult(ctx, *mw, {mw->name()},
-                     absl::StrCat(ShortName(mw->name()), " bound (rkey ", Hex(mw->rkey()), ", remote_addr ",
+                     absl::StrCat(mw->name(), " bound (rkey ", Hex(mw->rkey()), ", remote_addr ",
                                   Hex(mw->binding().remote_addr()), ", ", mw->binding().length(), " bytes)"));
 }
 
@@ -375,7 +375,7 @@ int Run(const v1::CreateQpRequest& request, Context& ctx) {
   auto qp = ctx.client().CreateQp(request);
   if (!qp.ok()) return ctx.Fail(qp.status());
   return PrintResult(ctx, *qp, {qp->name()},
-                     absl::StrCat(ShortName(qp->name()), " created (qpn ", qp->local().qpn(), ", psn ",
+                     absl::StrCat(qp->name(), " created (qpn ", qp->local().qpn(), ", psn ",
                                   qp->local().psn(), ", gid ", qp->local().gid().empty() ? "<none>" : qp->local().gid(),
                                   ", lid ", qp->local().lid(), ", port ", qp->port(), ")"));
 }
@@ -409,7 +409,7 @@ int Run(const v1::ConnectQpRequest& request, Context& ctx) {
   auto qp = ctx.client().ConnectQp(request);
   if (!qp.ok()) return ctx.Fail(qp.status());
   return PrintResult(ctx, *qp, {qp->name()},
-                     absl::StrCat(ShortName(qp->name()), " connected (state ", QpStateString(qp->state()),
+                     absl::StrCat(qp->name(), " connected (state ", QpStateString(qp->state()),
                                   ", remote qpn ", qp->remote().qpn(), ")"));
 }
 
@@ -427,12 +427,12 @@ absl::Status Validate(NamedOptions& o) {
 int RunInvalidateMw(const NamedOptions& o, Context& ctx) {
   auto mw = ctx.client().InvalidateMw(o.name);
   if (!mw.ok()) return ctx.Fail(mw.status());
-  return PrintResult(ctx, *mw, {mw->name()}, absl::StrCat(ShortName(mw->name()), " invalidated"));
+  return PrintResult(ctx, *mw, {mw->name()}, absl::StrCat(mw->name(), " invalidated"));
 }
 
 int RunDelete(const NamedOptions& o, Context& ctx) {
   client::Client& c = ctx.client();
-  const std::string done = absl::StrCat(ShortName(o.name), " deleted");
+  const std::string done = absl::StrCat(o.name, " deleted");
   switch (o.kind) {
     case Kind::kPd: {
       auto res = c.DeletePd(o.name, o.cascade, o.revoke_grants);

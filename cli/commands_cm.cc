@@ -56,7 +56,7 @@ int Run(const v1::CreateChannelRequest& request, Context& ctx) {
   auto ch = ctx.client().CreateChannel(request);
   if (!ch.ok()) return ctx.Fail(ch.status());
   return PrintResult(ctx, *ch, {ch->name()},
-                     absl::StrCat(ShortName(ch->name()), " created (thread ", ch->thread().empty() ? "<none>" : ch->thread(),
+                     absl::StrCat(ch->name(), " created (thread ", ch->thread().empty() ? "<none>" : ch->thread(),
                                   ")"));
 }
 
@@ -77,7 +77,7 @@ int Run(const v1::CreateCmIdRequest& request, Context& ctx) {
   auto id = ctx.client().CreateCmId(request);
   if (!id.ok()) return ctx.Fail(id.status());
   return PrintResult(ctx, *id, {id->name()},
-                     absl::StrCat(ShortName(id->name()), " created (on ", id->channel(), ", for ", id->pd(), ")"));
+                     absl::StrCat(id->name(), " created (on ", id->channel(), ", for ", id->pd(), ")"));
 }
 
 absl::StatusOr<v1::ListenRequest> Validate(const ListenOptions& o) {
@@ -101,7 +101,7 @@ int Run(const v1::ListenRequest& request, Context& ctx) {
   const std::string on = id->local().address().empty() ? SocketAddressString(request.address())
                                                        : SocketAddressString(id->local());
   return PrintResult(ctx, *id, {id->name()},
-                     absl::StrCat(ShortName(id->name()), " listening on ", on, " (",
+                     absl::StrCat(id->name(), " listening on ", on, " (",
                                   id->device().empty() ? "any device" : id->device(), ")"));
 }
 
@@ -159,7 +159,7 @@ int Run(const v1::ConnectRequest& request, Context& ctx) {
     return rc;
   }
   return PrintResult(ctx, *id, {id->name()},
-                     absl::StrCat(ShortName(id->name()), " connected to ", SocketAddressString(id->remote()),
+                     absl::StrCat(id->name(), " connected to ", SocketAddressString(id->remote()),
                                   " (qp ", id->qp().empty() ? "<none>" : id->qp(), ", state ",
                                   CmIdStateString(id->state()), ")"));
 }
@@ -176,7 +176,7 @@ int Run(const v1::AcceptRequest& request, Context& ctx) {
   auto id = ctx.client().Accept(request);
   if (!id.ok()) return ctx.Fail(id.status());
   return PrintResult(ctx, *id, {id->name()},
-                     absl::StrCat(ShortName(id->name()), " accepted (qp ", id->qp().empty() ? "<none>" : id->qp(),
+                     absl::StrCat(id->name(), " accepted (qp ", id->qp().empty() ? "<none>" : id->qp(),
                                   ", state ", CmIdStateString(id->state()), "; ESTABLISHED follows as an event)"));
 }
 
@@ -191,14 +191,14 @@ absl::StatusOr<v1::RejectRequest> Validate(const RejectOptions& o) {
 int Run(const v1::RejectRequest& request, Context& ctx) {
   auto id = ctx.client().Reject(request);
   if (!id.ok()) return ctx.Fail(id.status());
-  return PrintResult(ctx, *id, {id->name()}, absl::StrCat(ShortName(id->name()), " rejected (and deleted)"));
+  return PrintResult(ctx, *id, {id->name()}, absl::StrCat(id->name(), " rejected (and deleted)"));
 }
 
 int RunDisconnect(const NamedOptions& o, Context& ctx) {
   auto id = ctx.client().Disconnect(o.name);
   if (!id.ok()) return ctx.Fail(id.status());
   return PrintResult(ctx, *id, {id->name()},
-                     absl::StrCat(ShortName(id->name()), " disconnecting (DISCONNECTED follows as an event)"));
+                     absl::StrCat(id->name(), " disconnecting (DISCONNECTED follows as an event)"));
 }
 
 absl::StatusOr<v1::MigrateCmIdRequest> Validate(const MigrateCmIdOptions& o) {
@@ -214,7 +214,7 @@ int Run(const v1::MigrateCmIdRequest& request, Context& ctx) {
   auto id = ctx.client().MigrateCmId(request);
   if (!id.ok()) return ctx.Fail(id.status());
   return PrintResult(ctx, *id, {id->name()},
-                     absl::StrCat(ShortName(id->name()), " on ", id->channel(), " (", id->counters().migrations(),
+                     absl::StrCat(id->name(), " on ", id->channel(), " (", id->counters().migrations(),
                                   " migration(s) so far)"));
 }
 

@@ -139,7 +139,7 @@ int Run(const v1::RenewGrantRequest& request, Context& ctx) {
   auto g = ctx.client().RenewGrant(request.name(), std::chrono::milliseconds(request.ttl_ms()));
   if (!g.ok()) return ctx.Fail(g.status());
   return PrintResult(ctx, *g, {g->name()},
-                     absl::StrCat(ShortName(g->name()), " renewed (expires ", FormatExpiry(g->expire_time_unix_nanos()),
+                     absl::StrCat(g->name(), " renewed (expires ", FormatExpiry(g->expire_time_unix_nanos()),
                                   ", ", ExpiresIn(g->expire_time_unix_nanos(), wire::WallNow()), "; ", g->renewals(),
                                   " renewal(s))"));
 }
@@ -149,9 +149,9 @@ int RunRevokeGrant(const NamedOptions& o, Context& ctx) {
   if (!g.ok()) return ctx.Fail(g.status());
   std::string message;
   if (g->end_reason() == v1::END_REVOKED || g->end_reason() == v1::GRANT_END_UNSPECIFIED) {
-    message = absl::StrCat(ShortName(g->name()), " revoked (its key is dead)");
+    message = absl::StrCat(g->name(), " revoked (its key is dead)");
   } else {
-    message = absl::StrCat(ShortName(g->name()), " had already ended (", GrantEndReasonString(g->end_reason()), ")");
+    message = absl::StrCat(g->name(), " had already ended (", GrantEndReasonString(g->end_reason()), ")");
   }
   return PrintResult(ctx, *g, {g->name()}, message);
 }

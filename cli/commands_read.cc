@@ -177,7 +177,7 @@ int OpenSession(const GrantSource& src, uint64_t min_length,
     const int rc = DataPlaneFail(ctx, region.status());
     auto revoked = ctx.client().RevokeGrant(s->grant);
     if (revoked.ok()) {
-      ctx.err() << ShortName(s->grant) << " revoked\n";
+      ctx.err() << s->grant << " revoked\n";
     } else {
       ctx.err() << "warning: " << s->grant << " could not be revoked (" << revoked.status().message()
                 << "); it ends when its lease runs out\n";
@@ -196,7 +196,7 @@ std::string CloseSession(Session& s, Context& ctx) {
   if (s.issued) {
     auto revoked = ctx.client().RevokeGrant(s.grant);
     if (revoked.ok()) {
-      note = absl::StrCat(ShortName(s.grant), " revoked");
+      note = absl::StrCat(s.grant, " revoked");
     } else {
       ctx.err() << "warning: revoking " << s.grant << ": " << revoked.status().message()
                 << " (closing the connection ends it too)\n";
@@ -262,7 +262,7 @@ int Run(const ReadPlan& plan, Context& ctx) {
   }
   const double seconds = absl::ToDoubleSeconds(took);
   ctx.err() << "read " << FormatSize(s.length) << " (" << s.length << " bytes) of " << s.what << " through "
-            << ShortName(s.grant)
+            << s.grant
             << (plan.output_file.empty() ? std::string() : absl::StrCat(" to ", plan.output_file)) << " in "
             << absl::FormatDuration(absl::Trunc(took, absl::Microseconds(1)))
             << (seconds > 0 && s.length >= kReadChunk  // a rate means little for less
@@ -331,7 +331,7 @@ int Run(const BenchReadPlan& plan, Context& ctx) {
   bench.size = plan.size;
   bench.depth = plan.depth;
   bench.duration = plan.duration;
-  ctx.err() << "reading " << s.what << " through " << ShortName(s.grant) << ": " << FormatSize(plan.size)
+  ctx.err() << "reading " << s.what << " through " << s.grant << ": " << FormatSize(plan.size)
             << " reads, " << plan.depth << " outstanding, for " << absl::FormatDuration(plan.duration) << "\n";
   absl::StatusOr<BenchResult> result = RunReadBench(*s.region, bench, [] { return absl::Now(); });
   const std::string closed = CloseSession(s, ctx);

@@ -428,7 +428,7 @@ std::string TokenText(const v1::ConnectToken& token, const std::string& pd, absl
   const absl::Duration left = absl::Ceil(expiry - now, absl::Seconds(1));
   std::vector<std::string> endpoints;
   for (const v1::SocketAddress& a : token.endpoints()) endpoints.push_back(SocketAddressString(a));
-  return absl::StrCat(ShortName(token.name()), " issued for ", pd, " (expires ",
+  return absl::StrCat(token.name(), " issued for ", pd, " (expires ",
                       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", expiry, absl::UTCTimeZone()), ", ",
                       left > absl::ZeroDuration() ? absl::StrCat("in ", absl::FormatDuration(left)) : "expired",
                       ")\nendpoints: ", endpoints.empty() ? kNone : absl::StrJoin(endpoints, ", "),
@@ -639,7 +639,7 @@ std::string IssuedGrantText(const v1::IssuedGrant& issued, absl::Time now, const
   std::vector<std::string> endpoints;
   for (const v1::SocketAddress& a : issued.endpoints()) endpoints.push_back(SocketAddressString(a));
   const std::string left = ExpiresIn(g.expire_time_unix_nanos(), now);
-  std::string out = absl::StrCat(ShortName(g.name()), " issued to ", g.principal().empty() ? kNone : g.principal(),
+  std::string out = absl::StrCat(g.name(), " issued to ", g.principal().empty() ? kNone : g.principal(),
                                  ": ", g.mr(), " offset ", FormatSize(g.offset()), " length ", FormatSize(g.length()),
                                  ", ", AccessString(g.access()), ", scope ", GrantScopeString(g.scope()));
   if (g.expire_time_unix_nanos() != 0) {

@@ -224,15 +224,6 @@ absl::StatusOr<std::string> NormalizeName(Kind kind, absl::string_view text) {
   return absl::StrCat(info.plural, "/", n);
 }
 
-std::string ShortName(absl::string_view name) {
-  for (const KindInfo& k : AllKinds()) {
-    if (absl::StartsWith(name, absl::StrCat(k.plural, "/"))) {
-      return absl::StrCat(k.singular, name.substr(std::string(k.plural).size()));
-    }
-  }
-  return std::string(name);
-}
-
 std::vector<size_t> BareWords(const std::vector<std::string>& args, const std::set<std::string>& valued_options,
                               size_t max) {
   std::vector<size_t> words;

@@ -62,10 +62,6 @@ std::optional<Kind> KindFromNoun(absl::string_view noun);
 // error.
 absl::StatusOr<std::string> NormalizeName(Kind kind, absl::string_view text);
 
-// "mrs/17" -> "mr/17", "devices/rxe0" -> "device/rxe0"; anything else unchanged. For kubectl-style
-// messages ("mr/17 registered").
-std::string ShortName(absl::string_view name);
-
 // kubectl's TYPE/NAME form: in the argument list (without argv[0]) the first word after the verb is the
 // noun; if it is "NOUN/NAME" with a known noun it is split into "NOUN" "NOUN/NAME", so "get mrs/17" parses
 // as "get mrs mrs/17". Options before the verb or the noun are skipped; `valued_options` lists the options

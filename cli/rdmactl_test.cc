@@ -348,7 +348,7 @@ TEST_F(RdmactlTest, GrantSendsTheRequestAndPrintsTheGrantAndToken) {
   EXPECT_EQ(req.ttl_ms(), 90000u);
   EXPECT_EQ(req.principal(), "app-7");
   EXPECT_THAT(req.access(), ElementsAre(v1::REMOTE_READ));
-  EXPECT_THAT(r.out, StartsWith("grant/9 issued to app-7: mrs/3 offset 4KiB length 1MiB, remote-read, scope QP "
+  EXPECT_THAT(r.out, StartsWith("grants/9 issued to app-7: mrs/3 offset 4KiB length 1MiB, remote-read, scope QP "
                                 "(expires "));
   EXPECT_THAT(r.out, HasSubstr("\nendpoints: 127.0.0.1:7471\n"));
   EXPECT_THAT(r.out, HasSubstr("\ntoken: 5244544b01020000a5a5"));
@@ -438,7 +438,7 @@ TEST_F(RdmactlTest, Renew) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(grants_.renewed.name(), "grants/9");
   EXPECT_EQ(grants_.renewed.ttl_ms(), 120000u);
-  EXPECT_THAT(r.out, StartsWith("grant/9 renewed (expires "));
+  EXPECT_THAT(r.out, StartsWith("grants/9 renewed (expires "));
   EXPECT_THAT(r.out, HasSubstr(", in 2m; 3 renewal(s))\n"));
   r = Run({"renew", "grant", "7", "--ttl", "30", "-o", "json"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -456,10 +456,10 @@ TEST_F(RdmactlTest, Renew) {
 TEST_F(RdmactlTest, Revoke) {
   Result r = Run({"revoke", "grants/9"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(r.out, "grant/9 revoked (its key is dead)\n");
+  EXPECT_EQ(r.out, "grants/9 revoked (its key is dead)\n");
   r = Run({"revoke", "grant", "12"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(r.out, "grant/12 had already ended (EXPIRED)\n");
+  EXPECT_EQ(r.out, "grants/12 had already ended (EXPIRED)\n");
   EXPECT_THAT(grants_.revoked, ElementsAre("grants/9", "grants/12"));
   r = Run({"revoke", "grants/404"});
   EXPECT_EQ(r.rc, 1);
@@ -562,7 +562,7 @@ TEST_F(RdmactlTest, DeleteMrRevokeGrants) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(mrs_.deregistered.name(), "mrs/3");
   EXPECT_TRUE(mrs_.deregistered.revoke_grants());
-  EXPECT_EQ(r.out, "mr/3 deleted\n");
+  EXPECT_EQ(r.out, "mrs/3 deleted\n");
 }
 
 TEST_F(RdmactlTest, DeletePdRevokeGrants) {
@@ -570,7 +570,7 @@ TEST_F(RdmactlTest, DeletePdRevokeGrants) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(pds_.deleted.cascade());
   EXPECT_TRUE(pds_.deleted.revoke_grants());
-  EXPECT_EQ(r.out, "pd/1 deleted (cascade: mrs/3, pds/1)\n");
+  EXPECT_EQ(r.out, "pds/1 deleted (cascade: mrs/3, pds/1)\n");
   r = Run({"delete", "pd", "pds/2", "--revoke-grants"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_FALSE(pds_.deleted.cascade());

@@ -160,8 +160,8 @@ demo_problem=""
 if ((demo_rc != 0)); then
   demo_problem="deploy/demo.sh exited with status $demo_rc (see $out/demo.log)"
 else
-  for want in "pd/1 created" "mr/1 registered" "mw/1 bound" "EBUSY" "mw/1 invalidated" "cmid/2 connected" \
-              "DATA-PLANE" "cmid/2 deleted" "pd/1 deleted"; do
+  for want in "pds/1 created" "mrs/1 registered" "mws/1 bound" "EBUSY" "mws/1 invalidated" "cmids/2 connected" \
+              "DATA-PLANE" "cmids/2 deleted" "pds/1 deleted"; do
     grep -q "$want" "$out/demo.log" || demo_problem="the demo's output lacks '$want' (see $out/demo.log)"
   done
 fi
