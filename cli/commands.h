@@ -359,7 +359,7 @@ struct GrantSource {
 
 struct ReadOptions {
   GrantSourceOptions source;
-  std::string output_file;  // -o; empty: stdout
+  std::string output_file;  // --out-file; empty: stdout
 };
 struct ReadPlan {
   GrantSource source;

@@ -224,7 +224,7 @@ int Run(const ReadPlan& plan, Context& ctx) {
   if (!plan.output_file.empty()) {  // before issuing anything: a bad path costs no grant
     file.open(plan.output_file, std::ios::binary | std::ios::trunc);
     if (!file) {
-      ctx.err() << "error: -o: cannot write '" << plan.output_file << "'\n";
+      ctx.err() << "error: --out-file: cannot write '" << plan.output_file << "'\n";
       return kExitUsage;
     }
   }

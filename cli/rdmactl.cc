@@ -544,8 +544,7 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
         "Read a range of a memory region through a grant (RDMA reads from this process, in chunks of up to 1MiB) to "
         "stdout or a file");
     add_grant_source(sub, &o->source, "rdmad's, 60s");
-    sub->add_option("-o,--output", o->output_file,
-                    "write the bytes to this file instead of stdout (for 'read', -o names a file, not a format)");
+    sub->add_option("--out-file", o->output_file, "write the bytes to this file instead of stdout");
     sub->callback([sub, o, &action, count_grant_source] {
       count_grant_source(sub, &o->source);
       action.run = [o](Context& ctx) {
@@ -646,7 +645,7 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
       "  rdmactl grant mrs/1 --length 1MiB --for app-7 --ttl 60s --token-file app-7.token\n"
       "  rdmactl get grants --mr mrs/1 && rdmactl revoke grants/1\n"
       "  rdmactl whoami && rdmactl get tenants && rdmactl describe tenant app\n"
-      "  rdmactl read mrs/1 --length 4KiB -o head.bin && rdmactl bench read mrs/1 --size 4KiB --depth 16\n"
+      "  rdmactl read mrs/1 --length 4KiB --out-file head.bin && rdmactl bench read mrs/1 --size 4KiB --depth 16\n"
       "See docs/cli.md.");
 
   // Parse. No arguments at all: help, as kubectl does.
@@ -683,6 +682,7 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
   absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(global, out, err);
   if (!ctx.ok()) {
     err << "error: " << ctx.status().message() << "\n";
+    if (app.got_subcommand("read")) err << "hint: -o is the output format; 'read' writes to a file with --out-file FILE\n";
     return kExitUsage;
   }
   if (channel != nullptr) (*ctx)->UseChannel(std::move(channel));

@@ -621,21 +621,25 @@ TEST_F(RdmactlTest, ReadAndBenchUsageErrorsSendNothing) {
   }
   EXPECT_THAT(grants_.issued, IsEmpty());
   EXPECT_THAT(mrs_.got, IsEmpty());
-  // For bench read, -o is the global output format (for read, the output file).
+  // -o is the global output format on every command, read included (its file is --out-file).
   Result bench = Run({"bench", "read", "mrs/3", "-o", "yaml"});
   EXPECT_EQ(bench.rc, 2);
   EXPECT_THAT(bench.err, HasSubstr("-o: unknown output format 'yaml'"));
+  Result old = Run({"read", "mrs/3", "-o", Path("out.bin")});
+  EXPECT_EQ(old.rc, 2);
+  EXPECT_THAT(old.err, HasSubstr("unknown output format"));
+  EXPECT_THAT(old.err, HasSubstr("--out-file"));
   // An output file that cannot be written: nothing issued either.
-  Result r = Run({"read", "mrs/3", "-o", Path("no/such/dir/out")});
+  Result r = Run({"read", "mrs/3", "--out-file", Path("no/such/dir/out")});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.err, HasSubstr("error: -o: cannot write"));
+  EXPECT_THAT(r.err, HasSubstr("error: --out-file: cannot write"));
   EXPECT_THAT(grants_.issued, IsEmpty());
 }
 
 // There is no RDMA here: the grant is issued, opening it fails, and rdmactl revokes it.
 TEST_F(RdmactlTest, ReadIssuesExactlyTheRangeAndRevokesItWhenTheDataPlaneFails) {
   Result r = Run({"read", "mrs/3", "--offset", "4KiB", "--length", "8KiB", "--ttl", "20s", "--for", "tester",
-                  "-o", Path("out.bin")});
+                  "--out-file", Path("out.bin")});
   EXPECT_EQ(r.rc, 1) << r.err;
   ASSERT_EQ(grants_.issued.size(), 1u);
   const v1::IssueGrantRequest& req = grants_.issued[0];

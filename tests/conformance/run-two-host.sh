@@ -112,7 +112,7 @@ grant_clients() {
 
   # rdmactl read: rdmactl issues its own grant over the range, reads it, revokes it.
   problem=""
-  if ! "${ctl[@]}" read "$mr" --offset 777 --length 1MiB -o "$work/ctl.out" >"$out/rdmactl_read.log" 2>&1; then
+  if ! "${ctl[@]}" read "$mr" --offset 777 --length 1MiB --out-file "$work/ctl.out" >"$out/rdmactl_read.log" 2>&1; then
     problem="rdmactl read failed: $(tail -n 3 "$out/rdmactl_read.log" | tr '\n' ' ')"
   elif ! cmp -s <(expected_slice 777 1048576) "$work/ctl.out"; then
     problem="rdmactl read's bytes differ from A's file: $(cmp <(expected_slice 777 1048576) "$work/ctl.out" 2>&1 | head -n 1)"

@@ -428,7 +428,7 @@ for r in $(seq 1 "$rounds"); do
   # wrong bytes are a failure.
   if ((!full)); then
     :  # the short form: the stall below costs a minute and is a note, not a check
-  elif ! "${rc0[@]}" --timeout 30s read "$mr" --offset 12345 --length 1MiB -o "$work/after-cut.bin" >"$work/after-cut.log" 2>&1; then
+  elif ! "${rc0[@]}" --timeout 30s read "$mr" --offset 12345 --length 1MiB --out-file "$work/after-cut.bin" >"$work/after-cut.log" 2>&1; then
     echo "round $r: rdmactl read after the cut failed: $(tail -n 2 "$work/after-cut.log" | tr '\n' ' ')" |
       tee -a "$out/soak-link-cut-notes.txt" >&2
   elif ! cmp -s <(tail -c +12346 "$expected" | head -c "$MiB") "$work/after-cut.bin"; then
