@@ -73,14 +73,19 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
         return InvalidArgument(key, "must be an integer from 16 to 1048576");
       }
       c.watch_buffer = value.get<int>();
-    } else if (key == "max_grant_ttl_s" || key == "grant_quarantine_ms" || key == "grant_window_pool") {
-      const int64_t lo = key == "max_grant_ttl_s" ? 1 : 0;
-      const int64_t hi = key == "max_grant_ttl_s" ? 604800 : key == "grant_quarantine_ms" ? 3600000 : 4096;
+    } else if (key == "max_grant_ttl_s" || key == "grant_quarantine_ms" || key == "grant_window_pool" ||
+               key == "grant_key_kill_timeout_ms") {
+      const int64_t lo = key == "max_grant_ttl_s" ? 1 : key == "grant_key_kill_timeout_ms" ? 100 : 0;
+      const int64_t hi = key == "max_grant_ttl_s"             ? 604800
+                         : key == "grant_quarantine_ms"       ? 3600000
+                         : key == "grant_key_kill_timeout_ms" ? 600000
+                                                              : 4096;
       if (!value.is_number_integer() || value.get<int64_t>() < lo || value.get<int64_t>() > hi) {
         return InvalidArgument(key, absl::StrCat("must be an integer from ", lo, " to ", hi));
       }
       if (key == "max_grant_ttl_s") c.max_grant_ttl_s = value.get<int64_t>();
       else if (key == "grant_quarantine_ms") c.grant_quarantine_ms = value.get<int64_t>();
+      else if (key == "grant_key_kill_timeout_ms") c.grant_key_kill_timeout_ms = value.get<int64_t>();
       else c.grant_window_pool = value.get<int>();
     } else if (key == "shutdown_deadline_s") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 3600) {
@@ -103,7 +108,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
     } else {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, allow_disk_files, "
                                   "max_mr_bytes, log_level, rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
-                                  "grant_quarantine_ms, grant_window_pool, shutdown_deadline_s, state_file, insecure_tcp, "
+                                  "grant_quarantine_ms, grant_window_pool, grant_key_kill_timeout_ms, shutdown_deadline_s, state_file, insecure_tcp, "
                                   "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
                                   "mw_bounds_region, default_quotas, limits)");
     }

@@ -86,6 +86,9 @@ struct Config {
   int64_t max_grant_ttl_s = 86400;   // longest grant lease (1..604800 s)
   int64_t grant_quarantine_ms = 60000;  // a revoked key's window and value rest this long (0..3600000)
   int grant_window_pool = 8;  // windows kept ready per PD for grants (0..4096)
+  // How long revoking a grant's key may wait on its client's connection before rdmad disconnects the client
+  // to kill the key (100..600000 ms).
+  int64_t grant_key_kill_timeout_ms = 5000;
   // SIGTERM's drain (docs/operations.md#drain-and-shutdown): how long rdmad may take to end its grants,
   // disconnect and release everything before it forces its exit (1..3600 s).
   int64_t shutdown_deadline_s = 30;

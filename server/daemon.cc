@@ -220,6 +220,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   grants::GrantManager::Options grant_options;
   grant_options.max_ttl = absl::Seconds(config.max_grant_ttl_s);
   grant_options.quarantine = absl::Milliseconds(config.grant_quarantine_ms);
+  grant_options.key_kill_timeout = absl::Milliseconds(config.grant_key_kill_timeout_ms);
   grant_options.pool_size = static_cast<size_t>(config.grant_window_pool);
   grant_options.watch_buffer = static_cast<size_t>(config.watch_buffer);
   grant_options.max_grants = config.limits.grants;  // rdmad-wide, every caller's

@@ -295,6 +295,8 @@ void GrantManager::KillKey(uint64_t id) {
     window = it->second->info.window();
     mr = it->second->info.mr();
     scope = it->second->info.scope();
+    // A type 2 window's LOCAL_INV queues behind the client's connection's work: bounded (OnTimer).
+    if (scope == v1::SCOPE_QP && !it->second->info.cm_id().empty()) WatchKillLocked(*it->second);
   }
   if (scope != v1::SCOPE_MR) {
     // Returns once the invalidation's completion was polled; on a QP in the error state (the client's bad
@@ -333,6 +335,7 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
     Entry& e = *it->second;
+    UnwatchKillLocked(e);
     if (!status.ok()) {
       // The key may still be live: the grant stays ACTIVE and whoever asked hears why.
       e.busy = e.ending = false;
@@ -405,6 +408,7 @@ void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const st
   e.info.set_end_detail(detail);
   e.info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
   expiries_.erase({e.expiry, e.id});
+  UnwatchKillLocked(e);
   for (auto* index : {&by_mr_, &by_pd_}) {
     const std::string& key = index == &by_mr_ ? e.info.mr() : e.info.pd();
     auto it = index->find(key);

@@ -525,12 +525,25 @@ void GrantManager::ScheduleLocked(Entry& e) {
   if (earliest) loop_->Post([this] { ArmTimer(); });
 }
 
+void GrantManager::WatchKillLocked(Entry& e) {
+  e.kill_deadline = options_.clock() + options_.key_kill_timeout;
+  const bool earliest = kills_.empty() || e.kill_deadline < kills_.begin()->first;
+  kills_.insert({e.kill_deadline, e.id});
+  if (earliest && (expiries_.empty() || e.kill_deadline < expiries_.begin()->first)) loop_->Post([this] { ArmTimer(); });
+}
+
+void GrantManager::UnwatchKillLocked(Entry& e) {
+  kills_.erase({e.kill_deadline, e.id});
+  e.kill_deadline = absl::InfiniteFuture();
+}
+
 void GrantManager::ArmTimer() {
   if (timer_fd_ < 0) return;
   absl::Time next = absl::InfiniteFuture();
   {
     MutexLock lock(&mu_);
     if (!expiries_.empty()) next = expiries_.begin()->first;
+    if (!kills_.empty()) next = std::min(next, kills_.begin()->first);
   }
   itimerspec spec{};
   if (next != absl::InfiniteFuture()) {
@@ -552,6 +565,7 @@ void GrantManager::OnTimer() {
   uint64_t ticks = 0;
   (void)!read(timer_fd_, &ticks, sizeof ticks);
   EndDue(TakeDue());
+  Disconnect(TakeStuckKills());
   ArmTimer();
 }
 
@@ -578,6 +592,36 @@ std::vector<uint64_t> GrantManager::TakeDue() {
 
 void GrantManager::EndDue(const std::vector<uint64_t>& due) {
   for (uint64_t id : due) End(id, v1::END_EXPIRED, "its lease ran out", nullptr);
+}
+
+std::vector<std::pair<std::string, std::string>> GrantManager::TakeStuckKills() {
+  std::vector<std::pair<std::string, std::string>> stuck;
+  MutexLock lock(&mu_);
+  const absl::Time now = options_.clock();
+  while (!kills_.empty() && kills_.begin()->first <= now) {
+    auto it = grants_.find(kills_.begin()->second);
+    kills_.erase(kills_.begin());
+    if (it == grants_.end()) continue;
+    it->second->kill_deadline = absl::InfiniteFuture();
+    if (!it->second->info.cm_id().empty()) stuck.emplace_back(it->second->info.name(), it->second->info.cm_id());
+  }
+  return stuck;
+}
+
+// Work ahead of the LOCAL_INV on the client's QP is not completing: a SEND the client never receives, retried
+// for as long as its connection allows (without end with an RNR retry count of 7). rdma_disconnect moves
+// the QP to the error state, which flushes the queue; the invalidation's flushed completion then makes the
+// registry deallocate and replace the window, which kills the key whatever the QP's state (KillKey).
+void GrantManager::Disconnect(const std::vector<std::pair<std::string, std::string>>& stuck) {
+  for (const auto& [grant, cm_id] : stuck) {
+    RDMAD_LOG_WARN("%s: its key's invalidation waited %s on %s's queue: disconnecting the client", grant.c_str(),
+                   absl::FormatDuration(options_.key_kill_timeout).c_str(), cm_id.c_str());
+    cm_->Disconnect(cm_id, Guarded([grant, cm_id](absl::StatusOr<v1::CmId> r) {
+      if (!r.ok()) {
+        RDMAD_LOG_WARN("%s: disconnecting %s: %s", grant.c_str(), cm_id.c_str(), std::string(r.status().message()).c_str());
+      }
+    }));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------

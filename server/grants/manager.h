@@ -22,7 +22,8 @@
 //   - mu_ guards every grant, the indexes, the pools and the timers' index. It is never held across a call
 //     into the Registry, the CmManager or the TokenStore... except TokenStore::Issue/Revoke, which take
 //     only the store's own lock and never call back.
-//   - The "grants" EventLoop owns the expiry timer (a timerfd) and refills pools. Expiry fires there.
+//   - The "grants" EventLoop owns the timer (a timerfd) and refills pools. Expiry fires there, and so does
+//     the deadline of a key's invalidation stuck on its client's QP (Options::key_kill_timeout).
 //   - Activation and revocation are chains of callbacks: they start on a CM dispatcher (OnConnected,
 //     OnGone) or a gRPC thread (RevokeGrant, Retire), continue on the device dispatcher (bind and
 //     invalidate completions) and never wait. A grant with an operation in flight is `busy`; an end
@@ -70,7 +71,11 @@ class GrantManager final : public cm::GrantConnections {
     absl::Duration max_ttl = absl::Hours(24);
     absl::Duration max_token_ttl = absl::Hours(1);  // the TokenStore's: a client connects within it
     absl::Duration quarantine = absl::Seconds(60);  // before a revoked window or key value is used again
-    size_t pool_size = 8;                           // ready windows kept per PD
+      // How long a key's invalidation may wait on the client's QP (behind a SEND the client never receives,
+    // retried without end if its connection asked for unlimited RNR retry) before rdmad disconnects it: the
+    // QP's error state flushes the queue, and the window is deallocated and replaced, killing the key.
+    absl::Duration key_kill_timeout = absl::Seconds(5);
+  size_t pool_size = 8;                           // ready windows kept per PD
     size_t max_ended = 1024;                        // ended grants remembered for Get/List
     size_t max_batch = 1024;                        // IssueGrants
     // rdmad-wide: grants not ended, of every caller, admins included (config limits.grants; 0: none). An
@@ -163,6 +168,7 @@ class GrantManager final : public cm::GrantConnections {
     std::string pending_detail;
     std::vector<Done<v1::Grant>> waiters;       // RevokeGrant / Retire calls waiting for the end
     absl::AnyInvocable<void() &&> release;      // from OnGone: called once the window is off the QP
+    absl::Time kill_deadline = absl::InfiniteFuture();  // of its LOCAL_INV in flight (kills_); none: infinite
   };
   using Waiters = std::vector<Done<v1::Grant>>;
 
@@ -219,13 +225,19 @@ class GrantManager final : public cm::GrantConnections {
   void Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release);
   std::string Message(const Entry& e, wire::GrantMessageType type) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Expiry (the "grants" loop).
+  // Expiry and stuck kills (the "grants" loop): one timer for the earliest of both indexes.
   void ScheduleLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A key's invalidation on the client's QP began: it must end by Options::key_kill_timeout.
+  void WatchKillLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnwatchKillLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmTimer();
   void OnTimer();
-  // OnTimer's two steps: take the grants whose lease has run out from the expiry index, then end them.
+  // OnTimer's steps: take the grants whose lease has run out from the expiry index, then end them; take the
+  // invalidations past their deadline, then disconnect their clients.
   std::vector<uint64_t> TakeDue();
   void EndDue(const std::vector<uint64_t>& due);
+  std::vector<std::pair<std::string, std::string>> TakeStuckKills();  // (grant, cm id)
+  void Disconnect(const std::vector<std::pair<std::string, std::string>>& stuck);
   // Pool refill (the "grants" loop).
   void RefillSoon(const std::string& pd);
   void Refill(const std::string& pd);
@@ -250,6 +262,7 @@ class GrantManager final : public cm::GrantConnections {
   std::map<std::string, std::set<uint64_t>> by_principal_ ABSL_GUARDED_BY(mu_);  // live and remembered
   std::deque<uint64_t> ended_ ABSL_GUARDED_BY(mu_);                               // in end order
   std::set<std::pair<absl::Time, uint64_t>> expiries_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, uint64_t>> kills_ ABSL_GUARDED_BY(mu_);  // invalidations in flight, by deadline
   std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued

@@ -40,10 +40,12 @@ static_assert(static_cast<int>(CmEventType::kAddrChange) == RDMA_CM_EVENT_ADDR_C
 static_assert(static_cast<int>(CmEventType::kTimewaitExit) == RDMA_CM_EVENT_TIMEWAIT_EXIT);
 
 constexpr uint8_t kRetryCount = 7;
-// Not 7 (retry for ever): a peer that never posts a receive would hold rdmad's SEND (a grant's key
-// message) in RNR retries for as long as it stays connected, and every work request behind it too: the
-// LOCAL_INV of a revocation. With 6 retries the SEND fails after at most 6 times the peer's RNR timer
-// (at most 655 ms each), the QP goes to the error state, and revocation deallocates the window.
+// Not 7 (retry for ever): a peer that never posts a receive would hold rdmad's SEND in RNR retries for as
+// long as it stays connected, and every work request behind it too. With 6 retries the SEND fails after at
+// most 6 times the peer's RNR timer (at most 655 ms each) and the QP goes to the error state. This holds
+// for the connections rdmad makes (rdma_connect). In an accept the value goes into the REP, for the peer's
+// QP: rdmad's own QP takes the connect request's count, the client's choice, which may be 7. The grants
+// bound that case themselves (GrantManager::Options::key_kill_timeout).
 constexpr uint8_t kRnrRetryCount = 6;
 // The local ACK timeout of rdmad's connections (4.096 us * 2^17 = 537 ms per try, so a peer that vanished
 // without a disconnect fails a SEND after about 8 tries, 4.3 s). rdma_cm's default on rxe gave about 40 s:

@@ -214,6 +214,24 @@ TEST(ParseConfigTest, RdmaCmKeys) {
   EXPECT_TRUE(IsError(ParseConfig(R"({"watch_buffer": 15})"), absl::StatusCode::kInvalidArgument, "watch_buffer"));
 }
 
+TEST(ParseConfigTest, GrantKeys) {
+  absl::StatusOr<Config> c = ParseConfig(R"({"max_grant_ttl_s": 600, "grant_quarantine_ms": 0,
+                                             "grant_window_pool": 4, "grant_key_kill_timeout_ms": 100})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_grant_ttl_s, 600);
+  EXPECT_EQ(c->grant_quarantine_ms, 0);
+  EXPECT_EQ(c->grant_window_pool, 4);
+  EXPECT_EQ(c->grant_key_kill_timeout_ms, 100);
+  EXPECT_EQ(ParseConfig("{}")->grant_key_kill_timeout_ms, 5000);
+  for (const char* bad : {R"({"grant_key_kill_timeout_ms": 99})", R"({"grant_key_kill_timeout_ms": 600001})",
+                          R"({"grant_key_kill_timeout_ms": "5s"})"}) {
+    EXPECT_TRUE(IsError(ParseConfig(bad), absl::StatusCode::kInvalidArgument, "grant_key_kill_timeout_ms")) << bad;
+  }
+  EXPECT_TRUE(IsError(ParseConfig(R"({"max_grant_ttl_s": 0})"), absl::StatusCode::kInvalidArgument, "max_grant_ttl_s"));
+  EXPECT_TRUE(IsError(ParseConfig(R"({"grant_window_pool": 4097})"), absl::StatusCode::kInvalidArgument,
+                      "grant_window_pool"));
+}
+
 }  // namespace rdmad
 
 namespace rdmad {

@@ -1,4 +1,5 @@
 #include "tests/unit/fake_cm.h"
+#include "tests/unit/fake_fabric.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -597,18 +598,25 @@ absl::Status FakeCmId::Reject(const std::string& private_data) {
 
 absl::Status FakeCmId::Disconnect() {
   FakeCmState& s = *state_;
-  Guard g(s);
-  RDMAD_RETURN_IF_ERROR(s.Fault("rdma_disconnect"));
-  IdState& me = s.ids.at(number_);
-  if (me.phase < Phase::kConnecting) return Einval("rdma_disconnect");  // never connected: no IB CM id
-  s.Log(absl::StrCat("disconnect ", number_));
-  if (me.phase != Phase::kConnected) return absl::OkStatus();  // rdma_disconnect: a no-op then
-  me.phase = Phase::kDisconnected;
-  if (IdState* p = s.Find(me.peer); p != nullptr && p->phase == Phase::kConnected) {
-    p->phase = Phase::kDisconnected;
-    s.Post(me.peer, CmEventType::kDisconnected, 0, "");
+  std::shared_ptr<fabric::Qp> qp;
+  {
+    Guard g(s);
+    RDMAD_RETURN_IF_ERROR(s.Fault("rdma_disconnect"));
+    IdState& me = s.ids.at(number_);
+    if (me.phase < Phase::kConnecting) return Einval("rdma_disconnect");  // never connected: no IB CM id
+    s.Log(absl::StrCat("disconnect ", number_));
+    if (me.phase != Phase::kConnected) return absl::OkStatus();  // rdma_disconnect: a no-op then
+    me.phase = Phase::kDisconnected;
+    if (IdState* p = s.Find(me.peer); p != nullptr && p->phase == Phase::kConnected) {
+      p->phase = Phase::kDisconnected;
+      s.Post(me.peer, CmEventType::kDisconnected, 0, "");
+    }
+    s.Post(number_, CmEventType::kDisconnected, 0, "");
+    qp = me.qp;
   }
-  s.Post(number_, CmEventType::kDisconnected, 0, "");
+  // As librdmacm on IB and RoCE: the id's QP goes to the error state, flushing its outstanding work.
+  // Without the mutex, as Accept connects QPs.
+  if (qp) ModifyQpToError(*qp);
   return absl::OkStatus();
 }
 

@@ -20,8 +20,9 @@
 //       instead and finishes with its own Accept, which sends the passive side its ESTABLISHED. A failing
 //       active QP: CONNECT_ERROR (-errno) there, REJECTED 28 on the passive side.
 //   Reject(pd<=148) on the new id -> REJECTED status 28 on the active side with the data padded to 148
-//   Disconnect on a connected id -> DISCONNECTED on both sides, once; again, or on an id in any connection
-//       state, a no-op (as rdma_disconnect); EINVAL on an id that never connected.
+//   Disconnect on a connected id -> DISCONNECTED on both sides, once, and its own QP (if any) to the error
+//       state (fake_fabric.h ModifyQpToError, flushing its work); again, or on an id in any connection state,
+//       a no-op (as rdma_disconnect); EINVAL on an id that never connected.
 //   Migrate(to): the id's queued events move, in order, to the end of `to`'s queue; later ones go there.
 //   ~CmId: its QP first, then the id: its queued events are dropped (a dropped CONNECT_REQUEST destroys
 //       its new id), and a peer gets DISCONNECTED if connected, REJECTED otherwise (status 1, the IB CM's
@@ -29,7 +30,7 @@
 // Wrong states are EINVAL from the rdma_* call (ErrnoError("rdma_listen", EINVAL)); private data over the
 // limit is INVALID_ARGUMENT on field "private_data". As in the verbs backend (server/verbs/cm.cc), Bind and
 // ResolveAddr errors carry field "address", and CreateQp on an id without a device, or with a QP already, is
-// FAILED_PRECONDITION. Not modeled: QPs moved to ERROR on disconnect, checking that CreateQp's PD is on
+// FAILED_PRECONDITION. Not modeled: checking that CreateQp's PD is on
 // device(), timeouts, UD/multicast, IPv6 scope ids.
 //
 // Events: each channel has a queue and an eventfd that is readable exactly while the queue is non-empty and

@@ -204,6 +204,27 @@ std::vector<std::string> FakeLedger::Sent(uint32_t qpn) const {
 void FakeLedger::ForceQpError(uint32_t qpn) {
   std::lock_guard<std::mutex> lock(mu_);
   forced_error_qpns_.insert(qpn);
+  FlushStalledLocked(qpn);
+}
+
+void FakeLedger::StallQp(uint32_t qpn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stalled_qpns_.insert(qpn);
+}
+
+int FakeLedger::Stalled(uint32_t qpn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = stalled_.find(qpn);
+  return it == stalled_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+void FakeLedger::FlushStalledLocked(uint32_t qpn) {
+  stalled_qpns_.erase(qpn);
+  auto it = stalled_.find(qpn);
+  if (it == stalled_.end()) return;
+  std::deque<Completion> flushed = std::move(it->second);
+  stalled_.erase(it);
+  for (Completion& c : flushed) Complete(c.device, std::move(c.run));
 }
 
 void FakeLedger::SetCounter(const std::string& device, uint32_t port, const std::string& name, uint64_t value) {
@@ -359,6 +380,12 @@ class FakeQp final : public fabric::Qp {
         ledger_->Violation(absl::StrCat("qp ", id_, " destroyed while type 2 mw ", wid, " is bound on it"));
       }
     }
+    if (auto it = ledger_->stalled_.find(local_.qpn); it != ledger_->stalled_.end()) {
+      ledger_->Violation(absl::StrCat("qp ", id_, " destroyed with ", it->second.size(), " stalled work requests"));
+      stalled_dropped_ = std::move(it->second);  // destroyed after the mutex is released: they own callbacks
+      ledger_->stalled_.erase(it);
+    }
+    ledger_->stalled_qpns_.erase(local_.qpn);
     ledger_->Event("destroy_qp", absl::StrCat(id_));
     ledger_->qps_.erase(id_);
   }
@@ -385,6 +412,7 @@ class FakeQp final : public fabric::Qp {
   absl::Status PostBind(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("bind");
+    if (StalledLocked()) return StallLocked("ibv_post_send(BIND_MW)", std::move(done));
     absl::StatusOr<uint32_t> r = BindLocked(dynamic_cast<FakeMw*>(&mw), spec);
     if (!r.ok() && r.status().code() != absl::StatusCode::kAborted) return r.status();  // the post failed
     ledger_->Complete(DeviceLocked(), [done = std::move(done), r]() mutable { std::move(done)(r); });
@@ -393,6 +421,7 @@ class FakeQp final : public fabric::Qp {
   absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& bound_to, fabric::WorkDone done) override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("invalidate");
+    if (StalledLocked()) return StallLocked("ibv_post_send(LOCAL_INV)", std::move(done));
     absl::Status s = InvalidateLocked(mw, bound_to);
     if (!s.ok() && s.code() != absl::StatusCode::kAborted) return s;
     ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
@@ -403,6 +432,7 @@ class FakeQp final : public fabric::Qp {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("send");
     if (bytes.size() > fabric::kMaxInlineSend) return ErrnoError("ibv_post_send", EINVAL);
+    if (StalledLocked()) return StallLocked("ibv_post_send(SEND)", std::move(done));
     absl::Status s;
     const bool error = state_ == fabric::QpState::kError || ledger_->forced_error_qpns_.count(local_.qpn) > 0;
     if (error || state_ != fabric::QpState::kRts) {
@@ -415,7 +445,25 @@ class FakeQp final : public fabric::Qp {
     return absl::OkStatus();
   }
 
+  // ModifyQpToError's.
+  void ToError() {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    state_ = fabric::QpState::kError;
+    ledger_->FlushStalledLocked(local_.qpn);
+  }
+
  private:
+  // Callers hold the ledger mutex. StallQp's: work posted now waits until the QP goes to the error state.
+  bool StalledLocked() const {
+    return ledger_->stalled_qpns_.count(local_.qpn) > 0 && state_ != fabric::QpState::kError;
+  }
+  template <typename Done>
+  absl::Status StallLocked(const std::string& call, Done done) {
+    ledger_->stalled_[local_.qpn].push_back({DeviceLocked(), [done = std::move(done), call]() mutable {
+      std::move(done)(absl::AbortedError(absl::StrCat(call, ": completion failed: flushed, the QP is in the error state")));
+    }});
+    return absl::OkStatus();
+  }
   std::string DeviceLocked() const {
     auto it = ledger_->pds_.find(pd_);
     return it == ledger_->pds_.end() ? std::string() : it->second.device;
@@ -437,6 +485,7 @@ class FakeQp final : public fabric::Qp {
   const uint64_t pd_;
   const fabric::QpEndpoint local_;
   fabric::QpState state_ = fabric::QpState::kInit;
+  std::deque<FakeLedger::Completion> stalled_dropped_;
 };
 
 class FakePd final : public fabric::Pd {
@@ -798,6 +847,10 @@ FakeFabric::FakeFabric(std::vector<fabric::DeviceInfo> devices, std::shared_ptr<
 FakeFabric::~FakeFabric() {
   view_.clear();
   owned_.clear();
+}
+
+void ModifyQpToError(fabric::Qp& qp) {
+  if (auto* fake = dynamic_cast<FakeQp*>(&qp)) fake->ToError();
 }
 
 }  // namespace rdmad::fake

@@ -33,8 +33,9 @@
 // (flushed) and the QP goes to ERROR.
 //
 // QP model: created in INIT (as the verbs backend does); Connect moves it to RTS; a failed bind or
-// invalidate completion moves it to ERROR (as a real completion error does); Connect from any state goes
-// back to RTS.
+// invalidate completion moves it to ERROR (as a real completion error does), and so does ModifyQpToError
+// (what rdma_disconnect does to its id's QP); Connect from any state goes back to RTS. A stalled QP
+// (StallQp) holds its work until it goes to ERROR, which flushes it.
 //
 // Thread-safety: every fake object and the ledger may be used from any thread (one ledger mutex). Hooks
 // run without the mutex held, so they may call back into the registry.
@@ -120,6 +121,12 @@ class FakeLedger {
   std::vector<std::string> Sent(uint32_t qpn) const;
   // Moves a live QP to the error state behind the registry's back, as a peer's bad RDMA access does.
   void ForceQpError(uint32_t qpn);
+  // A peer that never takes what is sent to it (no receive posted, and RNR retried without end): from now
+  // on, work posted on the QP with this qpn (binds, invalidations, SENDs) neither takes effect nor
+  // completes, as work queued behind a SEND that is retried for ever, until the QP goes to the error state
+  // (ForceQpError, or ModifyQpToError: its rdma_cm id's Disconnect). Then each completes flushed, in order.
+  void StallQp(uint32_t qpn);
+  int Stalled(uint32_t qpn) const;  // work held on it
 
   // --- hardware counters: Device::ReadCounters of `device` returns what is set here at the time of the
   // call, ordered by port and name, classified with fabric::IsRemoteAccessErrorCounter (hw_counters.h).
@@ -183,6 +190,7 @@ class FakeLedger {
   int fail_bind_ = 0, fail_invalidate_ = 0;
   std::function<void()> reg_mr_hook_;
   std::set<uint32_t> forced_error_qpns_;
+  std::set<uint32_t> stalled_qpns_;
   std::vector<std::pair<uint32_t, std::string>> sent_;  // (qpn, bytes) of successful SENDs
   // device -> (port, name) -> value
   std::map<std::string, std::map<std::pair<uint32_t, std::string>, uint64_t>> counters_;
@@ -195,6 +203,9 @@ class FakeLedger {
   void Complete(const std::string& device, absl::AnyInvocable<void() &&> run);
   void Signal(const std::string& device);
   std::deque<Completion> completions_;
+  std::map<uint32_t, std::deque<Completion>> stalled_;  // by qpn: StallQp's work, flushed on error
+  // Callers hold mu_. The QP went to the error state: its stalled work completes (flushed).
+  void FlushStalledLocked(uint32_t qpn);
   bool held_ = false;
   std::map<std::string, int> completion_fds_;  // device name -> eventfd
 };
@@ -214,6 +225,10 @@ class FakeFabric final : public fabric::Fabric {
   std::vector<std::unique_ptr<fabric::Device>> owned_;
   std::vector<fabric::Device*> view_;
 };
+
+// Moves a fake QP to the error state, flushing its stalled work: what librdmacm's rdma_disconnect does to its
+// id's QP on IB and RoCE (FakeCmId::Disconnect calls it). A QP of another implementation is left alone.
+void ModifyQpToError(fabric::Qp& qp);
 
 }  // namespace rdmad::fake
 

@@ -481,6 +481,42 @@ TEST_F(GrantManagerTest, RevokeWorksOnAQpInTheErrorStateAndRevokedKeysAreNeverRe
   }
 }
 
+// A client whose connection takes nothing rdmad sends (no receive posted, RNR retried without end) holds up
+// the send queue of its QP: the key's LOCAL_INV waits there behind a SEND that never completes. Past
+// key_kill_timeout rdmad disconnects the client; the QP's error state flushes the queue, and the window is
+// deallocated and replaced: the key dies all the same, and the revocation answers.
+TEST_F(GrantManagerTest, AKeyKillStuckOnTheClientsQueueDisconnectsTheClientPastTheTimeoutAndStillKillsTheKey) {
+  fake_clock_ = true;
+  Build();
+  v1::Grant g = Activate(Request());
+  const uint32_t qpn = registry_->GetQp(g.qp()).value().local().qpn();
+  const uint64_t fake_mw = ledger_->MwIdByRkey(registry_->GetMw(g.window()).value().rkey());
+  ledger_->StallQp(qpn);
+  Notification answered;
+  absl::StatusOr<v1::Grant> revoked = absl::UnknownError("unanswered");
+  grants_->Revoke(g.name(), [&](absl::StatusOr<v1::Grant> r) {
+    revoked = std::move(r);
+    answered.Notify();
+  });
+  ASSERT_TRUE(Eventually([&] { return ledger_->Stalled(qpn) == 1; }));  // the LOCAL_INV, held up
+
+  Advance(absl::Milliseconds(4999));  // before the timeout (5 s): rdmad still waits, the client connected
+  grants_->ClockMoved();
+  EXPECT_FALSE(answered.HasBeenNotified());
+  EXPECT_NE(ledger_->MwBoundMr(fake_mw), 0u);
+  EXPECT_EQ(cm_->GetCmId(g.cm_id()).value().state(), v1::CM_CONNECTED);
+
+  Advance(absl::Milliseconds(1));  // at the timeout
+  grants_->ClockMoved();
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->end_reason(), v1::END_REVOKED);
+  EXPECT_EQ(ledger_->MwBoundMr(fake_mw), 0u);  // the window that carried the key is gone
+  EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
+  EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok() && !registry_->GetQp(g.qp()).ok(); }));
+
+}
+
 // rdmad destroys the grant manager before the CM manager and the registry: a completion of the manager's that
 // arrives afterwards (here an invalidation held in the fabric) must find nothing of it to run. Without the
 // lifeline, ASan reports the callback's heap-use-after-free.
