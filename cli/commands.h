@@ -14,7 +14,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/data_plane.h"
 #include "cli/output.h"
 #include "cli/parse.h"
 #include "client/channel.h"

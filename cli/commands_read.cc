@@ -4,7 +4,7 @@
 // A token is single use and only IssueGrant returns it, so these commands take an MR and issue their own
 // grant over exactly the range they read, and revoke it when done (whether the reads succeeded or not). With
 // --token-file and --endpoint they use a grant someone else issued instead and issue or revoke nothing.
-// The loops themselves (chunks, the bench's pipeline) and the statistics are in cli/data_plane.h.
+// Opening the grant, the loops and the statistics are client/transfer.h's.
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "cli/command_util.h"
 #include "cli/commands.h"
-#include "client/remote_region.h"
+#include "client/transfer.h"
 
 namespace rdmad::cli {
 namespace {
@@ -110,103 +110,72 @@ int DataPlaneFail(Context& ctx, const absl::Status& status) {
   return kExitServerError;
 }
 
-// A grant opened for reading: issued here (CloseSession revokes it) or given with --token-file.
-struct Session {
-  std::unique_ptr<client::RemoteRegion> region;
-  std::string grant;                // "grants/9"
-  std::string what;                 // for messages: "mrs/3 offset 0 length 1MiB"
-  bool issued = false;
-  uint64_t offset = 0, length = 0;  // the range to read, from the start of the granted range
-};
-
-// Issues the grant (asking GetMr for the MR's length first when --length was not given) and opens it with
-// options(length). The range must hold at least `min_length` bytes. Returns kExitOk and fills `s`, or prints
-// why not and returns the exit status (revoking a grant it issued).
-int OpenSession(const GrantSource& src, uint64_t min_length,
-                const std::function<client::RemoteRegion::Options(uint64_t length)>& options, Context& ctx,
-                Session* s) {
+// Opens the grant to read: issued here over the range (asking GetMr for the region's length when --length was
+// not given) or given with --token-file. The range must hold at least `min_length` bytes. Returns the reader,
+// or prints why not and sets *rc (revoking a grant it issued).
+std::unique_ptr<client::GrantReader> OpenReader(const GrantSource& src, uint64_t min_length,
+                                                client::RemoteRegion::Options options, Context& ctx, int* rc,
+                                                std::string* what) {
+  options.connect_timeout = absl::FromChrono(ctx.timeout());
+  const auto usage = [&](const std::string& message) {
+    ctx.err() << "error: " << message << "\n";
+    *rc = kExitUsage;
+    return nullptr;
+  };
   if (!src.issue) {
-    auto region = client::RemoteRegion::Open(src.host, src.port, src.token, options(src.length));
-    if (!region.ok()) return DataPlaneFail(ctx, region.status());
-    s->region = *std::move(region);
-    s->grant = s->region->grant_name();
-    const uint64_t granted = s->region->length();
-    if (src.offset >= granted || (src.length > 0 && src.length > granted - src.offset)) {
-      ctx.err() << "error: --offset/--length: the range is outside " << s->grant << ", which covers "
-                << FormatSize(granted) << " (" << granted << " bytes)\n";
-      s->region.reset();
-      return kExitUsage;
+    auto reader = client::GrantReader::OpenToken(src.host, src.port, src.token, options);
+    if (!reader.ok()) return *rc = DataPlaneFail(ctx, reader.status()), nullptr;
+    if (absl::Status in = (*reader)->SetRange(src.offset, src.length); !in.ok()) {
+      return usage(absl::StrCat("--offset/--length: ", in.message()));
     }
-    s->offset = src.offset;
-    s->length = src.length > 0 ? src.length : granted - src.offset;
-    s->what = absl::StrCat(s->grant, " offset ", FormatSize(s->offset), " length ", FormatSize(s->length));
-    if (s->length < min_length) {
-      ctx.err() << "error: " << s->what << " is shorter than one read (" << FormatSize(min_length) << ")\n";
-      s->region.reset();
-      return kExitUsage;
+    *what = absl::StrCat((*reader)->grant(), " offset ", FormatSize((*reader)->offset()), " length ",
+                         FormatSize((*reader)->length()));
+    if ((*reader)->length() < min_length) {
+      return usage(absl::StrCat(*what, " is shorter than one read (", FormatSize(min_length), ")"));
     }
-    return kExitOk;
+    return *std::move(reader);
   }
-
   v1::IssueGrantRequest request = src.request;
-  if (request.length() == 0) {  // to the end of the MR
-    auto mr = ctx.client().GetMr(request.mr());
-    if (!mr.ok()) return ctx.Fail(mr.status());
-    if (request.offset() >= mr->length()) {
-      ctx.err() << "error: --offset: " << FormatSize(request.offset()) << " is at or beyond the end of "
-                << request.mr() << " (" << FormatSize(mr->length()) << ")\n";
-      return kExitUsage;
-    }
-    request.set_length(mr->length() - request.offset());
+  absl::StatusOr<uint64_t> length = client::RangeLength(ctx.client(), request.mr(), request.offset(), request.length());
+  if (!length.ok() && length.status().code() == absl::StatusCode::kOutOfRange && !client::HasDetail(length.status())) {
+    return usage(absl::StrCat("--offset: ", length.status().message()));
   }
+  if (!length.ok()) return *rc = ctx.Fail(length.status()), nullptr;
+  request.set_length(*length);
   if (request.length() < min_length) {
-    ctx.err() << "error: the range (" << FormatSize(request.length()) << ") is shorter than one read ("
-              << FormatSize(min_length) << ")\n";
-    return kExitUsage;
+    return usage(absl::StrCat("the range (", FormatSize(request.length()), ") is shorter than one read (",
+                              FormatSize(min_length), ")"));
   }
   auto issued = ctx.client().IssueGrant(request);
-  if (!issued.ok()) return ctx.Fail(issued.status());
-  s->issued = true;
-  s->grant = issued->grant().name();
-  s->offset = 0;
-  s->length = request.length();
-  s->what = absl::StrCat(request.mr(), " offset ", FormatSize(request.offset()), " length ",
-                         FormatSize(request.length()));
-  auto region = client::RemoteRegion::Open(*issued, options(s->length));
-  if (!region.ok()) {
-    const int rc = DataPlaneFail(ctx, region.status());
-    auto revoked = ctx.client().RevokeGrant(s->grant);
-    if (revoked.ok()) {
-      ctx.err() << s->grant << " revoked\n";
+  if (!issued.ok()) return *rc = ctx.Fail(issued.status()), nullptr;
+  *what = absl::StrCat(request.mr(), " offset ", FormatSize(request.offset()), " length ", FormatSize(*length));
+  std::string revoke_error;
+  auto reader = client::GrantReader::OpenIssued(ctx.client(), *issued, options, &revoke_error);
+  if (!reader.ok()) {
+    *rc = DataPlaneFail(ctx, reader.status());
+    if (revoke_error.empty()) {
+      ctx.err() << issued->grant().name() << " revoked\n";
     } else {
-      ctx.err() << "warning: " << s->grant << " could not be revoked (" << revoked.status().message()
+      ctx.err() << "warning: " << issued->grant().name() << " could not be revoked (" << revoke_error
                 << "); it ends when its lease runs out\n";
     }
-    return rc;
+    return nullptr;
   }
-  s->region = *std::move(region);
-  return kExitOk;
+  return *std::move(reader);
 }
 
-// Revokes a grant this command issued (while still connected: rdmad kills the key, then disconnects), then
-// closes the connection. Returns "grant/9 revoked" for the caller's summary, or "" (nothing issued, or the
-// revoke failed: a warning then, as the grant also ends when the connection closes).
-std::string CloseSession(Session& s, Context& ctx) {
-  std::string note;
-  if (s.issued) {
-    auto revoked = ctx.client().RevokeGrant(s.grant);
-    if (revoked.ok()) {
-      note = absl::StrCat(s.grant, " revoked");
-    } else {
-      ctx.err() << "warning: revoking " << s.grant << ": " << revoked.status().message()
-                << " (closing the connection ends it too)\n";
-    }
+// Closes the reader (revoking a grant it issued). Returns "grants/9 revoked" for the caller's summary, or ""
+// (nothing issued, or the revoke failed: a warning then, as the grant also ends when the connection closes).
+std::string CloseReader(client::GrantReader& reader, Context& ctx) {
+  const bool issued = reader.issued();
+  absl::Status closed = reader.Close();
+  if (!closed.ok()) {
+    ctx.err() << "warning: revoking " << reader.grant() << ": " << closed.message()
+              << " (closing the connection ends it too)\n";
+    return "";
   }
-  s.region.reset();
-  return note;
+  return issued ? absl::StrCat(reader.grant(), " revoked") : "";
 }
-
-absl::Duration ConnectTimeout(Context& ctx) { return absl::FromChrono(ctx.timeout()); }
 
 }  // namespace
 
@@ -228,22 +197,19 @@ int Run(const ReadPlan& plan, Context& ctx) {
       return kExitUsage;
     }
   }
-  Session s;
-  const absl::Duration timeout = ConnectTimeout(ctx);
-  int rc = OpenSession(plan.source, 1,
-                [timeout](uint64_t length) {
-                  client::RemoteRegion::Options o;
-                  o.queue_depth = 1;
-                  o.max_read_bytes = static_cast<size_t>(length > 0 ? std::min(length, kReadChunk) : kReadChunk);
-                  o.connect_timeout = timeout;
-                  return o;
-                },
-                ctx, &s);
-  if (rc != kExitOk) return rc;
+  client::RemoteRegion::Options options;
+  options.queue_depth = 1;
+  options.max_read_bytes = static_cast<size_t>(
+      plan.source.issue && plan.source.request.length() > 0 ? std::min(plan.source.request.length(), kReadChunk)
+                                                            : kReadChunk);
+  int rc = kExitOk;
+  std::string what;
+  std::unique_ptr<client::GrantReader> reader = OpenReader(plan.source, 1, options, ctx, &rc, &what);
+  if (reader == nullptr) return rc;
 
   std::ostream& out = plan.output_file.empty() ? ctx.out() : file;
   const absl::Time start = absl::Now();
-  absl::Status status = ReadInChunks(*s.region, s.offset, s.length, kReadChunk, [&](const char* data, size_t n) {
+  absl::Status status = reader->ReadTo(kReadChunk, [&](const char* data, size_t n) {
     out.write(data, static_cast<std::streamsize>(n));
     if (!out) {
       return absl::DataLossError(
@@ -254,19 +220,20 @@ int Run(const ReadPlan& plan, Context& ctx) {
   out.flush();
   const absl::Duration took = absl::Now() - start;
   if (status.ok() && !out) status = absl::DataLossError("cannot write the output");
-  const std::string closed = CloseSession(s, ctx);
+  const std::string closed = CloseReader(*reader, ctx);
   if (!status.ok()) {
     const int failed = DataPlaneFail(ctx, status);
     if (!closed.empty()) ctx.err() << closed << "\n";
     return failed;
   }
+  const uint64_t length = reader->length();
   const double seconds = absl::ToDoubleSeconds(took);
-  ctx.err() << "read " << FormatSize(s.length) << " (" << s.length << " bytes) of " << s.what << " through "
-            << s.grant
+  ctx.err() << "read " << FormatSize(length) << " (" << length << " bytes) of " << what << " through "
+            << reader->grant()
             << (plan.output_file.empty() ? std::string() : absl::StrCat(" to ", plan.output_file)) << " in "
             << absl::FormatDuration(absl::Trunc(took, absl::Microseconds(1)))
-            << (seconds > 0 && s.length >= kReadChunk  // a rate means little for less
-                    ? absl::StrFormat(" (%.1f MiB/s)", static_cast<double>(s.length) / seconds / 1048576)
+            << (seconds > 0 && length >= kReadChunk  // a rate means little for less
+                    ? absl::StrFormat(" (%.1f MiB/s)", static_cast<double>(length) / seconds / 1048576)
                     : std::string())
             << (closed.empty() ? std::string() : absl::StrCat("; ", closed)) << "\n";
   return kExitOk;
@@ -313,34 +280,23 @@ absl::StatusOr<BenchReadPlan> Validate(const BenchReadOptions& o) {
 }
 
 int Run(const BenchReadPlan& plan, Context& ctx) {
-  Session s;
-  const absl::Duration timeout = ConnectTimeout(ctx);
-  int rc = OpenSession(plan.source, plan.size,
-                [&plan, timeout](uint64_t) {
-                  client::RemoteRegion::Options o;
-                  o.queue_depth = static_cast<size_t>(plan.depth);
-                  o.max_read_bytes = static_cast<size_t>(plan.size);
-                  o.connect_timeout = timeout;
-                  return o;
-                },
-                ctx, &s);
-  if (rc != kExitOk) return rc;
-  BenchPlan bench;
-  bench.offset = s.offset;
-  bench.span = s.length;
-  bench.size = plan.size;
-  bench.depth = plan.depth;
-  bench.duration = plan.duration;
-  ctx.err() << "reading " << s.what << " through " << s.grant << ": " << FormatSize(plan.size)
-            << " reads, " << plan.depth << " outstanding, for " << absl::FormatDuration(plan.duration) << "\n";
-  absl::StatusOr<BenchResult> result = RunReadBench(*s.region, bench, [] { return absl::Now(); });
-  const std::string closed = CloseSession(s, ctx);
+  client::RemoteRegion::Options options;
+  options.queue_depth = static_cast<size_t>(plan.depth);
+  options.max_read_bytes = static_cast<size_t>(plan.size);
+  int rc = kExitOk;
+  std::string what;
+  std::unique_ptr<client::GrantReader> reader = OpenReader(plan.source, plan.size, options, ctx, &rc, &what);
+  if (reader == nullptr) return rc;
+  ctx.err() << "reading " << what << " through " << reader->grant() << ": " << FormatSize(plan.size) << " reads, "
+            << plan.depth << " outstanding, for " << absl::FormatDuration(plan.duration) << "\n";
+  absl::StatusOr<client::BenchResult> result = reader->Bench(plan.size, plan.depth, plan.duration);
+  const std::string closed = CloseReader(*reader, ctx);
   if (!result.ok()) {
     const int failed = DataPlaneFail(ctx, result.status());
     if (!closed.empty()) ctx.err() << closed << "\n";
     return failed;
   }
-  ctx.out() << (ctx.format() == Format::kJson ? BenchJson(*result, s.grant) : BenchTable(*result));
+  ctx.out() << (ctx.format() == Format::kJson ? BenchJson(*result, reader->grant()) : BenchTable(*result));
   if (!closed.empty()) ctx.err() << closed << "\n";
   return kExitOk;
 }

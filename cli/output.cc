@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "cli/parse.h"
 
 namespace rdmad::cli {
@@ -652,6 +653,26 @@ std::string IssuedGrantText(const v1::IssuedGrant& issued, absl::Time now, const
     absl::StrAppend(&out, "token: written to ", token_file, " (", issued.token().size(), " bytes, mode 0600)\n");
   }
   return out;
+}
+
+// ---- bench read
+
+std::string BenchTable(const client::BenchResult& r) {
+  Table t({"READS", "SIZE", "DEPTH", "SECONDS", "IOPS", "MIB/S", "P50-US", "P99-US", "P999-US"});
+  t.AddRow({absl::StrCat(r.reads), FormatSize(r.size), absl::StrCat(r.depth),
+            absl::StrFormat("%.2f", absl::ToDoubleSeconds(r.elapsed)), absl::StrFormat("%.0f", r.iops),
+            absl::StrFormat("%.1f", r.mib_per_s), absl::StrFormat("%.1f", r.p50_us),
+            absl::StrFormat("%.1f", r.p99_us), absl::StrFormat("%.1f", r.p999_us)});
+  return t.Render();
+}
+
+std::string BenchJson(const client::BenchResult& r, const std::string& grant) {
+  return absl::StrFormat(
+      "{\n \"grant\": %s,\n \"reads\": %d,\n \"bytes\": %d,\n \"size\": %d,\n \"depth\": %d,\n \"seconds\": %.3f,\n"
+      " \"iops\": %.1f,\n \"mib_per_s\": %.2f,\n \"latency_us\": {\n  \"p50\": %.2f,\n  \"p99\": %.2f,\n"
+      "  \"p999\": %.2f\n }\n}\n",
+      JsonQuote(grant), r.reads, r.bytes, r.size, r.depth, absl::ToDoubleSeconds(r.elapsed), r.iops, r.mib_per_s,
+      r.p50_us, r.p99_us, r.p999_us);
 }
 
 }  // namespace rdmad::cli

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/transfer.h"
 #include "rdmad/v1/rdmad.pb.h"
 
 namespace rdmad::cli {
@@ -165,6 +166,14 @@ std::string ToJsonList(const google::protobuf::RepeatedPtrField<T>& items) {
   for (const T& item : items) list.push_back(&item);
   return ToJsonList(list);
 }
+
+// ---- bench read
+
+// Table: one header line and one row: READS SIZE DEPTH SECONDS IOPS MIB/S P50-US P99-US P999-US. JSON: one
+// object with `grant` (may be empty), `reads`, `bytes`, `size`, `depth`, `seconds`, `iops`, `mib_per_s` and
+// `latency_us` {`p50`, `p99`, `p999`}. Both end in a newline.
+std::string BenchTable(const client::BenchResult& result);
+std::string BenchJson(const client::BenchResult& result, const std::string& grant);
 
 // ---- Errors
 

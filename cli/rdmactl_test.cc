@@ -668,7 +668,7 @@ TEST_F(RdmactlTest, ReadWithoutLengthReadsToTheEndOfTheMr) {
   // An offset past the end: refused before anything is issued.
   r = Run({"read", "mrs/3", "--offset", "64KiB"});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.err, HasSubstr("error: --offset: 64KiB is at or beyond the end of mrs/3 (64KiB)"));
+  EXPECT_THAT(r.err, HasSubstr("error: --offset: 65536 is at or beyond the end of mrs/3 (65536 bytes)"));
   EXPECT_EQ(grants_.issued.size(), 1u);
 }
 

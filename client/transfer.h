@@ -1,27 +1,30 @@
-// rdmactl's data-plane loops (`read`, `bench read`) and the bench's statistics, apart from the device:
-// the loops are templates over the reader (client::RemoteRegion in rdmactl; a fake in the tests), the
-// statistics and their output pure functions. No I/O of their own, no client calls.
+// Reading a grant's memory in bulk, for applications and rdmactl: GrantReader opens a grant (one it issued
+// through a Client, or someone else's token) and reads its range into a sink in chunks, or measures reads
+// (latency percentiles, IOPS, MiB/s). The loops themselves are templates over the reader (RemoteRegion, or a
+// fake in tests): a Reader has RemoteRegion's ReadOp, Read, Post and Poll. Offsets are from the start of the
+// granted range.
 //
-// A Reader has what RemoteRegion has: a nested ReadOp {offset, length, destination, status}, `absl::Status
-// Read(offset, length, destination)`, `absl::Status Post(ReadOp*)` and `absl::StatusOr<std::vector<ReadOp*>>
-// Poll(size_t min)`. Offsets are from the start of the granted range.
-//
-// Thread-safety: stateless functions; a loop uses its reader from the calling thread only.
-#ifndef RDMAD_CLI_DATA_PLANE_H_
-#define RDMAD_CLI_DATA_PLANE_H_
+// Thread-safety: a GrantReader, like its RemoteRegion, is used by one thread at a time; the functions are
+// stateless.
+#ifndef RDMAD_CLIENT_TRANSFER_H_
+#define RDMAD_CLIENT_TRANSFER_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/client.h"
+#include "client/remote_region.h"
 
-namespace rdmad::cli {
+namespace rdmad::client {
 
 // ---- statistics
 
@@ -42,12 +45,6 @@ struct BenchResult {
 
 // Latencies (nanoseconds, any order; sorted here) and totals -> the result. elapsed <= 0 gives 0 rates.
 BenchResult Summarize(std::vector<uint64_t> latencies_ns, uint64_t size, uint64_t depth, absl::Duration elapsed);
-
-// `bench read` output. Table: one header line and one row: READS SIZE DEPTH SECONDS IOPS MIB/S P50-US P99-US
-// P999-US. JSON: one object with `grant` (may be empty), `reads`, `bytes`, `size`, `depth`, `seconds`,
-// `iops`, `mib_per_s` and `latency_us` {`p50`, `p99`, `p999`}. Both end in a newline.
-std::string BenchTable(const BenchResult& result);
-std::string BenchJson(const BenchResult& result, const std::string& grant);
 
 // ---- loops
 
@@ -139,6 +136,54 @@ absl::StatusOr<BenchResult> RunReadBench(Reader& reader, const BenchPlan& plan, 
   return Summarize(std::move(latencies), plan.size, plan.depth, last - start);
 }
 
-}  // namespace rdmad::cli
+// ---- a grant opened for reading
 
-#endif  // RDMAD_CLI_DATA_PLANE_H_
+// What reading [offset, offset + length) of `mr` needs granted: `length`, or with 0 the rest of the region
+// (its length asked with GetMr). OUT_OF_RANGE when `offset` is at or beyond the region's end; GetMr's own
+// error otherwise.
+absl::StatusOr<uint64_t> RangeLength(Client& client, const std::string& mr, uint64_t offset, uint64_t length);
+
+class GrantReader {
+ public:
+  // Opens `issued`, a grant `client` issued: Close revokes it. When opening fails the grant is revoked
+  // before returning; `revoked` (if set) then says whether that worked ("" on success, else why not).
+  static absl::StatusOr<std::unique_ptr<GrantReader>> OpenIssued(Client& client, const v1::IssuedGrant& issued,
+                                                                 const RemoteRegion::Options& options,
+                                                                 std::string* revoke_error = nullptr);
+  // Opens someone else's grant by its token at host:port; nothing is issued or revoked.
+  static absl::StatusOr<std::unique_ptr<GrantReader>> OpenToken(const std::string& host, uint16_t port,
+                                                                const std::string& token,
+                                                                const RemoteRegion::Options& options);
+  ~GrantReader();
+
+  // The range read, within the granted one: [offset, offset + length), length 0 for the rest of the grant.
+  // INVALID_ARGUMENT when it does not fit. By default the whole grant.
+  absl::Status SetRange(uint64_t offset, uint64_t length);
+
+  // Reads the range in chunks of at most `chunk` bytes (one at a time, in order) into `sink`.
+  absl::Status ReadTo(uint64_t chunk, const std::function<absl::Status(const char*, size_t)>& sink);
+  // Keeps `depth` reads of `size` outstanding over the range for `duration` (RunReadBench).
+  absl::StatusOr<BenchResult> Bench(uint64_t size, uint64_t depth, absl::Duration duration);
+
+  // Revokes a grant this reader issued (while still connected: rdmad kills the key, then disconnects), then
+  // disconnects. Returns the revocation's error, if any (the grant also ends when the connection closes).
+  // Called by the destructor if not before.
+  absl::Status Close();
+
+  const std::string& grant() const { return grant_; }  // "grants/9"
+  uint64_t granted() const;                              // bytes in the granted range
+  uint64_t offset() const { return offset_; }
+  uint64_t length() const { return length_; }
+  bool issued() const { return client_ != nullptr; }
+
+ private:
+  GrantReader(std::unique_ptr<RemoteRegion> region, Client* client, std::string grant);
+  std::unique_ptr<RemoteRegion> region_;
+  Client* client_;  // set when this reader issued the grant (and revokes it)
+  std::string grant_;
+  uint64_t offset_ = 0, length_ = 0;
+};
+
+}  // namespace rdmad::client
+
+#endif  // RDMAD_CLIENT_TRANSFER_H_
