@@ -158,11 +158,11 @@ TEST(CmOutputTest, CmIdsTable) {
   idle->set_channel("channels/2");
   idle->set_pd("pds/1");
   idle->set_state(v1::CM_IDLE);
-  EXPECT_EQ(CmIdsTable(ids, false).Render(),
+  EXPECT_EQ(MakeTable(CmIdColumns(), ids, false).Render(),
             "NAME      CHANNEL      PD      STATE       DEVICE\n"
             "cmids/4   channels/1   pds/1   CONNECTED   devices/rxe0\n"
             "cmids/5   channels/2   pds/1   IDLE        <none>\n");
-  EXPECT_EQ(CmIdsTable(ids, true).Render(),
+  EXPECT_EQ(MakeTable(CmIdColumns(), ids, true).Render(),
             "NAME      CHANNEL      PD      STATE       DEVICE         LOCAL            REMOTE            QP       "
             "LISTENER   EVENTS   MIGRATIONS   LAST-EVENT    DATA-PLANE   REASON\n"
             "cmids/4   channels/1   pds/1   CONNECTED   devices/rxe0   10.0.2.15:7471   10.0.2.16:40123   qps/9    "
@@ -182,10 +182,10 @@ TEST(CmOutputTest, ChannelsTable) {
   ch->set_events_dispatched(12);
   ch->set_thread("cm-1");
   ch->set_thread_id(4242);
-  EXPECT_EQ(ChannelsTable(channels, false).Render(),
+  EXPECT_EQ(MakeTable(ChannelColumns(), channels, false).Render(),
             "NAME         ROLE      CM-IDS   EVENTS   PENDING   THREAD   LABEL\n"
             "channels/1   DEFAULT   2        12       0         cm-1     rdmad\n");
-  EXPECT_THAT(ChannelsTable(channels, true).Render(), HasSubstr("cm-1     rdmad   4242   cmids/1,cmids/4\n"));
+  EXPECT_THAT(MakeTable(ChannelColumns(), channels, true).Render(), HasSubstr("cm-1     rdmad   4242   cmids/1,cmids/4\n"));
 }
 
 TEST(CmOutputTest, EventLines) {
@@ -197,15 +197,15 @@ TEST(CmOutputTest, EventLines) {
   e.set_type("RDMA_CM_EVENT_CONNECT_REQUEST");
   e.set_listener("cmids/2");
   e.set_private_data(std::string(20, '\x01'));
-  EXPECT_EQ(EventHeader(), "SEQ      TIME                          CHANNEL       CM-ID       TYPE               STATUS   DETAILS");
-  EXPECT_EQ(EventLine(e, false),
+  EXPECT_EQ(StreamHeader(EventStream(), false), "SEQ      TIME                          CHANNEL       CM-ID       TYPE               STATUS   DETAILS");
+  EXPECT_EQ(StreamLine(EventStream(), e, false),
             "12       2026-11-22T04:25:28.123456Z   channels/3    cmids/5     CONNECT_REQUEST    0        "
             "listener cmids/2, data 01010101010101010101010101010101... (20 bytes)");
-  EXPECT_THAT(EventLine(e, true), HasSubstr("data 0101010101010101010101010101010101010101 (20 bytes)"));
+  EXPECT_THAT(StreamLine(EventStream(), e, true), HasSubstr("data 0101010101010101010101010101010101010101 (20 bytes)"));
   v1::CmEvent bare;
   bare.set_sequence(1);
   bare.set_status(-110);
-  EXPECT_EQ(EventLine(bare, false),
+  EXPECT_EQ(StreamLine(EventStream(), bare, false),
             "1        1970-01-01T00:00:00.000000Z   <none>        <none>      <none>             -110");
 }
 

@@ -7,8 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cli/commands.h"
 #include "client/transfer.h"
+#include "cli/command.h"
 #include "cli/output.h"
 #include "cli/parse.h"
 
@@ -86,16 +86,7 @@ v1::Grant SampleGrant() {
   return g;
 }
 
-TEST(WatchGrantsTest, FromOldestReachesTheRequest) {
-  WatchGrantsOptions o;
-  EXPECT_FALSE(Validate(o).value().from_oldest());
-  o.from_oldest = true;
-  o.mr = "3";
-  v1::WatchGrantsRequest r = Validate(o).value();
-  EXPECT_TRUE(r.from_oldest());
-  EXPECT_EQ(r.mr(), "mrs/3");
-  EXPECT_EQ(GrantEndReasonString(v1::END_RESTARTED), "RESTARTED");
-}
+TEST(GrantOutputTest, RestartedEndReason) { EXPECT_EQ(GrantEndReasonString(v1::END_RESTARTED), "RESTARTED"); }
 
 TEST(GrantOutputTest, EnumStrings) {
   EXPECT_EQ(GrantStateString(v1::GRANT_ACTIVATING), "ACTIVATING");
@@ -128,11 +119,11 @@ TEST(GrantOutputTest, Table) {
   ended->set_state(v1::GRANT_ENDED);
   ended->set_end_reason(v1::END_MR_DEREGISTERED);
   ended->set_end_detail("mrs/3 deregistered");
-  EXPECT_EQ(GrantsTable(grants, false, kNow).Render(),
+  EXPECT_EQ(MakeTable(GrantColumns(kNow), grants, false).Render(),
             "NAME        MR      OFFSET   LENGTH   SCOPE   STATE    PRINCIPAL   EXPIRES\n"
             "grants/9    mrs/3   4KiB     1MiB     QP      ACTIVE   app-7       in 1m\n"
             "grants/10   mrs/3   4KiB     1MiB     QP      ENDED    app-7       <none>\n");
-  const std::string wide = GrantsTable(grants, true, kNow).Render();
+  const std::string wide = MakeTable(GrantColumns(kNow), grants, true).Render();
   EXPECT_THAT(wide, HasSubstr("PD      ACCESS        RENEWALS   EXPIRY                 CM-ID     QP      WINDOW   "
                               "TOKEN       REASON"));
   EXPECT_THAT(wide, HasSubstr("pds/1   remote-read   2          2026-11-22T04:32:46Z   cmids/5   qps/7   mws/8    "
@@ -141,29 +132,29 @@ TEST(GrantOutputTest, Table) {
 }
 
 TEST(GrantOutputTest, EventLines) {
-  EXPECT_EQ(GrantEventHeader(),
+  EXPECT_EQ(StreamHeader(GrantEventStream(), false),
             "SEQ      TIME                          TYPE        GRANT        MR         PRINCIPAL      DETAILS");
   v1::GrantEvent e;
   e.set_sequence(1);
   e.set_time_unix_nanos(absl::ToUnixNanos(kNow));
   e.set_type(v1::GRANT_ISSUED_EVENT);
   *e.mutable_grant() = SampleGrant();
-  EXPECT_EQ(GrantEventLine(e),
+  EXPECT_EQ(StreamLine(GrantEventStream(), e, false),
             "1        2026-11-22T04:31:46.000000Z   ISSUED      grants/9     mrs/3      app-7          offset 4KiB, "
             "length 1MiB, remote-read, scope QP, expires 2026-11-22T04:32:46Z");
   e.set_type(v1::GRANT_ACTIVATED);
-  EXPECT_THAT(GrantEventLine(e), HasSubstr("ACTIVATED   grants/9     mrs/3      app-7          cmid cmids/5, qp qps/7, "
+  EXPECT_THAT(StreamLine(GrantEventStream(), e, false), HasSubstr("ACTIVATED   grants/9     mrs/3      app-7          cmid cmids/5, qp qps/7, "
                                            "window mws/8"));
   e.set_type(v1::GRANT_RENEWED);
-  EXPECT_THAT(GrantEventLine(e), HasSubstr("RENEWED     grants/9     mrs/3      app-7          expires "
+  EXPECT_THAT(StreamLine(GrantEventStream(), e, false), HasSubstr("RENEWED     grants/9     mrs/3      app-7          expires "
                                            "2026-11-22T04:32:46Z, renewals 2"));
   e.set_type(v1::GRANT_REVOKED);
   e.mutable_grant()->set_end_reason(v1::END_REVOKED);
-  EXPECT_THAT(GrantEventLine(e), HasSubstr("REVOKED     grants/9     mrs/3      app-7          reason REVOKED"));
+  EXPECT_THAT(StreamLine(GrantEventStream(), e, false), HasSubstr("REVOKED     grants/9     mrs/3      app-7          reason REVOKED"));
   e.set_type(v1::GRANT_EXPIRED);
   e.mutable_grant()->set_end_reason(v1::END_EXPIRED);
   e.mutable_grant()->set_principal("");
-  EXPECT_THAT(GrantEventLine(e), HasSubstr("EXPIRED     grants/9     mrs/3      <none>         reason EXPIRED"));
+  EXPECT_THAT(StreamLine(GrantEventStream(), e, false), HasSubstr("EXPIRED     grants/9     mrs/3      <none>         reason EXPIRED"));
 }
 
 TEST(GrantOutputTest, IssuedGrantText) {
@@ -190,10 +181,10 @@ TEST(BenchOutputTest, TableAndJson) {
   EXPECT_EQ(BenchTable(r),
             "READS   SIZE   DEPTH   SECONDS   IOPS   MIB/S   P50-US   P99-US   P999-US\n"
             "1000    4KiB   16      0.50      2000   7.8     750.0    1485.0   1498.5\n");
-  EXPECT_EQ(BenchJson(r, "grants/9"),
-            "{\n \"grant\": \"grants/9\",\n \"reads\": 1000,\n \"bytes\": 4096000,\n \"size\": 4096,\n \"depth\": 16,\n"
-            " \"seconds\": 0.500,\n \"iops\": 2000.0,\n \"mib_per_s\": 7.81,\n \"latency_us\": {\n  \"p50\": 750.00,\n"
-            "  \"p99\": 1485.00,\n  \"p999\": 1498.50\n }\n}\n");
+  EXPECT_EQ(ToJson(BenchJson(r, "grants/9")),
+            "{\n \"grant\": \"grants/9\",\n \"reads\": \"1000\",\n \"bytes\": \"4096000\",\n \"size\": \"4096\",\n"
+            " \"depth\": \"16\",\n \"seconds\": 0.5,\n \"iops\": 2000,\n \"mib_per_s\": 7.8125,\n \"latency_us\": {\n"
+            "  \"p50\": 750,\n  \"p99\": 1485,\n  \"p999\": 1498.5\n }\n}\n");
 }
 
 }  // namespace

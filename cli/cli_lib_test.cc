@@ -7,6 +7,7 @@
 
 #include "cli/output.h"
 #include "cli/parse.h"
+#include "cli/rdmactl_json.pb.h"
 
 namespace rdmad::cli {
 namespace {
@@ -278,10 +279,12 @@ TEST(ParseFormatTest, KnownAndUnknown) {
   EXPECT_THAT(std::string(ParseFormat("yaml").status().message()), HasSubstr("'yaml'"));
 }
 
-TEST(ScalarsTest, HexAndJsonQuote) {
+TEST(ScalarsTest, HexAndJsonEscapes) {
   EXPECT_EQ(Hex(0), "0x0");
   EXPECT_EQ(Hex(0x1234abcd), "0x1234abcd");
-  EXPECT_EQ(JsonQuote("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+  v1::ProtectionDomain pd;
+  pd.set_label("a\"b\\c\nd\x01");
+  EXPECT_THAT(ToJsonLine(pd), HasSubstr("\"label\":\"a\\\"b\\\\c\\nd\\u0001\""));
 }
 
 // ---- Tables
@@ -323,10 +326,10 @@ v1::MemoryRegion SampleMr() {
 TEST(ResourceTablesTest, Mrs) {
   google::protobuf::RepeatedPtrField<v1::MemoryRegion> mrs;
   *mrs.Add() = SampleMr();
-  EXPECT_EQ(MrsTable(mrs, false).Render(),
+  EXPECT_EQ(MakeTable(MrColumns(), mrs, false).Render(),
             "NAME     PD      SOURCE   LENGTH   LKEY     RKEY     ACCESS                    STATE   WINDOWS\n"
             "mrs/17   pds/3   anon     1MiB     0x1234   0x1234   local-write,remote-read   READY   2\n");
-  std::string table = MrsTable(mrs, false).Render();
+  std::string table = MakeTable(MrColumns(), mrs, false).Render();
   EXPECT_THAT(table, HasSubstr("NAME"));
   EXPECT_EQ(table.find("NAME"), 0u);  // NAME first
   for (const char* cell :
@@ -334,7 +337,7 @@ TEST(ResourceTablesTest, Mrs) {
     EXPECT_THAT(table, HasSubstr(cell));
   }
   EXPECT_THAT(table, Not(HasSubstr("ADDR")));
-  std::string wide = MrsTable(mrs, true).Render();
+  std::string wide = MakeTable(MrColumns(), mrs, true).Render();
   for (const char* cell : {"ADDR", "GENERATION", "0x7f0000001000"}) EXPECT_THAT(wide, HasSubstr(cell));
 }
 
@@ -365,19 +368,19 @@ TEST(ResourceTablesTest, DevicesAndGids) {
   g->set_type("RoCEv2");
   d->mutable_caps()->set_mw_type1(true);
   d->mutable_caps()->set_mw_type2b(true);
-  const std::string table = DevicesTable(devices, false).Render();
+  const std::string table = MakeTable(DeviceColumns(), devices, false).Render();
   EXPECT_EQ(table.substr(0, table.find('\n')),
             "NAME           TRANSPORT    PORTS   STATE    MTU    LINK       GIDS   MW-TYPES   NATIVE-REREG");
   EXPECT_THAT(table, HasSubstr("devices/rxe0   InfiniBand   1       ACTIVE   1024   Ethernet   1      1,2b       no"));
   const std::string gids = GidsTable(devices).Render();
   EXPECT_THAT(gids, HasSubstr("devices/rxe0   1      1       RoCEv2   0000:0000:0000:0000:0000:ffff:c0a8:0105"));
   // MW-BOUNDS (wide): who keeps a window's key to its range.
-  EXPECT_THAT(DevicesTable(devices, true).Render(), HasSubstr("   UNSAFE   "));
+  EXPECT_THAT(MakeTable(DeviceColumns(), devices, true).Render(), HasSubstr("   UNSAFE   "));
   d->mutable_caps()->set_mw_bounds_region(true);
-  EXPECT_THAT(DevicesTable(devices, true).Render(), HasSubstr("   bounds-region   "));
+  EXPECT_THAT(MakeTable(DeviceColumns(), devices, true).Render(), HasSubstr("   bounds-region   "));
   d->mutable_caps()->set_mw_bounds_region(false);
   d->mutable_caps()->set_mw_bounds_enforced(true);
-  EXPECT_THAT(DevicesTable(devices, true).Render(), HasSubstr("   device   "));
+  EXPECT_THAT(MakeTable(DeviceColumns(), devices, true).Render(), HasSubstr("   device   "));
 }
 
 TEST(ResourceTablesTest, HwCountersMarkRemoteAccessErrors) {
@@ -414,7 +417,7 @@ TEST(ResourceTablesTest, UnboundWindowAndUnconnectedQp) {
   mw->set_pd("pds/1");
   mw->set_type(v1::TYPE_2);
   mw->set_rkey(0xab);
-  EXPECT_THAT(MwsTable(mws, false).Render(), HasSubstr("mws/2   pds/1   2      no      0xab   <none>"));
+  EXPECT_THAT(MakeTable(MwColumns(), mws, false).Render(), HasSubstr("mws/2   pds/1   2      no      0xab   <none>"));
   google::protobuf::RepeatedPtrField<v1::QueuePair> qps;
   v1::QueuePair* qp = qps.Add();
   qp->set_name("qps/1");
@@ -422,7 +425,7 @@ TEST(ResourceTablesTest, UnboundWindowAndUnconnectedQp) {
   qp->set_state(v1::QP_INIT);
   qp->set_port(1);
   qp->mutable_local()->set_qpn(17);
-  EXPECT_THAT(QpsTable(qps, false).Render(),
+  EXPECT_THAT(MakeTable(QpColumns(), qps, false).Render(),
               HasSubstr("qps/1   pds/1   INIT    1      0           17    0     <none>"));
 }
 
@@ -447,11 +450,11 @@ TEST(JsonTest, SingleObjectWithProtoNamesAndDefaults) {
 }
 
 TEST(JsonTest, Lists) {
-  EXPECT_EQ(ToJsonList(google::protobuf::RepeatedPtrField<v1::ProtectionDomain>()), "{\n \"items\": []\n}\n");
-  google::protobuf::RepeatedPtrField<v1::ProtectionDomain> pds;
-  pds.Add()->set_name("pds/1");
-  pds.Add()->set_name("pds/2");
-  const std::string json = ToJsonList(pds);
+  json::PdList pds;
+  EXPECT_EQ(ToJson(pds), "{\n \"items\": []\n}\n");
+  pds.add_items()->set_name("pds/1");
+  pds.add_items()->set_name("pds/2");
+  const std::string json = ToJson(pds);
   EXPECT_EQ(json.rfind("{\n \"items\": [\n  {\n   \"name\": \"pds/1\",", 0), 0u) << json;
   EXPECT_THAT(json, HasSubstr("  },\n  {\n   \"name\": \"pds/2\""));
   EXPECT_THAT(json, HasSubstr("\n  }\n ]\n}\n"));

@@ -112,7 +112,7 @@ TEST(TenantOutputTest, Table) {
   v1::Tenant* bare = tenants.Add();  // one principal, nothing used, no quotas sent at all
   bare->set_name("tenants/batch");
   bare->add_principals("CN=batch");
-  EXPECT_EQ(TenantsTable(tenants, false).Render(),
+  EXPECT_EQ(MakeTable(TenantColumns(), tenants, false).Render(),
             "NAME            PRINCIPALS                               PDS   MRS      PINNED       GRANTS   TOKENS        "
             "CONNS\n"
             "tenants/app     spiffe://cluster/ns/app/sa/reader (+1)   2     2/8      12KiB/1GiB   1/64     0/unlimited   "
@@ -128,11 +128,11 @@ TEST(TenantOutputTest, WideAddsTheOtherQuotasRootsAndDevices) {
   other->set_name("tenants/batch");
   other->add_devices("devices/rxe0");
   other->add_devices("devices/mlx5_0");
-  const std::string wide = TenantsTable(tenants, true).Render();
+  const std::string wide = MakeTable(TenantColumns(), tenants, true).Render();
   EXPECT_THAT(wide, HasSubstr("CONNS    MWS           QPS      CM-IDS        RPC/S    FILE-ROOTS             DEVICES\n"));
   EXPECT_THAT(wide, HasSubstr("1/4      1/unlimited   0/16     1/unlimited   100      /dev/shm/app           <all>\n"));
   EXPECT_THAT(wide, HasSubstr("<allowed_file_roots>   devices/rxe0,devices/mlx5_0\n"));
-  EXPECT_THAT(TenantsTable(tenants, false).Render(), Not(HasSubstr("RPC/S")));
+  EXPECT_THAT(MakeTable(TenantColumns(), tenants, false).Render(), Not(HasSubstr("RPC/S")));
 }
 
 TEST(TenantOutputTest, Describe) {

@@ -12,7 +12,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "cli/commands.h"
+#include "cli/output.h"
 #include "cli/rdmactl.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
@@ -190,11 +190,11 @@ TEST_F(RdmactlAuditTest, NoRecordsSaysSo) {
 }
 
 TEST(AuditLineTest, AnErrnoWithoutItsNameShowsTheNumber) {
-  EXPECT_THAT(AuditHeader(false), StartsWith("SEQ"));
+  EXPECT_THAT(StreamHeader(AuditStream(), false), StartsWith("SEQ"));
   v1::AuditRecord r;
   r.set_sequence(5);
   r.set_errno_value(9999);
-  EXPECT_THAT(AuditLine(r, false), HasSubstr("OK (9999)"));
+  EXPECT_THAT(StreamLine(AuditStream(), r, false), HasSubstr("OK (9999)"));
 }
 
 }  // namespace

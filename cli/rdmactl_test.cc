@@ -534,6 +534,10 @@ TEST_F(RdmactlTest, WatchGrantsPrintsALinePerEvent) {
   EXPECT_THAT(lines[2], HasSubstr("REVOKED     grants/9     mrs/3      app-7          reason REVOKED"));
   EXPECT_THAT(r.err, HasSubstr("The grant stream ended"));
 
+  EXPECT_FALSE(grants_.watched.from_oldest());
+  EXPECT_EQ(Run({"watch", "grants", "--from-oldest", "--mr", "3"}).rc, 0);
+  EXPECT_TRUE(grants_.watched.from_oldest());  // --from-oldest reaches the request
+  EXPECT_EQ(grants_.watched.mr(), "mrs/3");
   r = Run({"watch", "grant", "-o", "json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("{\"sequence\":\"1\",\"type\":\"GRANT_ISSUED_EVENT\""));
@@ -624,7 +628,7 @@ TEST_F(RdmactlTest, ReadAndBenchUsageErrorsSendNothing) {
   // -o is the global output format on every command, read included (its file is --out-file).
   Result bench = Run({"bench", "read", "mrs/3", "-o", "yaml"});
   EXPECT_EQ(bench.rc, 2);
-  EXPECT_THAT(bench.err, HasSubstr("-o: unknown output format 'yaml'"));
+  EXPECT_THAT(bench.err, HasSubstr("--output: unknown output format 'yaml'"));
   Result old = Run({"read", "mrs/3", "-o", Path("out.bin")});
   EXPECT_EQ(old.rc, 2);
   EXPECT_THAT(old.err, HasSubstr("unknown output format"));

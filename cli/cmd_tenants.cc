@@ -1,0 +1,46 @@
+// rdmactl's tenant commands: get tenants (an admin sees every tenant, a tenant caller its own), describe tenant
+// (every quota, used and limit) and whoami (who rdmad takes this caller to be).
+#include "cli/command.h"
+
+namespace rdmad::cli {
+namespace {
+
+struct GetTenantsOptions {
+  std::string name;
+
+  void Flags(CLI::App* sub) { AddName(sub, &name, Kind::kTenant, false); }
+  absl::Status Validate() const { return absl::OkStatus(); }
+  int Run(Context& ctx) const {
+    client::Client& c = ctx.client();
+    return PrintGet<json::TenantList>(
+        ctx, TenantColumns(), name.empty() ? Items(c.ListTenants(), &v1::ListTenantsResponse::tenants) : One(c.GetTenant(name)),
+        !name.empty());
+  }
+};
+
+int Describe(Context& ctx, const std::string& name) {
+  return Done(ctx, ctx.client().GetTenant(name), [](const v1::Tenant& t) { return Chomp(TenantText(t)); });
+}
+
+struct WhoAmIOptions {
+  void Flags(CLI::App*) {}
+  absl::Status Validate() const { return absl::OkStatus(); }
+  int Run(Context& ctx) const {
+    auto caller = ctx.client().WhoAmI();
+    if (!caller.ok()) return ctx.Fail(caller.status());
+    return PrintResult(ctx, *caller, {caller->principal()}, Chomp(CallerText(*caller)));
+  }
+};
+
+}  // namespace
+
+void RegisterTenantCommands(Registry& r) {
+  r.Add<GetTenantsOptions>(
+      r.Noun("get", Kind::kTenant, "tenants: their principals, PDs and quotas (used/limit); a tenant caller sees only its own",
+             true));
+  r.Add(r.Noun("describe", Kind::kTenant, "A tenant: every quota (used, limit), its principals, file roots, devices and PDs"),
+        NamedOptions{Kind::kTenant, Describe});
+  r.Add<WhoAmIOptions>(r.Verb("whoami"));
+}
+
+}  // namespace rdmad::cli

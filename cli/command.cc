@@ -1,0 +1,168 @@
+// cli/command.h: the Context, the Registry, the typed flags and the printers every command shares.
+#include "cli/command.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace rdmad::cli {
+
+// ---- Context
+
+Context::Context(std::string server, Format format, std::chrono::milliseconds timeout, std::ostream& out,
+                 std::ostream& err)
+    : server_(std::move(server)), format_(format), timeout_(timeout), out_(out), err_(err) {}
+
+client::Client& Context::client() {
+  if (!client_) client_ = std::make_unique<client::Client>(client::Client::Options{server_, timeout_});
+  return *client_;
+}
+
+void Context::UseChannel(std::shared_ptr<grpc::Channel> channel) {
+  client_ = std::make_unique<client::Client>(std::move(channel), timeout_);
+}
+
+int Context::Fail(const absl::Status& status) {
+  std::optional<v1::ErrorDetail> detail;
+  if (client::HasDetail(status)) detail = client::Detail(status);
+  err_ << FormatError(status, detail, server_) << "\n";
+  return kExitServerError;
+}
+
+int Context::Usage(const absl::Status& status) {
+  err_ << "error: " << status.message() << "\nRun 'rdmactl " << command_ << " --help' for usage.\n";
+  return kExitUsage;
+}
+
+// ---- Registry
+
+CLI::App* Registry::Verb(const std::string& name) { return root_->get_subcommand(name); }
+
+CLI::App* Registry::Noun(const std::string& verb, Kind kind, const std::string& description, bool plural) {
+  const KindInfo& k = Info(kind);
+  CLI::App* sub = Verb(verb)->add_subcommand(plural ? k.plural : k.singular, description);
+  sub->alias(plural ? k.singular : k.plural);
+  return sub;
+}
+
+void Registry::OnRun(CLI::App* sub, RunFn run) {
+  std::string command = sub->get_name();
+  for (CLI::App* p = sub->get_parent(); p != nullptr && p != root_; p = p->get_parent()) {
+    command = p->get_name() + " " + command;
+  }
+  sub->callback([this, command, run = std::move(run)] {
+    chosen_ = [command, run](Context& ctx) {
+      ctx.set_command(command);
+      return run(ctx);
+    };
+  });
+}
+
+// ---- typed flags
+
+namespace {
+
+// A transform from what `parse` makes of the text: the text becomes `show(value)`, or the parse error is the
+// flag's error.
+template <typename T, typename Parse, typename Show>
+CLI::Validator Transform(const std::string& what, Parse parse, Show show) {
+  return CLI::Validator(
+      [parse, show](std::string& text) -> std::string {
+        absl::StatusOr<T> value = parse(text);
+        if (!value.ok()) return std::string(value.status().message());
+        text = show(*value);
+        return "";
+      },
+      what);
+}
+
+std::string Decimal(uint64_t n) { return absl::StrCat(n); }
+std::string Same(const std::string& s) { return s; }
+
+}  // namespace
+
+CLI::Validator SizeFlag() {
+  return Transform<uint64_t>("SIZE", [](const std::string& t) { return ParseSize(t); }, Decimal);
+}
+
+CLI::Validator NameFlag(Kind kind) {
+  return Transform<std::string>(
+      "NAME", [kind](const std::string& t) { return NormalizeName(kind, t); }, Same);
+}
+
+CLI::Validator DurationFlag(int64_t max_ms) {
+  return Transform<int64_t>(
+      "DURATION",
+      [max_ms](const std::string& t) -> absl::StatusOr<int64_t> {
+        absl::StatusOr<std::chrono::milliseconds> d = ParseTimeout(t);
+        if (!d.ok()) return d.status();
+        if (d->count() > max_ms) return absl::InvalidArgumentError(absl::StrCat("'", t, "' is too long"));
+        return d->count();
+      },
+      [](int64_t ms) { return absl::StrCat(ms); });
+}
+
+CLI::Validator UintFlag(uint64_t max) {
+  return Transform<uint64_t>("N", [max](const std::string& t) { return ParseUint(t, max); }, Decimal);
+}
+
+CLI::Validator AccessFlag() {
+  return Transform<std::vector<v1::Access>>(
+      "ACCESS", [](const std::string& t) { return ParseAccess(t); },
+      [](const std::vector<v1::Access>& access) {
+        std::string text;
+        for (v1::Access a : access) text += (text.empty() ? "" : ",") + AccessName(a);
+        return text.empty() ? std::string("none") : text;
+      });
+}
+
+CLI::Validator AddressFlag() {
+  return Transform<v1::SocketAddress>(
+      "ADDRESS:PORT", [](const std::string& t) { return ParseSocketAddress(t); },
+      [](const v1::SocketAddress& a) { return SocketAddressString(a); });
+}
+
+CLI::Validator FormatFlag() {
+  return Transform<Format>(
+      "FORMAT", [](const std::string& t) { return ParseFormat(t); },
+      [](Format f) { return f == Format::kTable ? "table" : f == Format::kWide ? "wide" : f == Format::kJson ? "json" : "name"; });
+}
+
+CLI::Option* AddName(CLI::App* sub, std::string* name, Kind kind, bool required) {
+  CLI::Option* o = sub->add_option("NAME", *name, NameHelp(kind) + (required ? "" : " (optional: all if omitted)"))
+                       ->transform(NameFlag(kind));
+  return required ? o->required() : o;
+}
+
+CLI::Option* AddMillis(CLI::App* sub, const std::string& flag, std::function<void(uint32_t)> set,
+                       const std::string& help) {
+  return sub->add_option_function<uint32_t>(flag, std::move(set), help)->transform(DurationFlag(UINT32_MAX));
+}
+
+std::vector<v1::Access> AccessList(const std::string& text) { return ParseAccess(text).value_or(std::vector<v1::Access>()); }
+
+std::string NameHelp(Kind kind) {
+  const KindInfo& k = Info(kind);
+  if (kind == Kind::kTenant) return "tenant name: app, tenants/app";
+  if (!k.numeric) return std::string(k.singular) + " name: rxe0, " + k.plural + "/rxe0";
+  return std::string(k.title) + ": " + k.plural + "/N, " + k.singular + "/N or N";
+}
+
+// ---- printing
+
+int PrintResult(Context& ctx, const google::protobuf::Message& result, const std::vector<std::string>& names,
+                const std::string& message) {
+  switch (ctx.format()) {
+    case Format::kJson: ctx.out() << ToJson(result); break;
+    case Format::kName:
+      for (const std::string& n : names) ctx.out() << n << "\n";
+      break;
+    case Format::kTable:
+    case Format::kWide: ctx.out() << message << "\n"; break;
+  }
+  return kExitOk;
+}
+
+}  // namespace rdmad::cli
