@@ -19,19 +19,6 @@ constexpr std::chrono::milliseconds kEventsIdle{1000};
 
 std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
 
-struct GetChannelsOptions {
-  std::string name;
-
-  void Flags(CLI::App* sub) { AddName(sub, &name, Kind::kChannel, false); }
-  absl::Status Validate() const { return absl::OkStatus(); }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    return PrintGet<json::ChannelList>(
-        ctx, ChannelColumns(), name.empty() ? Items(c.ListChannels(), &v1::ListChannelsResponse::channels) : One(c.GetChannel(name)),
-        !name.empty());
-  }
-};
-
 struct GetCmIdsOptions {
   std::string name, channel;
 
@@ -129,6 +116,13 @@ struct PrivateData {
     h->excludes(f);
     text_flag = t;
   }
+  // Sets the request's private_data (a usage error when it cannot be had).
+  template <typename Request>
+  absl::Status Into(Request& request) const {
+    absl::StatusOr<std::string> bytes = Bytes();
+    if (bytes.ok()) request.set_private_data(*bytes);
+    return bytes.status();
+  }
   absl::StatusOr<std::string> Bytes() const {
     if (text_flag->count() > 0 && text.empty()) return UsageError("--data: empty text (omit it to send no private data)");
     if (file.empty()) return text.empty() ? hex : text;
@@ -160,10 +154,7 @@ struct ConnectCmIdOptions {
   }
   absl::Status Validate() {
     *request.mutable_remote() = *ParseSocketAddress(to);
-    absl::StatusOr<std::string> bytes = data.Bytes();
-    if (!bytes.ok()) return bytes.status();
-    request.set_private_data(*bytes);
-    return absl::OkStatus();
+    return data.Into(request);
   }
   // Bounded by the global --timeout (the whole connect: resolution, route, the peer's answer).
   int Run(Context& ctx) const {
@@ -190,12 +181,7 @@ struct AnswerOptions {
     AddName(sub, request.mutable_name(), Kind::kCmId);
     data.Flags(sub, kAccept ? 196 : 148);
   }
-  absl::Status Validate() {
-    absl::StatusOr<std::string> bytes = data.Bytes();
-    if (!bytes.ok()) return bytes.status();
-    request.set_private_data(*bytes);
-    return absl::OkStatus();
-  }
+  absl::Status Validate() { return data.Into(request); }
   int Run(Context& ctx) const {
     if constexpr (kAccept) {
       return Done(ctx, ctx.client().Accept(request), [](const v1::CmId& id) {
@@ -315,7 +301,11 @@ struct EventsOptions {
 }  // namespace
 
 void RegisterCmCommands(Registry& r) {
-  r.Add<GetChannelsOptions>(r.Noun("get", Kind::kChannel, "rdma_cm event channels (each a dispatcher thread in rdmad)", true));
+  r.Add(r.Noun("get", Kind::kChannel, "rdma_cm event channels (each a dispatcher thread in rdmad)", true),
+        GetOptions<json::ChannelList, v1::EventChannel>{
+            Kind::kChannel, ChannelColumns,
+            [](client::Client& c) { return Items(c.ListChannels(), &v1::ListChannelsResponse::channels); },
+            [](client::Client& c, const std::string& name) { return c.GetChannel(name); }});
   r.Add<GetCmIdsOptions>(r.Noun("get", Kind::kCmId, "rdma_cm communication ids", true));
   r.Add<CreateChannelOptions>(r.Noun("create", Kind::kChannel, "Create an rdma_cm event channel (a dispatcher thread)"));
   r.Add<CreateCmIdOptions>(r.Noun("create", Kind::kCmId, "Create an rdma_cm id (RDMA_PS_TCP)"));

@@ -6,18 +6,6 @@
 namespace rdmad::cli {
 namespace {
 
-struct GetPdsOptions {
-  std::string name;
-
-  void Flags(CLI::App* sub) { AddName(sub, &name, Kind::kPd, false); }
-  absl::Status Validate() const { return absl::OkStatus(); }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    return PrintGet<json::PdList>(ctx, PdColumns(), name.empty() ? Items(c.ListPds(), &v1::ListPdsResponse::pds) : One(c.GetPd(name)),
-                                  !name.empty());
-  }
-};
-
 struct CreatePdOptions {
   v1::CreatePdRequest request;
 
@@ -60,7 +48,10 @@ struct DeletePdOptions {
 }  // namespace
 
 void RegisterPdCommands(Registry& r) {
-  r.Add<GetPdsOptions>(r.Noun("get", Kind::kPd, "protection domains", true));
+  r.Add(r.Noun("get", Kind::kPd, "protection domains", true),
+        GetOptions<json::PdList, v1::ProtectionDomain>{
+            Kind::kPd, PdColumns, [](client::Client& c) { return Items(c.ListPds(), &v1::ListPdsResponse::pds); },
+            [](client::Client& c, const std::string& name) { return c.GetPd(name); }});
   r.Add<CreatePdOptions>(r.Noun("create", Kind::kPd, "Create a protection domain on a device"));
   r.Add<DeletePdOptions>(r.Noun("delete", Kind::kPd,
                                 "Delete a protection domain (refused while it holds resources unless --cascade, or "

@@ -5,18 +5,6 @@
 namespace rdmad::cli {
 namespace {
 
-struct GetQpsOptions {
-  std::string name;
-
-  void Flags(CLI::App* sub) { AddName(sub, &name, Kind::kQp, false); }
-  absl::Status Validate() const { return absl::OkStatus(); }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    return PrintGet<json::QpList>(ctx, QpColumns(), name.empty() ? Items(c.ListQps(), &v1::ListQpsResponse::qps) : One(c.GetQp(name)),
-                                  !name.empty());
-  }
-};
-
 struct CreateQpOptions {
   v1::CreateQpRequest request;
   uint32_t port = 1;
@@ -86,7 +74,10 @@ struct ConnectQpOptions {
 }  // namespace
 
 void RegisterQpCommands(Registry& r) {
-  r.Add<GetQpsOptions>(r.Noun("get", Kind::kQp, "queue pairs", true));
+  r.Add(r.Noun("get", Kind::kQp, "queue pairs", true),
+        GetOptions<json::QpList, v1::QueuePair>{
+            Kind::kQp, QpColumns, [](client::Client& c) { return Items(c.ListQps(), &v1::ListQpsResponse::qps); },
+            [](client::Client& c, const std::string& name) { return c.GetQp(name); }});
   r.Add<CreateQpOptions>(r.Noun("create", Kind::kQp, "Create an RC queue pair owned by rdmad"));
   r.Add<ConnectQpOptions>(r.Noun("connect", Kind::kQp, "Move a queue pair to RTS against a remote endpoint"));
   r.Add(r.Noun("delete", Kind::kQp, "Destroy a queue pair (refused while type 2 windows are bound on it)"),

@@ -5,19 +5,6 @@
 namespace rdmad::cli {
 namespace {
 
-struct GetTenantsOptions {
-  std::string name;
-
-  void Flags(CLI::App* sub) { AddName(sub, &name, Kind::kTenant, false); }
-  absl::Status Validate() const { return absl::OkStatus(); }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    return PrintGet<json::TenantList>(
-        ctx, TenantColumns(), name.empty() ? Items(c.ListTenants(), &v1::ListTenantsResponse::tenants) : One(c.GetTenant(name)),
-        !name.empty());
-  }
-};
-
 int Describe(Context& ctx, const std::string& name) {
   return Done(ctx, ctx.client().GetTenant(name), [](const v1::Tenant& t) { return Chomp(TenantText(t)); });
 }
@@ -35,9 +22,12 @@ struct WhoAmIOptions {
 }  // namespace
 
 void RegisterTenantCommands(Registry& r) {
-  r.Add<GetTenantsOptions>(
-      r.Noun("get", Kind::kTenant, "tenants: their principals, PDs and quotas (used/limit); a tenant caller sees only its own",
-             true));
+  r.Add(r.Noun("get", Kind::kTenant,
+               "tenants: their principals, PDs and quotas (used/limit); a tenant caller sees only its own", true),
+        GetOptions<json::TenantList, v1::Tenant>{
+            Kind::kTenant, TenantColumns,
+            [](client::Client& c) { return Items(c.ListTenants(), &v1::ListTenantsResponse::tenants); },
+            [](client::Client& c, const std::string& name) { return c.GetTenant(name); }});
   r.Add(r.Noun("describe", Kind::kTenant, "A tenant: every quota (used, limit), its principals, file roots, devices and PDs"),
         NamedOptions{Kind::kTenant, Describe});
   r.Add<WhoAmIOptions>(r.Verb("whoami"));

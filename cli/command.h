@@ -207,6 +207,22 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<T>> Items(
   return ((*response).*field)();
 }
 
+// `get KIND [NAME]` for a kind without filters: the list, or one item, with the kind's columns.
+template <typename List, typename T>
+struct GetOptions {
+  Kind kind;
+  const Columns<T>& (*columns)();
+  std::function<absl::StatusOr<google::protobuf::RepeatedPtrField<T>>(client::Client&)> list;
+  std::function<absl::StatusOr<T>(client::Client&, const std::string&)> get;
+  std::string name;
+
+  void Flags(CLI::App* sub) { AddName(sub, &name, kind, false); }
+  absl::Status Validate() const { return absl::OkStatus(); }
+  int Run(Context& ctx) const {
+    return PrintGet<List>(ctx, columns(), name.empty() ? list(ctx.client()) : One(get(ctx.client(), name)), !name.empty());
+  }
+};
+
 // A stream (events, watch grants, audit): a header and a line per event (table, wide), one JSON object per
 // line (json; `json` overrides protobuf's), or the event's name. Flushed per event.
 template <typename T>
