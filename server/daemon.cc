@@ -254,9 +254,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
       i->policy.get(),
       tenancy::Gate::Deps{i->registry.get(), i->cm.get(), i->grants.get(), i->tokens.get(), config.limits.watch_streams});
   tenancy::Gate* gate = i->gate.get();
-  for (const auto& [pd, tenant] : recovered->owners) {
-    if (!tenant.empty()) gate->OwnPd(pd, tenant);  // restored PDs stay their tenant's
-  }
   i->cm->set_admit_connection([gate](const cm::Claims& claims) { return gate->AdmitConnection(claims.pd); });
   i->cm->set_cm_id_gone([gate](const std::string& cm_id) { gate->ForgetCmId(cm_id); });
   // A grant's bounds region pins pages of its PD's tenant: its pinned_bytes quota, held until the bind commits.

@@ -613,7 +613,9 @@ std::vector<std::pair<std::string, std::string>> GrantManager::TakeStuckKills() 
 // the QP to the error state, which flushes the queue; the invalidation's flushed completion then makes the
 // registry deallocate and replace the window, which kills the key whatever the QP's state (KillKey).
 void GrantManager::Disconnect(const std::vector<std::pair<std::string, std::string>>& stuck) {
-  for (const auto& [grant, cm_id] : stuck) {
+  for (const auto& one : stuck) {
+    const std::string& grant = one.first;  // named copies: a lambda cannot capture a structured binding
+    const std::string& cm_id = one.second;
     RDMAD_LOG_WARN("%s: its key's invalidation waited %s on %s's queue: disconnecting the client", grant.c_str(),
                    absl::FormatDuration(options_.key_kill_timeout).c_str(), cm_id.c_str());
     cm_->Disconnect(cm_id, Guarded([grant, cm_id](absl::StatusOr<v1::CmId> r) {

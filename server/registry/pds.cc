@@ -53,9 +53,39 @@ absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdReques
     }
   }
   v1::ProtectionDomain out = ToProto(*e);
+  OwnPdLocked(out.name(), owner);  // the tenant's from the moment anyone can see it
   pds_.emplace(e->id, std::move(e));
   RDMAD_LOG_INFO("%s created on %s", out.name().c_str(), out.device().c_str());
   return out;
+}
+
+void Registry::OwnPdLocked(const std::string& pd, const std::string& tenant) {
+  if (tenant.empty()) return;
+  MutexLock lock(&owners_mu_);
+  pd_tenant_[pd] = tenant;
+  tenant_pds_[tenant].insert(pd);
+}
+
+void Registry::ForgetPdLocked(const std::string& pd) {
+  MutexLock lock(&owners_mu_);
+  auto it = pd_tenant_.find(pd);
+  if (it == pd_tenant_.end()) return;
+  auto pds = tenant_pds_.find(it->second);
+  if (pds != tenant_pds_.end() && pds->second.erase(pd) > 0 && pds->second.empty()) tenant_pds_.erase(pds);
+  pd_tenant_.erase(it);
+}
+
+std::string Registry::TenantOfPd(const std::string& pd) const {
+  MutexLock lock(&owners_mu_);
+  auto it = pd_tenant_.find(pd);
+  return it == pd_tenant_.end() ? "" : it->second;
+}
+
+std::vector<std::string> Registry::PdsOfTenant(const std::string& tenant) const {
+  MutexLock lock(&owners_mu_);
+  auto it = tenant_pds_.find(tenant);
+  if (it == tenant_pds_.end()) return {};
+  return std::vector<std::string>(it->second.begin(), it->second.end());
 }
 
 absl::StatusOr<v1::ProtectionDomain> Registry::GetPd(const std::string& name) const {
@@ -173,6 +203,7 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
       response.add_deleted(Name("qps", id));
     }
     Unpersist("pds", pd->id);
+    ForgetPdLocked(Name("pds", pd->id));
     owned = std::move(pds_[pd->id]);
     pds_.erase(pd->id);
     response.add_deleted(request.name());

@@ -72,6 +72,7 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
     pds[row.id] = e.get();
     tenants[row.id] = row.owner;
     MutexLock lock(&mu_);
+    OwnPdLocked(name, row.owner);  // restored PDs stay their tenant's
     pds_.emplace(row.id, std::move(e));
     out.owners[name] = row.owner;
     out.pds.push_back(name);

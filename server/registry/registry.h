@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,11 @@ class Registry {
   // The PD a PD, region, window or QP lives in ("pds/3" for "pds/3"), from the bookkeeping alone: the
   // lookup's error (INVALID_ARGUMENT, NOT_FOUND on "name") otherwise. Tenancy asks it on every call.
   absl::StatusOr<std::string> PdOf(const std::string& name) const;
+  // The tenant each PD was created for (CreatePd's `owner`, restored by Recover; empty: admins'), and the
+  // reverse, kept from the PD's creation to its deletion. The one record of that fact: the tenancy gate asks
+  // it on every call and from its watch filters, under an event hub's lock, so it has a leaf lock of its own.
+  std::string TenantOfPd(const std::string& pd) const;
+  std::vector<std::string> PdsOfTenant(const std::string& tenant) const;
   absl::StatusOr<v1::QueuePair> ConnectQp(const v1::ConnectQpRequest& request);
   absl::Status DeleteQp(const std::string& name);
 
@@ -285,6 +291,13 @@ class Registry {
   // Fabric first: destroyed last, after every entry (members are destroyed in reverse order).
   std::unique_ptr<fabric::Fabric> fabric_;
   const Options options_;
+
+  // TenantOfPd's record: a leaf lock, taken under mu_ (creation, deletion, recovery) and under event hubs'.
+  void OwnPdLocked(const std::string& pd, const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetPdLocked(const std::string& pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  mutable Mutex owners_mu_;
+  std::map<std::string, std::string> pd_tenant_ ABSL_GUARDED_BY(owners_mu_);               // tenants' PDs only
+  std::map<std::string, std::set<std::string>> tenant_pds_ ABSL_GUARDED_BY(owners_mu_);   // the reverse
 
   mutable Mutex mu_;
   // Never reused, across restarts too (state/names.h).

@@ -75,7 +75,6 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
     Call c(*e_, *ctx, "CreatePd");
     if (!c.See(req->device(), "device").Reserve({{Quota::kPds, 1}}).ok()) return c.Refuse(resp);
     absl::StatusOr<v1::ProtectionDomain> pd = e_->registry->CreatePd(*req, c.caller().tenant);
-    if (pd.ok()) e_->gate->OwnPd(pd->name(), c.caller().tenant);
     return c.Reply(std::move(pd), resp);
   }
   Status GetPd(ServerContext* ctx, const v1::GetPdRequest* req, v1::ProtectionDomain* resp) override {
@@ -99,11 +98,9 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
       return reactor;
     }
     Registry* r = e_->registry;
-    tenancy::Gate* gate = e_->gate;
     cm::CmManager* cm = e_->cm;
     Done<v1::DeletePdResponse> reply = c.Replier<v1::DeletePdResponse>(reactor, resp,
-                                        [gate, cm, name = req->name()](const v1::DeletePdResponse&) {
-                                          gate->ForgetPd(name);
+                                        [cm, name = req->name()](const v1::DeletePdResponse&) {
                                           if (cm != nullptr) cm->RevokeTokensOn(name);  // they could never connect
                                         });
     // CM ids live in the PD too (the CM manager keeps them, above the registry): none may be left, and

@@ -149,25 +149,6 @@ bool Gate::SeesChannel(const auth::Caller& caller, const v1::EventChannel& chann
 // ---------------------------------------------------------------------------------------------------------
 // Ownership
 
-void Gate::OwnPd(const std::string& pd, const std::string& tenant) {
-  MutexLock lock(&map_mu_);
-  auto [it, fresh] = pd_tenant_.try_emplace(pd, tenant);
-  if (!fresh && it->second != tenant) {
-    tenant_pds_[it->second].erase(pd);
-    it->second = tenant;
-  }
-  tenant_pds_[tenant].insert(pd);
-}
-
-void Gate::ForgetPd(const std::string& pd) {
-  MutexLock lock(&map_mu_);
-  auto it = pd_tenant_.find(pd);
-  if (it == pd_tenant_.end()) return;
-  auto pds = tenant_pds_.find(it->second);
-  if (pds != tenant_pds_.end() && pds->second.erase(pd) && pds->second.empty()) tenant_pds_.erase(pds);
-  pd_tenant_.erase(it);
-}
-
 void Gate::OwnChannel(const std::string& channel, const std::string& tenant) {
   MutexLock lock(&map_mu_);
   channel_tenant_[channel] = tenant;
@@ -199,48 +180,34 @@ size_t Gate::KnownCmIds() const {
   return cm_id_pd_.size();
 }
 
-std::string Gate::TenantOfPd(const std::string& pd) const {
-  MutexLock lock(&map_mu_);
-  auto it = pd_tenant_.find(pd);
-  return it == pd_tenant_.end() ? "" : it->second;  // PDs made outside the gate: admins'
-}
-
-std::vector<std::string> Gate::PdsOf(const std::string& tenant) const {
-  MutexLock lock(&map_mu_);
-  auto it = tenant_pds_.find(tenant);
-  if (it == tenant_pds_.end()) return {};
-  return std::vector<std::string>(it->second.begin(), it->second.end());
-}
-
 std::function<bool(const v1::CmEvent&)> Gate::CmEventsFor(const auth::Caller& caller) {
   if (caller.admin) return nullptr;
   return [this, tenant = caller.tenant](const v1::CmEvent& e) {
-    MutexLock lock(&map_mu_);
-    auto it = cm_id_pd_.find(e.cm_id());
     std::string pd_of_id;
-    if (it != cm_id_pd_.end()) {
-      pd_of_id = it->second;
-    } else if (!e.listener().empty()) {
-      // A connect request on a tenant's listener: the new id takes the listener's PD (remembered for its
-      // later events, unless it is already destroyed and this is a replay).
-      auto l = cm_id_pd_.find(e.listener());
-      if (l == cm_id_pd_.end()) return false;
-      pd_of_id = l->second;
-      if (gone_.count(e.cm_id()) == 0) cm_id_pd_.emplace(e.cm_id(), pd_of_id);
-    } else {
-      return false;
+    {
+      MutexLock lock(&map_mu_);
+      auto it = cm_id_pd_.find(e.cm_id());
+      if (it != cm_id_pd_.end()) {
+        pd_of_id = it->second;
+      } else if (!e.listener().empty()) {
+        // A connect request on a tenant's listener: the new id takes the listener's PD (remembered for its
+        // later events, unless it is already destroyed and this is a replay).
+        auto l = cm_id_pd_.find(e.listener());
+        if (l == cm_id_pd_.end()) return false;
+        pd_of_id = l->second;
+        if (gone_.count(e.cm_id()) == 0) cm_id_pd_.emplace(e.cm_id(), pd_of_id);
+      } else {
+        return false;
+      }
     }
-    auto pd = pd_tenant_.find(pd_of_id);
-    return pd != pd_tenant_.end() && pd->second == tenant;
+    return !pd_of_id.empty() && TenantOfPd(pd_of_id) == tenant;
   };
 }
 
 std::function<bool(const v1::GrantEvent&)> Gate::GrantEventsFor(const auth::Caller& caller) {
   if (caller.admin) return nullptr;
   return [this, tenant = caller.tenant](const v1::GrantEvent& e) {
-    MutexLock lock(&map_mu_);
-    auto pd = pd_tenant_.find(e.grant().pd());
-    return pd != pd_tenant_.end() && pd->second == tenant;
+    return !e.grant().pd().empty() && TenantOfPd(e.grant().pd()) == tenant;
   };
 }
 
@@ -249,7 +216,20 @@ std::function<bool(const v1::GrantEvent&)> Gate::GrantEventsFor(const auth::Call
 
 // The sum over the tenant's PDs of each owner's running totals: O(PDs of the tenant x log n), however many
 // objects they hold (never a listing, which would make every quota check grow with them).
-Gate::Counts Gate::CountUse(const std::string& tenant) {
+Gate::Book& Gate::BookOf(const std::string& tenant) {
+  MutexLock lock(&books_mu_);
+  std::unique_ptr<Book>& b = books_[tenant];
+  if (b == nullptr) b = std::make_unique<Book>();
+  return *b;
+}
+
+Gate::Book* Gate::FindBook(const std::string& tenant) const {
+  MutexLock lock(&books_mu_);
+  auto it = books_.find(tenant);
+  return it == books_.end() ? nullptr : it->second.get();
+}
+
+Gate::Counts Gate::CountUse(const std::string& tenant, const Book& book) {
   Counts use{};
   auto add = [&](Quota q, uint64_t n) { use[static_cast<int>(q)] += n; };
   const std::vector<std::string> pds = PdsOf(tenant);
@@ -273,8 +253,7 @@ Gate::Counts Gate::CountUse(const std::string& tenant) {
     MutexLock lock(&map_mu_);
     for (const auto& [channel, owner] : channel_tenant_) add(Quota::kChannels, owner == tenant ? 1 : 0);
   }
-  auto w = tenant_watches_.find(tenant);
-  add(Quota::kWatchStreams, w == tenant_watches_.end() ? 0 : w->second);
+  add(Quota::kWatchStreams, book.watches);
   return use;
 }
 
@@ -292,9 +271,10 @@ absl::StatusOr<Gate::Reservation> Gate::Reserve(const auth::Caller& caller,
   bool limited = false;
   for (const auto& [quota, n] : wants) limited |= limits[static_cast<int>(quota)] > 0;
   if (!limited) return r;
-  MutexLock lock(&quota_mu_);
-  const Counts use = CountUse(t->name);
-  Counts& reserved = reserved_[t->name];
+  Book& book = BookOf(t->name);
+  MutexLock lock(&book.mu);
+  const Counts use = CountUse(t->name, book);
+  Counts& reserved = book.reserved;
   for (const auto& [quota, n] : wants) {
     const int i = static_cast<int>(quota);
     if (limits[i] == 0) continue;
@@ -318,10 +298,11 @@ absl::Status Gate::AdmitConnection(const std::string& pd) {
   const std::string tenant = TenantOfPd(pd);
   const TenantConfig* t = tenant.empty() ? nullptr : policy_->FindTenant(tenant);
   if (t == nullptr || t->quotas.connections == 0) return absl::OkStatus();
-  MutexLock lock(&quota_mu_);
-  const Counts use = CountUse(tenant);
+  Book& book = BookOf(tenant);
+  MutexLock lock(&book.mu);
+  const Counts use = CountUse(tenant, book);
   const int i = static_cast<int>(Quota::kConnections);
-  const uint64_t in_use = use[i] + reserved_[tenant][i];
+  const uint64_t in_use = use[i] + book.reserved[i];
   if (in_use + 1 > t->quotas.connections) {
     return FieldError(absl::StatusCode::kResourceExhausted, "",
                       absl::StrCat("quota connections of tenant ", tenant, ": limit ", t->quotas.connections,
@@ -331,9 +312,9 @@ absl::Status Gate::AdmitConnection(const std::string& pd) {
 }
 
 void Gate::Release(const std::string& tenant, const Counts& amounts) {
-  MutexLock lock(&quota_mu_);
-  Counts& reserved = reserved_[tenant];
-  for (int i = 0; i < kQuotas; ++i) reserved[i] -= amounts[i];
+  Book& book = BookOf(tenant);
+  MutexLock lock(&book.mu);
+  for (int i = 0; i < kQuotas; ++i) book.reserved[i] -= amounts[i];
 }
 
 Gate::Reservation& Gate::Reservation::operator=(Reservation&& o) noexcept {
@@ -353,22 +334,25 @@ Gate::Reservation::~Reservation() {
 absl::StatusOr<Gate::WatchSlot> Gate::OpenWatch(const auth::Caller& caller) {
   const TenantConfig* t = caller.admin || caller.tenant.empty() ? nullptr : policy_->FindTenant(caller.tenant);
   const std::string tenant = t == nullptr ? "" : t->name;
-  MutexLock lock(&quota_mu_);
-  if (deps_.max_watch_streams > 0 && watches_ >= deps_.max_watch_streams) {
-    return OverLimit("watch_streams", deps_.max_watch_streams, watches_);
-  }
-  if (t != nullptr && t->quotas.watch_streams > 0) {
-    const int i = static_cast<int>(Quota::kWatchStreams);
-    const uint64_t used = tenant_watches_[tenant] + reserved_[tenant][i];
-    if (used >= t->quotas.watch_streams) {
-      if (tenant_watches_[tenant] == 0) tenant_watches_.erase(tenant);
+  // The rdmad-wide limit first, taken without a lock; given back if the tenant's quota refuses.
+  uint64_t open = watches_.load(std::memory_order_relaxed);
+  do {
+    if (deps_.max_watch_streams > 0 && open >= deps_.max_watch_streams) {
+      return OverLimit("watch_streams", deps_.max_watch_streams, open);
+    }
+  } while (!watches_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
+  if (t != nullptr) {
+    Book& book = BookOf(tenant);
+    MutexLock lock(&book.mu);
+    const uint64_t used = book.watches + book.reserved[static_cast<int>(Quota::kWatchStreams)];
+    if (t->quotas.watch_streams > 0 && used >= t->quotas.watch_streams) {
+      watches_.fetch_sub(1, std::memory_order_relaxed);
       return FieldError(absl::StatusCode::kResourceExhausted, "",
                         absl::StrCat("quota watch_streams of tenant ", tenant, ": limit ", t->quotas.watch_streams,
                                      ", in use ", used, "; this call needs 1"));
     }
+    ++book.watches;
   }
-  ++watches_;
-  if (!tenant.empty()) ++tenant_watches_[tenant];
   WatchSlot slot;
   slot.gate_ = this;
   slot.tenant_ = tenant;
@@ -376,22 +360,20 @@ absl::StatusOr<Gate::WatchSlot> Gate::OpenWatch(const auth::Caller& caller) {
 }
 
 void Gate::CloseWatch(const std::string& tenant) {
-  MutexLock lock(&quota_mu_);
-  --watches_;
+  watches_.fetch_sub(1, std::memory_order_relaxed);
   if (tenant.empty()) return;
-  auto it = tenant_watches_.find(tenant);
-  if (it != tenant_watches_.end() && --it->second == 0) tenant_watches_.erase(it);
+  Book& book = BookOf(tenant);
+  MutexLock lock(&book.mu);
+  --book.watches;
 }
 
-uint64_t Gate::OpenWatches() const {
-  MutexLock lock(&quota_mu_);
-  return watches_;
-}
+uint64_t Gate::OpenWatches() const { return watches_.load(std::memory_order_relaxed); }
 
 uint64_t Gate::OpenWatches(const std::string& tenant) const {
-  MutexLock lock(&quota_mu_);
-  auto it = tenant_watches_.find(tenant);
-  return it == tenant_watches_.end() ? 0 : it->second;
+  Book* book = FindBook(tenant);
+  if (book == nullptr) return 0;
+  MutexLock lock(&book->mu);
+  return book->watches;
 }
 
 Gate::WatchSlot& Gate::WatchSlot::operator=(WatchSlot&& o) noexcept {
@@ -410,8 +392,9 @@ Gate::WatchSlot::~WatchSlot() {
 std::vector<v1::QuotaUsage> Gate::Usage(const TenantConfig& t) {
   Counts use;
   {
-    MutexLock lock(&quota_mu_);
-    use = CountUse(t.name);
+    Book& book = BookOf(t.name);
+    MutexLock lock(&book.mu);
+    use = CountUse(t.name, book);
   }
   const Quotas& q = t.quotas;
   const Counts limits = LimitsOf(q);

@@ -21,9 +21,14 @@
 // limit for every caller, admins included).
 // rpc_per_second: a token bucket per gRPC connection (peer), burst rpc_burst.
 //
-// Threads: any gRPC thread. map_mu_ guards the ownership maps and is a leaf lock (the watch filters take
-// it under a hub's lock, the CM manager's id-gone hook under its mu_). quota_mu_ serializes reservations and is taken before the registry's, the CM
-// manager's, the grant manager's and the token store's locks (it reads their per-PD totals), never under them.
+// Which PD is whose is the registry's record (Registry::TenantOfPd), made with the PD: the gate keeps no
+// copy of it. It keeps the user channels' owners and the CM ids' PDs (for the watch filters).
+//
+// Threads: any gRPC thread, and the data-plane listener (AdmitConnection). map_mu_ guards the channel and
+// CM id maps and is a leaf lock (the watch filters take it under a hub's lock, the CM manager's id-gone
+// hook under its mu_). Each tenant's quota book has its own lock: it serializes that tenant's reservations
+// only, and is taken before the registry's, the CM manager's, the grant manager's and the token store's
+// locks (it reads their per-PD totals), never under them. books_mu_ only finds or adds a book (a leaf).
 #ifndef RDMAD_SERVER_TENANCY_GATE_H_
 #define RDMAD_SERVER_TENANCY_GATE_H_
 
@@ -101,9 +106,7 @@ class Gate {
   // A channel in a list: rdmad's shared channels and the caller's own.
   bool SeesChannel(const auth::Caller& caller, const v1::EventChannel& channel) const;
 
-  // Ownership bookkeeping, after a successful creation or deletion.
-  void OwnPd(const std::string& pd, const std::string& tenant);
-  void ForgetPd(const std::string& pd);
+  // Ownership bookkeeping, after a successful creation or deletion (a PD's is the registry's: CreatePd).
   void OwnChannel(const std::string& channel, const std::string& tenant);
   void ForgetChannel(const std::string& channel);
   void NoteCmId(const std::string& cm_id, const std::string& pd);
@@ -113,8 +116,8 @@ class Gate {
   void ForgetCmId(const std::string& cm_id);
   // CM ids whose PD the gate knows now (bounded by the live ids and remember_gone_cm_ids).
   size_t KnownCmIds() const;
-  std::string TenantOfPd(const std::string& pd) const;
-  std::vector<std::string> PdsOf(const std::string& tenant) const;
+  std::string TenantOfPd(const std::string& pd) const { return deps_.registry->TenantOfPd(pd); }
+  std::vector<std::string> PdsOf(const std::string& tenant) const { return deps_.registry->PdsOfTenant(tenant); }
 
   // Watch filters (null for admins): run under a hub's lock; they take map_mu_ only.
   std::function<bool(const v1::CmEvent&)> CmEventsFor(const auth::Caller& caller);
@@ -169,11 +172,20 @@ class Gate {
 
  private:
   using Counts = std::array<uint64_t, kQuotas>;
+  // One tenant's quota book: its reservations and open watch streams.
+  struct Book {
+    Mutex mu;  // serializes the tenant's quota checks (see the top of this file)
+    Counts reserved ABSL_GUARDED_BY(mu){};
+    uint64_t watches ABSL_GUARDED_BY(mu) = 0;
+  };
+  // Made on first use and kept (tenants are named by the configuration: a bounded set).
+  Book& BookOf(const std::string& tenant) ABSL_LOCKS_EXCLUDED(books_mu_);
+  Book* FindBook(const std::string& tenant) const ABSL_LOCKS_EXCLUDED(books_mu_);
   // Resolves a name to its tenant; *miss: why the name does not resolve (malformed, missing), else OK.
   std::string TenantOf(const std::string& name, absl::Status* miss);
   std::string CmIdPd(const std::string& cm_id, absl::Status* miss);
   absl::Status Hidden(const std::string& name, const std::string& field) const;
-  Counts CountUse(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(quota_mu_);
+  Counts CountUse(const std::string& tenant, const Book& book) ABSL_EXCLUSIVE_LOCKS_REQUIRED(book.mu);
   static Counts LimitsOf(const Quotas& q);
   void Release(const std::string& tenant, const Counts& amounts);
   void CloseWatch(const std::string& tenant);
@@ -182,8 +194,6 @@ class Gate {
   const Deps deps_;
 
   mutable Mutex map_mu_;
-  std::map<std::string, std::string> pd_tenant_ ABSL_GUARDED_BY(map_mu_);       // "pds/3" -> tenant
-  std::map<std::string, std::set<std::string>> tenant_pds_ ABSL_GUARDED_BY(map_mu_);  // the reverse
   std::map<std::string, std::string> channel_tenant_ ABSL_GUARDED_BY(map_mu_);  // user channels
   // CM id -> its PD, for the watch filters: live ids, and the last destroyed ones (gone_order_, oldest
   // first), whose events a watch may still replay. Names are never reused, so an entry stays true.
@@ -191,10 +201,9 @@ class Gate {
   std::set<std::string> gone_ ABSL_GUARDED_BY(map_mu_);
   std::deque<std::string> gone_order_ ABSL_GUARDED_BY(map_mu_);
 
-  mutable Mutex quota_mu_;
-  std::map<std::string, Counts> reserved_ ABSL_GUARDED_BY(quota_mu_);
-  uint64_t watches_ ABSL_GUARDED_BY(quota_mu_) = 0;                        // every caller's open streams
-  std::map<std::string, uint64_t> tenant_watches_ ABSL_GUARDED_BY(quota_mu_);  // by tenant; none: absent
+  mutable Mutex books_mu_;
+  std::map<std::string, std::unique_ptr<Book>> books_ ABSL_GUARDED_BY(books_mu_);
+  std::atomic<uint64_t> watches_{0};  // every caller's open streams (the rdmad-wide limit)
 
   struct Bucket {
     double tokens = 0;
@@ -203,6 +212,8 @@ class Gate {
   std::atomic<bool> draining_{false};
   Mutex rate_mu_;
   std::map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(rate_mu_);  // by gRPC peer (one per connection)
+
+  friend class GateTestPeer;  // holds one tenant's book, to show the others never wait for it
 };
 
 }  // namespace rdmad::tenancy

@@ -88,9 +88,8 @@ TEST_F(RdmadMetricsTest, ObjectsPinnedBytesAndGrantEventsByTenant) {
 
   v1::CreatePdRequest pr;
   pr.set_device("rxe0");
-  const std::string mine = registry_->CreatePd(pr).value().name();
+  const std::string mine = registry_->CreatePd(pr, "t").value().name();
   const std::string other = registry_->CreatePd(pr).value().name();  // in no tenant
-  gate_->OwnPd(mine, "t");
   v1::RegisterMrRequest r;
   r.set_pd(mine);
   r.mutable_source()->mutable_anonymous()->set_size(3 * 4096);

@@ -170,6 +170,32 @@ TEST_F(RegistryTest, CreatePdValidatesLabelAndReportsAllocFailure) {
   EXPECT_EQ(Live(), "pds=1 mrs=0 mws=0 qps=0");
 }
 
+// The tenant a PD was made for is the registry's record from its creation to its deletion, a cascade's too.
+TEST_F(RegistryTest, EachPdsTenantIsKnownFromItsCreationToItsDeletion) {
+  const std::string a1 = OK(registry_->CreatePd(PdReq(kEmu), "alpha")).name();
+  const std::string a2 = OK(registry_->CreatePd(PdReq(kEmu), "alpha")).name();
+  const std::string b = OK(registry_->CreatePd(PdReq(kEmu), "beta")).name();
+  const std::string admins = NewPd();
+  EXPECT_EQ(registry_->TenantOfPd(a1), "alpha");
+  EXPECT_EQ(registry_->TenantOfPd(b), "beta");
+  EXPECT_EQ(registry_->TenantOfPd(admins), "");
+  EXPECT_EQ(registry_->TenantOfPd("pds/999"), "");
+  EXPECT_THAT(registry_->PdsOfTenant("alpha"), ElementsAre(a1, a2));
+  EXPECT_THAT(registry_->PdsOfTenant("gamma"), ::testing::IsEmpty());
+  NewMr(a2);
+  v1::DeletePdRequest del;
+  del.set_name(a2);
+  EXPECT_FALSE(registry_->DeletePd(del).ok());  // refused: still the tenant's
+  EXPECT_EQ(registry_->TenantOfPd(a2), "alpha");
+  del.set_cascade(true);
+  ASSERT_OK(registry_->DeletePd(del).status());
+  EXPECT_EQ(registry_->TenantOfPd(a2), "");
+  EXPECT_THAT(registry_->PdsOfTenant("alpha"), ElementsAre(a1));
+  del.set_name(a1);
+  ASSERT_OK(registry_->DeletePd(del).status());
+  EXPECT_THAT(registry_->PdsOfTenant("alpha"), ::testing::IsEmpty());
+}
+
 TEST_F(RegistryTest, DeletePdIsRefusedWhileItHoldsAnything) {
   const std::string a = NewPd(), b = NewPd(), c = NewPd();
   NewMr(a);

@@ -326,6 +326,7 @@ TEST_F(RecoveryTest, RecreatesPdsAndFileRegionsUnderTheirNames) {
   Start();
   EXPECT_THAT(recovered_.pds, UnorderedElementsAre(pd));
   EXPECT_EQ(recovered_.owners[pd], "alpha");
+  EXPECT_EQ(registry_->TenantOfPd(pd), "alpha");  // the restored PD is its tenant's again
   EXPECT_THAT(recovered_.mrs, UnorderedElementsAre(mr.name()));
   EXPECT_EQ(recovered_.lost.size(), 2u);
   v1::ProtectionDomain got = registry_->GetPd(pd).value();

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -29,6 +30,13 @@
 #include "tests/unit/fake_fabric.h"
 
 namespace rdmad {
+namespace tenancy {
+class GateTestPeer {
+ public:
+  static Mutex& BookLock(Gate& gate, const std::string& tenant) { return gate.BookOf(tenant).mu; }
+};
+}  // namespace tenancy
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -792,8 +800,10 @@ TEST_F(TenancyTest, AnIdNeedsAPdAndItsPdCannotBeDeletedUnderIt) {
 }
 
 TEST_F(TenancyTest, ListenOnlyThroughTheTenantsDevices) {
-  const std::string pd = CreatePd("ops");
-  gate_->OwnPd(pd, "e");  // e may not create a PD on rxe0; give it one to hold an id
+  v1::CreatePdRequest made;
+  made.set_device("rxe0");
+  // e may not create a PD on rxe0; one is made for it (as a restart restores one) to hold an id.
+  const std::string pd = registry_->CreatePd(made, "e").value().name();
   auto ids = v1::CmIds::NewStub(channel_);
   v1::CreateCmIdRequest create;
   create.set_pd(pd);
@@ -848,6 +858,29 @@ TEST_F(TenancyTest, ChannelsAndWatchStreamsStopAtTheTenantsQuota) {
   EXPECT_EQ(gate_->OpenWatches("e"), 0u);
   EXPECT_EQ(gate_->OpenWatches(), 0u);
   EXPECT_TRUE(gate_->OpenWatch(e).ok());
+}
+
+// Quota accounting is per tenant: while one tenant's book is taken (here held by the test, as a slow count
+// of that tenant's use would hold it), another tenant's reservations, watch streams, connection admissions
+// and usage go on.
+TEST_F(TenancyTest, OneTenantsQuotaChecksNeverWaitForAnothers) {
+  const std::string pd_a = CreatePd(kA);
+  Mutex& d_book = tenancy::GateTestPeer::BookLock(*gate_, "d");
+  Notification done;
+  d_book.Lock();
+  std::thread other([&] {
+    auth::Caller a;
+    a.tenant = "a";
+    EXPECT_TRUE(gate_->Reserve(a, {{tenancy::Quota::kMrs, 1}}).ok());
+    EXPECT_TRUE(gate_->OpenWatch(a).ok());
+    EXPECT_TRUE(gate_->AdmitConnection(pd_a).ok());
+    EXPECT_FALSE(gate_->Usage(*policy_->FindTenant("a")).empty());
+    done.Notify();
+  });
+  const bool went_on = done.WaitForNotificationWithTimeout(absl::Seconds(30));
+  d_book.Unlock();
+  other.join();
+  EXPECT_TRUE(went_on) << "tenant a's quota checks waited for tenant d's book";
 }
 
 TEST_F(TenancyTest, PdsStopAtTheTenantsQuota) {
