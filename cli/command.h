@@ -130,6 +130,7 @@ std::string NameHelp(Kind kind);
 
 // `VERB KIND NAME` with nothing else to give: run(ctx, name) calls client/ and prints.
 struct NamedOptions {
+  NamedOptions(Kind kind, std::function<int(Context&, const std::string&)> run) : kind(kind), run(std::move(run)) {}
   Kind kind;
   std::function<int(Context&, const std::string&)> run;
   std::string name;
@@ -210,10 +211,14 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<T>> Items(
 // `get KIND [NAME]` for a kind without filters: the list, or one item, with the kind's columns.
 template <typename List, typename T>
 struct GetOptions {
+  using ListFn = std::function<absl::StatusOr<google::protobuf::RepeatedPtrField<T>>(client::Client&)>;
+  using GetFn = std::function<absl::StatusOr<T>(client::Client&, const std::string&)>;
+  GetOptions(Kind kind, const Columns<T>& (*columns)(), ListFn list, GetFn get)
+      : kind(kind), columns(columns), list(std::move(list)), get(std::move(get)) {}
   Kind kind;
   const Columns<T>& (*columns)();
-  std::function<absl::StatusOr<google::protobuf::RepeatedPtrField<T>>(client::Client&)> list;
-  std::function<absl::StatusOr<T>(client::Client&, const std::string&)> get;
+  ListFn list;
+  GetFn get;
   std::string name;
 
   void Flags(CLI::App* sub) { AddName(sub, &name, kind, false); }
