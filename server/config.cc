@@ -68,6 +68,11 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
         return InvalidArgument(key, "must be an integer from 1 to 64");
       }
       (key == "cm_workers" ? c.cm_workers : c.pin_workers) = value.get<int>();
+    } else if (key == "completion_poll_us") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 100000) {
+        return InvalidArgument(key, "must be an integer from 0 to 100000 (microseconds)");
+      }
+      c.completion_poll_us = value.get<int64_t>();
     } else if (key == "watch_buffer") {
       if (!value.is_number_integer() || value.get<int64_t>() < 16 || value.get<int64_t>() > 1048576) {
         return InvalidArgument(key, "must be an integer from 16 to 1048576");
@@ -107,7 +112,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
       RDMAD_RETURN_IF_ERROR(s);
     } else {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, allow_disk_files, "
-                                  "max_mr_bytes, log_level, rdma_listen, cm_workers, pin_workers, watch_buffer, max_grant_ttl_s, "
+                                  "max_mr_bytes, log_level, rdma_listen, cm_workers, pin_workers, completion_poll_us, watch_buffer, max_grant_ttl_s, "
                                   "grant_quarantine_ms, grant_window_pool, grant_key_kill_timeout_ms, shutdown_deadline_s, state_file, insecure_tcp, "
                                   "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
                                   "mw_bounds_region, default_quotas, limits)");

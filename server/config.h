@@ -82,6 +82,9 @@ struct Config {
   std::string metrics_listen;
   int cm_workers = 2;   // worker event channels for accepted connections (1..64)
   int pin_workers = 2;  // threads that map and pin memory (1..64)
+  // After posting a bind or an invalidation, how long the posting thread polls for its completion before
+  // leaving it to the device's dispatcher (0..100000 us; 0: always the dispatcher).
+  int64_t completion_poll_us = 300;
   int watch_buffer = 1024;  // events buffered per WatchEvents stream before it is cut off (16..1048576)
   int64_t max_grant_ttl_s = 86400;   // longest grant lease (1..604800 s)
   int64_t grant_quarantine_ms = 60000;  // a revoked key's window and value rest this long (0..3600000)

@@ -164,6 +164,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   LogBoundsRegions(**fabric, registry_options.mw_bounds_region, config.mw_bounds_region);
   registry_options.allowed_file_roots = config.allowed_file_roots;
   registry_options.allow_disk_files = config.allow_disk_files;
+  registry_options.completion_poll = absl::Microseconds(config.completion_poll_us);
   for (const auto& root : config.allowed_file_roots) {  // registrations there would be refused
     absl::StatusOr<int64_t> fs = FilesystemOf(root, "allowed_file_roots");
     if (fs.ok() && !IsMemoryFilesystem(*fs) && !config.allow_disk_files) {

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace rdmad::fabric {
 
@@ -152,7 +154,7 @@ struct BindSpec {
 };
 
 // Completion callbacks of posted work. They run on the thread that calls Device::DrainCompletions (the
-// device's dispatcher), exactly once for every post that returned OK, never for one that failed.
+// device's dispatcher) or Device::PollFor (the poster's, briefly), exactly once for every post that returned OK, never for one that failed.
 using BindDone = absl::AnyInvocable<void(absl::StatusOr<uint32_t> rkey) &&>;
 using WorkDone = absl::AnyInvocable<void(absl::Status status) &&>;
 
@@ -178,6 +180,8 @@ class Qp {
   // A signaled SEND of `bytes` (at most kMaxInlineSend), posted inline: `bytes` need not outlive the call.
   // `done` gets the completion's status (a failed completion leaves the QP in the error state).
   virtual absl::Status PostSend(const std::string& bytes, WorkDone done) = 0;
+  // Names this QP's completion queue to Device::PollFor; never reused while the device is open.
+  virtual uint64_t completion_key() const = 0;
 };
 
 // The largest PostSend: every QP rdmad creates can send this much inline.
@@ -206,6 +210,12 @@ class Device {
   // re-armed and polled empty, and the callbacks of the completed work requests run, on that thread.
   virtual int completion_fd() const = 0;
   virtual void DrainCompletions() = 0;
+  // Polls the completion queue `key` names (Qp::completion_key) on the calling thread until `done()` holds
+  // or `budget` has passed, running the callbacks of what completed there (any work of that QP). Lets the
+  // thread that just posted a request's work finish the request itself, without the hand-off to the
+  // dispatcher, which still takes whatever completes later. Any thread, no lock held; a QP destroyed
+  // meanwhile is skipped, so it is safe to call after the post whose completion `done` waits for.
+  virtual void PollFor(uint64_t key, absl::Duration budget, const std::function<bool()>& done) = 0;
   // The NIC's counters, read now (never cached): the device-level ones first (port 0), then each port's,
   // by name. Empty if the driver has none. Counters that cannot be read are left out. Any thread.
   virtual std::vector<HwCounterValue> ReadCounters() const = 0;

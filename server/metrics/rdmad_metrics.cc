@@ -198,6 +198,13 @@ void RdmadMetrics::CollectObjects(std::vector<Family>* out) const {
     out->push_back({"rdmad_dataplane_connections", "Data-plane connections established now.", "gauge",
                     {{"", {}, connections}}});
   }
+  const Registry::CompletionCounts done = s.registry->completion_counts();
+  out->push_back({"rdmad_completions_total",
+                  "Binds and invalidations by the thread that finished them: the one that posted the work "
+                  "(its completion polled there, no thread hand-off) or the device's dispatcher.",
+                  "counter",
+                  {{"", {{"finished_on", "poster"}}, static_cast<double>(done.on_poster)},
+                   {"", {{"finished_on", "dispatcher"}}, static_cast<double>(done.on_dispatcher)}}});
 }
 
 // The NIC's counters (sysfs hw_counters, read now): rdmad_nic_events_total for all of them, and the sum of

@@ -237,10 +237,32 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   spec.length = request.length();
   spec.access = access;
   auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
+  auto polled = std::make_shared<Polled>();
+  fabric::Device& device = *w->pd->device;
+  const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
   absl::Status posted = (*qp)->PostBind(*w->mw, spec, [=](absl::StatusOr<uint32_t> rkey) mutable {
+    Finished(*polled);
     FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
   });
-  if (!posted.ok()) FinishBind(w, mr, user_qp, request, addr, posted, std::move(*shared_done));
+  if (!posted.ok()) return FinishBind(w, mr, user_qp, request, addr, posted, std::move(*shared_done));
+  PollBriefly(device, key, polled);
+}
+
+// A completion run by the poll may start more work whose post polls in turn (a queued type 1 operation
+// taking the PD's lane, a grant's next step): those are left to the dispatcher, so the stack stays one poll
+// deep however many operations are queued.
+void Registry::PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled) {
+  thread_local bool polling = false;
+  if (polling || options_.completion_poll <= absl::ZeroDuration()) return;
+  polling = true;
+  device.PollFor(key, options_.completion_poll, [polled] { return polled->done.load(std::memory_order_acquire); });
+  polling = false;
+}
+
+void Registry::Finished(Polled& polled) {
+  (std::this_thread::get_id() == polled.poster ? completions_on_poster_ : completions_on_dispatcher_)
+      .fetch_add(1, std::memory_order_relaxed);
+  polled.done.store(true, std::memory_order_release);
 }
 
 // Commits (or undoes) a bind's reservation. On the dispatcher when the completion arrived, or on the
@@ -361,10 +383,15 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
   };
   if (!qp.ok()) return finish(qp.status(), std::move(done));
   auto shared = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
-  absl::Status posted = (*qp)->PostInvalidate(*w->mw, *bound_to, [finish, shared](absl::Status s) mutable {
+  auto polled = std::make_shared<Polled>();
+  fabric::Device& device = *w->pd->device;
+  const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
+  absl::Status posted = (*qp)->PostInvalidate(*w->mw, *bound_to, [this, finish, shared, polled](absl::Status s) mutable {
+    Finished(*polled);
     finish(std::move(s), std::move(*shared));
   });
-  if (!posted.ok()) finish(posted, std::move(*shared));
+  if (!posted.ok()) return finish(posted, std::move(*shared));
+  PollBriefly(device, key, polled);
 }
 
 absl::Status Registry::ReplaceWindow(MwEntry& w) {

@@ -31,17 +31,20 @@
 #ifndef RDMAD_SERVER_REGISTRY_REGISTRY_H_
 #define RDMAD_SERVER_REGISTRY_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/common/sync.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/memory/file_access.h"
@@ -97,7 +100,21 @@ class Registry {
     struct Limits {
       uint64_t pds = 0, mrs = 0, mws = 0, qps = 0;
     } limits;
+    // After posting a bind or an invalidation, the posting thread polls for its completion this long and,
+    // if it comes, finishes the request itself (the answer leaves from that thread, without waking the
+    // device's dispatcher); past it the dispatcher finishes it. Zero: always the dispatcher.
+    absl::Duration completion_poll = absl::Microseconds(300);
   };
+
+  // Binds and invalidations finished on the thread that posted them (Options::completion_poll) and on the
+  // device's dispatcher (a thread hand-off), since start.
+  struct CompletionCounts {
+    uint64_t on_poster = 0, on_dispatcher = 0;
+  };
+  CompletionCounts completion_counts() const {
+    return {completions_on_poster_.load(std::memory_order_relaxed),
+            completions_on_dispatcher_.load(std::memory_order_relaxed)};
+  }
 
   Registry(std::unique_ptr<fabric::Fabric> fabric, Options options);
   ~Registry();
@@ -295,6 +312,17 @@ class Registry {
   // TenantOfPd's record: a leaf lock, taken under mu_ (creation, deletion, recovery) and under event hubs'.
   void OwnPdLocked(const std::string& pd, const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetPdLocked(const std::string& pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A bind's or an invalidation's completion `key` (Qp::completion_key on `device`), polled on this thread
+  // after its post (Options::completion_poll). `Track` wraps its completion callback: it records which
+  // thread finished it and lets the poll stop.
+  struct Polled {
+    std::atomic<bool> done{false};
+    std::thread::id poster = std::this_thread::get_id();
+  };
+  void PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled);
+  void Finished(Polled& polled);
+  std::atomic<uint64_t> completions_on_poster_{0}, completions_on_dispatcher_{0};
+
   mutable Mutex owners_mu_;
   std::map<std::string, std::string> pd_tenant_ ABSL_GUARDED_BY(owners_mu_);               // tenants' PDs only
   std::map<std::string, std::set<std::string>> tenant_pds_ ABSL_GUARDED_BY(owners_mu_);   // the reverse

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -142,6 +144,22 @@ void Device::DrainCompletions() {
       ibv_ack_cq_events(cq, 1);
     }
     for (auto& r : ready) std::move(r)();
+  }
+}
+
+void Device::PollFor(uint64_t key, absl::Duration budget, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(budget);
+  while (!done()) {
+    std::vector<absl::AnyInvocable<void() &&>> ready;
+    {
+      MutexLock lock(&cq_mu_);
+      auto it = cqs_.find(key);
+      if (it == cqs_.end()) return;  // the QP is gone
+      ready = it->second->PollCompletions(/*rearm=*/false);
+    }
+    for (auto& r : ready) std::move(r)();
+    if (done() || std::chrono::steady_clock::now() >= deadline) return;
+    if (ready.empty()) std::this_thread::yield();  // the provider (rxe: the kernel) may need this CPU
   }
 }
 

@@ -47,6 +47,7 @@ class Device final : public fabric::Device {
   absl::StatusOr<std::unique_ptr<fabric::Pd>> AllocPd() override;
   int completion_fd() const override { return channel_->fd; }
   void DrainCompletions() override;
+  void PollFor(uint64_t key, absl::Duration budget, const std::function<bool()>& done) override;
   // sysfs_root/NAME/hw_counters and sysfs_root/NAME/ports/N/hw_counters (server/fabric/hw_counters.h).
   std::vector<fabric::HwCounterValue> ReadCounters() const override;
 

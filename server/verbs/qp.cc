@@ -234,10 +234,10 @@ absl::Status Qp::Post(ibv_send_wr& wr, const char* what, Finish finish) {
   return absl::OkStatus();
 }
 
-std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions() {
+std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions(bool rearm) {
   std::vector<absl::AnyInvocable<void() &&>> ready;
   // Re-arm before polling, so a completion that arrives after the last poll raises a new event.
-  if (int ret = ibv_req_notify_cq(cq_, 0); ret != 0) {
+  if (int ret = rearm ? ibv_req_notify_cq(cq_, 0) : 0; ret != 0) {
     RDMAD_LOG_ERROR("qp %u: ibv_req_notify_cq: errno %d (%s)", local_.qpn, ret, ErrnoName(ret).c_str());
   }
   ibv_wc wcs[kCqDepth];

@@ -48,8 +48,12 @@ class Qp final : public fabric::Qp {
   absl::Status PostSend(const std::string& bytes, fabric::WorkDone done) override;
   absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& bound_to, fabric::WorkDone done) override;
 
-  // Dispatcher thread: re-arms and polls the CQ empty; returns the callbacks to run (outside any lock).
-  std::vector<absl::AnyInvocable<void() &&>> PollCompletions();
+  uint64_t completion_key() const override { return cq_id_; }
+
+  // Polls the CQ empty and returns the callbacks to run (outside any lock). The dispatcher re-arms the CQ
+  // first (`rearm`); Device::PollFor, on the poster's thread, leaves the arming to it. Under the device's
+  // cq_mu_ (the QP is hooked, so alive).
+  std::vector<absl::AnyInvocable<void() &&>> PollCompletions(bool rearm = true);
   ibv_cq* cq() const { return cq_; }
   ibv_qp* raw() const { return qp_; }
 

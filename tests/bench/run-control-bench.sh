@@ -6,7 +6,7 @@
 # run).
 # Usage (from the host):
 #   tests/guest/run-in-guest.sh --timeout 900 [--out DIR] -- tests/bench/run-control-bench.sh [--full]
-#       [--perf DIR] [--no-audit] [--rdmad PATH] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]
+#       [--perf DIR] [--no-audit] [--rdmad PATH] [--bounds MODE] [--completion-poll-us N] [-- CONTROL_BENCH_ARGS...]
 #   default: a short form (RegisterMr at 4 KiB, 1 MiB, 16 MiB; 5 samples per operation, 2 at 16 MiB, 5 first
 #     bytes), as CI runs it so it cannot rot; --full: 4 KiB .. 256 MiB, 200 samples (20 at 16 MiB and above),
 #     200 window operations, 50 first bytes;
@@ -16,6 +16,7 @@
 #     (run-in-guest.sh --out);
 #   --rdmad PATH: another rdmad binary (e.g. one built with other flags, to compare two builds in one boot);
 #   --no-audit: rdmad with its audit trail off ("audit": ""; on by default, to stdout), to see its share;
+#   --completion-poll-us N: rdmad's completion_poll_us (docs/config.md; 0: every completion on the dispatcher);
 #   --bounds MODE: rdmad's mw_bounds_region (auto, always, never; docs/config.md). "never" on rxe is UNSAFE
 #     (rxe does not enforce window bounds): only to measure rdmad's bind without the bounds region;
 #   RDMAD_BENCH_RESULTS=DIR (a dir the guest can write: run-in-guest.sh --out): also write DIR/control.md (the
@@ -30,6 +31,7 @@ perf_dir=""
 audit='"-"'
 rdmad=$bin/server/rdmad
 bounds=auto
+poll=300
 while [ $# -gt 0 ]; do
   case "$1" in
     --full) args=(--sizes 4096,1048576,16777216,268435456 --iters 200 --big-iters 20 --mw-iters 200
@@ -38,8 +40,9 @@ while [ $# -gt 0 ]; do
     --no-audit) audit='""' ;;
     --rdmad) rdmad=$2; shift ;;
     --bounds) bounds=$2; shift ;;
+    --completion-poll-us) poll=$2; shift ;;
     --) shift; args=("$@"); break ;;
-    *) echo "usage: $0 [--full] [--perf DIR] [--no-audit] [--rdmad PATH] [--bounds MODE] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--full] [--perf DIR] [--no-audit] [--rdmad PATH] [--bounds MODE] [--completion-poll-us N] [-- CONTROL_BENCH_ARGS...]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -47,7 +50,7 @@ work=$(mktemp -d /tmp/rdmad-control-bench.XXXXXX)
 cat >"$work/rdmad.json" <<JSON
 { "listen": ["unix:$work/rdmad.sock"], "rdma_listen": ["10.0.2.15:7475"], "log_level": "warning", "audit": $audit,
   "metrics_listen": "127.0.0.1:9475",
-  "mw_bounds_region": "$bounds" }
+  "mw_bounds_region": "$bounds", "completion_poll_us": $poll }
 JSON
 "$rdmad" --config "$work/rdmad.json" >"$work/rdmad.log" 2>&1 &
 rdmad_pid=$!
@@ -65,7 +68,7 @@ if [ -n "$perf_dir" ]; then
   # Recorded in the guest's own tmpfs (perf mmaps its output, which fails on the 9p mount of --out), copied after.
   perf=(perf record -a -g -e cpu-clock -F 499 -o "$work/perf.data" --)
 fi
-echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs, rdmad audit: $audit, mw_bounds_region: $bounds)"
+echo "control_bench ${args[*]} (uname -r $(uname -r), $(nproc) CPUs, rdmad audit: $audit, mw_bounds_region: $bounds, completion_poll_us: $poll)"
 # tests/bench/regenerate.sh: the tables as a markdown fragment and the RegisterMr figures for the plot.
 results=()
 if [ -n "${RDMAD_BENCH_RESULTS:-}" ]; then

@@ -212,6 +212,10 @@ TEST(ParseConfigTest, RdmaCmKeys) {
   EXPECT_TRUE(IsError(ParseConfig(R"({"cm_workers": 0})"), absl::StatusCode::kInvalidArgument, "cm_workers"));
   EXPECT_TRUE(IsError(ParseConfig(R"({"pin_workers": 65})"), absl::StatusCode::kInvalidArgument, "pin_workers"));
   EXPECT_TRUE(IsError(ParseConfig(R"({"watch_buffer": 15})"), absl::StatusCode::kInvalidArgument, "watch_buffer"));
+  EXPECT_EQ(ParseConfig("{}")->completion_poll_us, 300);
+  EXPECT_EQ(ParseConfig(R"({"completion_poll_us": 0})")->completion_poll_us, 0);
+  EXPECT_TRUE(IsError(ParseConfig(R"({"completion_poll_us": 100001})"), absl::StatusCode::kInvalidArgument,
+                      "completion_poll_us"));
 }
 
 TEST(ParseConfigTest, GrantKeys) {

@@ -288,6 +288,7 @@ class WatchPd : public fabric::Pd {
     absl::Status PostSend(const std::string& bytes, fabric::WorkDone d) override {
       return qp->PostSend(bytes, std::move(d));
     }
+    uint64_t completion_key() const override { return qp->completion_key(); }
     std::unique_ptr<fabric::Qp> qp;
     fake::FakeCm* cm;
     int* seen;

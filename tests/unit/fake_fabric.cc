@@ -252,7 +252,14 @@ int FakeLedger::QueuedCompletions() const {
 }
 void FakeLedger::Complete(const std::string& device, absl::AnyInvocable<void() &&> run) {
   completions_.push_back({device, std::move(run)});
-  if (!held_) Signal(device);
+  if (!held_ && !defer_signals_) Signal(device);
+}
+void FakeLedger::DeferSignals(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  defer_signals_ = on;
+  if (!on && !held_) {
+    for (const auto& c : completions_) Signal(c.device);
+  }
 }
 void FakeLedger::Signal(const std::string& device) {
   auto it = completion_fds_.find(device);
@@ -427,6 +434,8 @@ class FakeQp final : public fabric::Qp {
     ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
     return absl::OkStatus();
   }
+
+  uint64_t completion_key() const override { return id_; }
 
   absl::Status PostSend(const std::string& bytes, fabric::WorkDone done) override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
@@ -786,10 +795,22 @@ class FakeDevice final : public fabric::Device {
   }
   const fabric::DeviceInfo& info() const override { return info_; }
   int completion_fd() const override { return fd_; }
+  // The fake's completions are queued at the post, so one pass finds what there is: the device's (not only
+  // that QP's), unless held. `done` needs no wait.
+  void PollFor(uint64_t, absl::Duration, const std::function<bool()>& done) override {
+    if (!done()) RunQueued();
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    for (const auto& c : ledger_->completions_) {
+      if (c.device == info_.name && !ledger_->held_) ledger_->Signal(c.device);  // left: the dispatcher's
+    }
+  }
   void DrainCompletions() override {
     uint64_t count;
     ssize_t n = read(fd_, &count, sizeof count);
     (void)n;
+    RunQueued();
+  }
+  void RunQueued() {
     std::vector<absl::AnyInvocable<void() &&>> ready;
     {
       std::lock_guard<std::mutex> lock(ledger_->mu_);

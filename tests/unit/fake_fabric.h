@@ -140,6 +140,10 @@ class FakeLedger {
   void HoldCompletions();
   void ReleaseCompletions();
   int QueuedCompletions() const;
+  // A NIC whose completions are there before the dispatcher wakes: while on, a completion is not signaled
+  // to the dispatcher when it is queued, so the poster's Device::PollFor finds it; what a PollFor leaves,
+  // and everything queued when this is turned off, is signaled then.
+  void DeferSignals(bool on);
 
  private:
   friend class FakeDevice;
@@ -207,6 +211,7 @@ class FakeLedger {
   // Callers hold mu_. The QP went to the error state: its stalled work completes (flushed).
   void FlushStalledLocked(uint32_t qpn);
   bool held_ = false;
+  bool defer_signals_ = false;
   std::map<std::string, int> completion_fds_;  // device name -> eventfd
 };
 

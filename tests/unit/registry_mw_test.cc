@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -434,6 +435,44 @@ TEST_F(BindTest, AFailedBoundsRegistrationLeavesTheWindowAsItWas) {
   EXPECT_EQ(Mr(mr_.name()).bound_windows(), 0u);
   EXPECT_OK(registry_->DeregisterMr(mr_.name()));
 }
+
+// A bind's or an invalidation's completion is polled on the thread that posted it: the answer leaves from
+// there, with no hand-off to the dispatcher. What completes only later (here: held in the fabric) is the
+// dispatcher's.
+TEST_F(RegistryTest, ACompletionIsPolledOnThePostingThreadAndOneThatComesLaterIsTheDispatchers) {
+  const std::string pd = NewPd();
+  const std::string mr = NewMr(pd).name();
+  const std::string mw = NewMw(pd, v1::TYPE_1).name();
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id answered_on;
+  Notification bound;
+  ledger_->DeferSignals(true);  // the completion is there before the dispatcher could wake
+  registry_->BindMwAsync(BindReq(mw, mr, 0, kPage), [&](absl::StatusOr<v1::MemoryWindow> w) {
+    EXPECT_OK(w.status());
+    answered_on = std::this_thread::get_id();
+    bound.Notify();
+  });
+  ASSERT_TRUE(bound.HasBeenNotified());  // before BindMwAsync returned
+  ledger_->DeferSignals(false);
+  EXPECT_EQ(answered_on, me);
+  EXPECT_EQ(registry_->completion_counts().on_poster, 1u);
+  EXPECT_EQ(registry_->completion_counts().on_dispatcher, 0u);
+
+  ledger_->HoldCompletions();
+  Notification invalidated;
+  registry_->InvalidateMwAsync(mw, [&](absl::StatusOr<v1::MemoryWindow> w) {
+    EXPECT_OK(w.status());
+    answered_on = std::this_thread::get_id();
+    invalidated.Notify();
+  });
+  EXPECT_FALSE(invalidated.HasBeenNotified());
+  ledger_->ReleaseCompletions();
+  invalidated.WaitForNotification();
+  EXPECT_NE(answered_on, me);
+  EXPECT_EQ(registry_->completion_counts().on_poster, 1u);
+  EXPECT_EQ(registry_->completion_counts().on_dispatcher, 1u);
+}
+
 
 }  // namespace
 }  // namespace rdmad::registry_test
