@@ -19,31 +19,10 @@ constexpr std::chrono::milliseconds kEventsIdle{1000};
 
 std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
 
-struct GetCmIdsOptions {
-  std::string name, channel;
-
-  void Flags(CLI::App* sub) {
-    AddName(sub, &name, Kind::kCmId, false);
-    sub->add_option("--channel", channel, "only those on this event channel (channels/N)")
-        ->transform(NameFlag(Kind::kChannel));
-  }
-  absl::Status Validate() const {
-    return !name.empty() && !channel.empty() ? UsageError("--channel filters a list: give either NAME or --channel")
-                                             : absl::OkStatus();
-  }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    return PrintGet<json::CmIdList>(
-        ctx, CmIdColumns(), name.empty() ? Items(c.ListCmIds(channel), &v1::ListCmIdsResponse::cm_ids) : One(c.GetCmId(name)),
-        !name.empty(), channel.empty() ? "" : StrCat(" on ", channel));
-  }
-};
-
 struct CreateChannelOptions {
   v1::CreateChannelRequest request;
 
   void Flags(CLI::App* sub) { sub->add_option("--label", *request.mutable_label(), "free text"); }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     return Done(ctx, ctx.client().CreateChannel(request),
                 [](const v1::EventChannel& ch) { return StrCat(ch.name(), " created (thread ", OrNone(ch.thread()), ")"); });
@@ -60,7 +39,6 @@ struct CreateCmIdOptions {
     sub->add_option("--channel", *request.mutable_channel(), "event channel that dispatches it (channels/N; default channels/1)")
         ->transform(NameFlag(Kind::kChannel));
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     return Done(ctx, ctx.client().CreateCmId(request), [](const v1::CmId& id) {
       return StrCat(id.name(), " created (on ", id.channel(), ", for ", id.pd(), ")");
@@ -203,7 +181,6 @@ struct MigrateOptions {
         ->transform(NameFlag(Kind::kChannel))
         ->required();
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     return Done(ctx, ctx.client().MigrateCmId(request), [](const v1::CmId& id) {
       return StrCat(id.name(), " on ", id.channel(), " (", id.counters().migrations(), " migration(s) so far)");
@@ -220,7 +197,6 @@ struct CreateTokenOptions {
         ->required();
     AddMillis(sub, "--ttl", [this](uint32_t ms) { request.set_ttl_ms(ms); }, "lifetime: 30s, 500ms, 2m (default: rdmad's, 30s)");
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     auto token = ctx.client().IssueConnectToken(request);
     if (!token.ok()) return ctx.Fail(token.status());
@@ -303,10 +279,12 @@ struct EventsOptions {
 void RegisterCmCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kChannel, "rdma_cm event channels (each a dispatcher thread in rdmad)", true),
         GetOptions<json::ChannelList, v1::EventChannel>{
-            Kind::kChannel, ChannelColumns,
-            [](client::Client& c) { return Items(c.ListChannels(), &v1::ListChannelsResponse::channels); },
-            [](client::Client& c, const std::string& name) { return c.GetChannel(name); }});
-  r.Add<GetCmIdsOptions>(r.Noun("get", Kind::kCmId, "rdma_cm communication ids", true));
+            Kind::kChannel, ChannelColumns, &client::Client::ListChannels, &v1::ListChannelsResponse::channels,
+            &client::Client::GetChannel});
+  r.Add(r.Noun("get", Kind::kCmId, "rdma_cm communication ids", true),
+        GetOptions<json::CmIdList, v1::CmId>{Kind::kCmId, CmIdColumns, &client::Client::ListCmIds,
+                                             &v1::ListCmIdsResponse::cm_ids, &client::Client::GetCmId}
+            .FilterBy("--channel", Kind::kChannel, "on"));
   r.Add<CreateChannelOptions>(r.Noun("create", Kind::kChannel, "Create an rdma_cm event channel (a dispatcher thread)"));
   r.Add<CreateCmIdOptions>(r.Noun("create", Kind::kCmId, "Create an rdma_cm id (RDMA_PS_TCP)"));
   r.Add<CreateTokenOptions>(r.Noun("create", Kind::kToken,
@@ -318,21 +296,13 @@ void RegisterCmCommands(Registry& r) {
       r.Noun("accept", Kind::kCmId, "Accept a CM id in CONNECT_REQUEST: creates its QP on the listener's PD"));
   r.Add<AnswerOptions<v1::RejectRequest, false>>(
       r.Noun("reject", Kind::kCmId, "Reject a CM id in CONNECT_REQUEST (the id is then deleted)"));
-  r.Add(r.Noun("disconnect", Kind::kCmId, "rdma_disconnect a connected CM id"),
-        NamedOptions{Kind::kCmId, [](Context& ctx, const std::string& name) {
-                       return Done(ctx, ctx.client().Disconnect(name), [](const v1::CmId& id) {
-                         return id.name() + " disconnecting (DISCONNECTED follows as an event)";
-                       });
-                     }});
+  r.Named("disconnect", Kind::kCmId, "rdma_disconnect a connected CM id",
+          Says(&client::Client::Disconnect, " disconnecting (DISCONNECTED follows as an event)"));
   r.Add<MigrateOptions>(r.Noun("migrate", Kind::kCmId, "Move a CM id (and its events) to another event channel"));
-  r.Add(r.Noun("delete", Kind::kChannel, "Delete an event channel (refused while CM ids live on it)"),
-        NamedOptions{Kind::kChannel, [](Context& ctx, const std::string& name) {
-                       return Deleted<v1::DeleteChannelResponse>(ctx, ctx.client().DeleteChannel(name), name);
-                     }});
-  r.Add(r.Noun("delete", Kind::kCmId, "Destroy a CM id and its QP (refused while type 2 windows are bound on its QP)"),
-        NamedOptions{Kind::kCmId, [](Context& ctx, const std::string& name) {
-                       return Deleted<v1::DeleteCmIdResponse>(ctx, ctx.client().DeleteCmId(name), name);
-                     }});
+  r.Named("delete", Kind::kChannel, "Delete an event channel (refused while CM ids live on it)",
+          Deletes<v1::DeleteChannelResponse>(&client::Client::DeleteChannel));
+  r.Named("delete", Kind::kCmId, "Destroy a CM id and its QP (refused while type 2 windows are bound on its QP)",
+          Deletes<v1::DeleteCmIdResponse>(&client::Client::DeleteCmId));
   r.Add<EventsOptions>(r.Verb("events"));
 }
 

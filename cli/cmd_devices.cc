@@ -9,7 +9,6 @@ struct GetDevicesOptions {
   std::string name;
 
   void Flags(CLI::App* sub) { AddName(sub, &name, Kind::kDevice, false); }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     const bool one = !name.empty();
     auto devices = one ? One(ctx.client().GetDevice(name)) : Items(ctx.client().ListDevices(), &v1::ListDevicesResponse::devices);

@@ -101,7 +101,6 @@ struct RenewOptions {
     AddName(sub, &name, Kind::kGrant);
     AddMillis(sub, "--ttl", [this](uint32_t ms) { ttl_ms = ms; }, "the new lease, from now: 60s, 5m (at most rdmad's max_grant_ttl)")->required();
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     return Done(ctx, ctx.client().RenewGrant(name, std::chrono::milliseconds(ttl_ms)), [](const v1::Grant& g) {
       return StrCat(g.name(), " renewed (expires ", FormatExpiry(g.expire_time_unix_nanos()), ", ",
@@ -156,7 +155,6 @@ struct WatchGrantsOptions {
     sub->add_flag_function("--from-oldest", [this](int64_t n) { request.set_from_oldest(n > 0); },
                            "every event rdmad retains from its start first (after a restart: the grants it ended, RESTARTED)");
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     StreamPrinter<v1::GrantEvent> print(ctx, GrantEventStream());
     absl::Status s = ctx.client().WatchGrants(request, [&print](const v1::GrantEvent& e) { return print(e); });
@@ -180,8 +178,7 @@ void RegisterGrantCommands(Registry& r) {
       r.Noun("get", Kind::kGrant, "grants: a remote key to a range of a memory region, for one client, for a lease", true));
   r.Add<GrantOptions>(r.Verb("grant"));
   r.Add<RenewOptions>(r.Noun("renew", Kind::kGrant, "Extend a grant's lease: it then ends --ttl from now"));
-  r.Add(r.Noun("revoke", Kind::kGrant, "Revoke a grant: its key dies, its client is disconnected"),
-        NamedOptions{Kind::kGrant, Revoke});
+  r.Named("revoke", Kind::kGrant, "Revoke a grant: its key dies, its client is disconnected", Revoke);
   r.Add<WatchGrantsOptions>(r.Noun("watch", Kind::kGrant,
                                    "Print grant events (issued, activated, renewed, revoked, expired) as they happen, "
                                    "until rdmad ends the stream (Ctrl-C to stop)",

@@ -7,23 +7,6 @@
 namespace rdmad::cli {
 namespace {
 
-struct GetMrsOptions {
-  std::string name, pd;
-
-  void Flags(CLI::App* sub) {
-    AddName(sub, &name, Kind::kMr, false);
-    sub->add_option("--pd", pd, "only those in this protection domain (pds/N)")->transform(NameFlag(Kind::kPd));
-  }
-  absl::Status Validate() const {
-    return !name.empty() && !pd.empty() ? UsageError("--pd filters a list: give either NAME or --pd") : absl::OkStatus();
-  }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    return PrintGet<json::MrList>(ctx, MrColumns(), name.empty() ? Items(c.ListMrs(pd), &v1::ListMrsResponse::mrs) : One(c.GetMr(name)),
-                                  !name.empty(), pd.empty() ? "" : absl::StrCat(" in ", pd));
-  }
-};
-
 // A memory source: --size N [--huge-pages] (anonymous memory rdmad allocates) or --file PATH [--offset N]
 // --length N (a range of a shared file).
 struct SourceOptions {
@@ -164,7 +147,6 @@ struct DeleteMrOptions {
     AddName(sub, &name, Kind::kMr);
     sub->add_flag("--revoke-grants", revoke_grants, "revoke its live grants first (without it rdmad refuses while any is live)");
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     absl::Status s = ctx.client().DeregisterMr(name, revoke_grants);
     return s.ok() ? PrintResult(ctx, v1::DeregisterMrResponse(), {name}, absl::StrCat(name, " deleted")) : ctx.Fail(s);
@@ -174,7 +156,10 @@ struct DeleteMrOptions {
 }  // namespace
 
 void RegisterMrCommands(Registry& r) {
-  r.Add<GetMrsOptions>(r.Noun("get", Kind::kMr, "memory regions", true));
+  r.Add(r.Noun("get", Kind::kMr, "memory regions", true),
+        GetOptions<json::MrList, v1::MemoryRegion>{Kind::kMr, MrColumns, &client::Client::ListMrs,
+                                                   &v1::ListMrsResponse::mrs, &client::Client::GetMr}
+            .FilterBy("--pd", Kind::kPd, "in"));
   r.Add<RegisterMrOptions>(r.Noun("register", Kind::kMr, "Register a memory region"));
   r.Add<ReregMrOptions>(
       r.Noun("rereg", Kind::kMr, "Change a region's access, PD or memory; the flags follow from the options given"));

@@ -5,23 +5,6 @@
 namespace rdmad::cli {
 namespace {
 
-struct GetMwsOptions {
-  std::string name, pd;
-
-  void Flags(CLI::App* sub) {
-    AddName(sub, &name, Kind::kMw, false);
-    sub->add_option("--pd", pd, "only those in this protection domain (pds/N)")->transform(NameFlag(Kind::kPd));
-  }
-  absl::Status Validate() const {
-    return !name.empty() && !pd.empty() ? UsageError("--pd filters a list: give either NAME or --pd") : absl::OkStatus();
-  }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    return PrintGet<json::MwList>(ctx, MwColumns(), name.empty() ? Items(c.ListMws(pd), &v1::ListMwsResponse::mws) : One(c.GetMw(name)),
-                                  !name.empty(), pd.empty() ? "" : absl::StrCat(" in ", pd));
-  }
-};
-
 struct CreateMwOptions {
   v1::AllocMwRequest request;
   int type = 0;
@@ -83,18 +66,14 @@ struct BindMwOptions {
 }  // namespace
 
 void RegisterMwCommands(Registry& r) {
-  r.Add<GetMwsOptions>(r.Noun("get", Kind::kMw, "memory windows", true));
+  r.Add(r.Noun("get", Kind::kMw, "memory windows", true),
+        GetOptions<json::MwList, v1::MemoryWindow>{Kind::kMw, MwColumns, &client::Client::ListMws,
+                                                   &v1::ListMwsResponse::mws, &client::Client::GetMw}
+            .FilterBy("--pd", Kind::kPd, "in"));
   r.Add<CreateMwOptions>(r.Noun("create", Kind::kMw, "Allocate a memory window"));
   r.Add<BindMwOptions>(r.Noun("bind", Kind::kMw, "Bind a memory window; prints the new rkey"));
-  r.Add(r.Noun("invalidate", Kind::kMw, "Invalidate a memory window"),
-        NamedOptions{Kind::kMw, [](Context& ctx, const std::string& name) {
-                       return Done(ctx, ctx.client().InvalidateMw(name),
-                                   [](const v1::MemoryWindow& mw) { return mw.name() + " invalidated"; });
-                     }});
-  r.Add(r.Noun("delete", Kind::kMw, "Deallocate a memory window"),
-        NamedOptions{Kind::kMw, [](Context& ctx, const std::string& name) {
-                       return Deleted<v1::DeallocMwResponse>(ctx, ctx.client().DeallocMw(name), name);
-                     }});
+  r.Named("invalidate", Kind::kMw, "Invalidate a memory window", Says(&client::Client::InvalidateMw, " invalidated"));
+  r.Named("delete", Kind::kMw, "Deallocate a memory window", Deletes<v1::DeallocMwResponse>(&client::Client::DeallocMw));
 }
 
 }  // namespace rdmad::cli

@@ -15,7 +15,6 @@ struct CreatePdOptions {
         ->required();
     sub->add_option("--label", *request.mutable_label(), "free text, at most 128 bytes");
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     return Done(ctx, ctx.client().CreatePd(request),
                 [](const v1::ProtectionDomain& pd) { return absl::StrCat(pd.name(), " created (", pd.device(), ")"); });
@@ -33,7 +32,6 @@ struct DeletePdOptions {
     sub->add_flag("--revoke-grants", revoke_grants,
                   "revoke the live grants on its regions first (without it rdmad refuses while any is live)");
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     auto res = ctx.client().DeletePd(name, cascade, revoke_grants);
     if (!res.ok()) return ctx.Fail(res.status());
@@ -49,9 +47,8 @@ struct DeletePdOptions {
 
 void RegisterPdCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kPd, "protection domains", true),
-        GetOptions<json::PdList, v1::ProtectionDomain>{
-            Kind::kPd, PdColumns, [](client::Client& c) { return Items(c.ListPds(), &v1::ListPdsResponse::pds); },
-            [](client::Client& c, const std::string& name) { return c.GetPd(name); }});
+        GetOptions<json::PdList, v1::ProtectionDomain>{Kind::kPd, PdColumns, &client::Client::ListPds,
+                                                       &v1::ListPdsResponse::pds, &client::Client::GetPd});
   r.Add<CreatePdOptions>(r.Noun("create", Kind::kPd, "Create a protection domain on a device"));
   r.Add<DeletePdOptions>(r.Noun("delete", Kind::kPd,
                                 "Delete a protection domain (refused while it holds resources unless --cascade, or "

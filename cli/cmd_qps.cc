@@ -75,15 +75,12 @@ struct ConnectQpOptions {
 
 void RegisterQpCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kQp, "queue pairs", true),
-        GetOptions<json::QpList, v1::QueuePair>{
-            Kind::kQp, QpColumns, [](client::Client& c) { return Items(c.ListQps(), &v1::ListQpsResponse::qps); },
-            [](client::Client& c, const std::string& name) { return c.GetQp(name); }});
+        GetOptions<json::QpList, v1::QueuePair>{Kind::kQp, QpColumns, &client::Client::ListQps,
+                                                &v1::ListQpsResponse::qps, &client::Client::GetQp});
   r.Add<CreateQpOptions>(r.Noun("create", Kind::kQp, "Create an RC queue pair owned by rdmad"));
   r.Add<ConnectQpOptions>(r.Noun("connect", Kind::kQp, "Move a queue pair to RTS against a remote endpoint"));
-  r.Add(r.Noun("delete", Kind::kQp, "Destroy a queue pair (refused while type 2 windows are bound on it)"),
-        NamedOptions{Kind::kQp, [](Context& ctx, const std::string& name) {
-                       return Deleted<v1::DeleteQpResponse>(ctx, ctx.client().DeleteQp(name), name);
-                     }});
+  r.Named("delete", Kind::kQp, "Destroy a queue pair (refused while type 2 windows are bound on it)",
+          Deletes<v1::DeleteQpResponse>(&client::Client::DeleteQp));
 }
 
 }  // namespace rdmad::cli

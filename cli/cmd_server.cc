@@ -9,7 +9,6 @@ constexpr char kApiVersion[] = "rdmad.v1";
 
 struct HealthOptions {
   void Flags(CLI::App*) {}
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     if (absl::Status s = ctx.client().Health(); !s.ok()) return ctx.Fail(s);
     json::Health health;
@@ -22,7 +21,6 @@ struct HealthOptions {
 
 struct VersionOptions {
   void Flags(CLI::App*) {}
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     json::Version version;
     version.set_rdmactl(kRdmactlVersion);

@@ -11,7 +11,6 @@ int Describe(Context& ctx, const std::string& name) {
 
 struct WhoAmIOptions {
   void Flags(CLI::App*) {}
-  absl::Status Validate() const { return absl::OkStatus(); }
   int Run(Context& ctx) const {
     auto caller = ctx.client().WhoAmI();
     if (!caller.ok()) return ctx.Fail(caller.status());
@@ -25,11 +24,10 @@ void RegisterTenantCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kTenant,
                "tenants: their principals, PDs and quotas (used/limit); a tenant caller sees only its own", true),
         GetOptions<json::TenantList, v1::Tenant>{
-            Kind::kTenant, TenantColumns,
-            [](client::Client& c) { return Items(c.ListTenants(), &v1::ListTenantsResponse::tenants); },
-            [](client::Client& c, const std::string& name) { return c.GetTenant(name); }});
-  r.Add(r.Noun("describe", Kind::kTenant, "A tenant: every quota (used, limit), its principals, file roots, devices and PDs"),
-        NamedOptions{Kind::kTenant, Describe});
+            Kind::kTenant, TenantColumns, &client::Client::ListTenants, &v1::ListTenantsResponse::tenants,
+            &client::Client::GetTenant});
+  r.Named("describe", Kind::kTenant, "A tenant: every quota (used, limit), its principals, file roots, devices and PDs",
+          Describe);
   r.Add<WhoAmIOptions>(r.Verb("whoami"));
 }
 

@@ -60,6 +60,23 @@ void Registry::OnRun(CLI::App* sub, RunFn run) {
   });
 }
 
+namespace {
+
+struct NamedOptions {
+  Kind kind;
+  NamedRunFn run;
+  std::string name;
+
+  void Flags(CLI::App* sub) { AddName(sub, &name, kind); }
+  int Run(Context& ctx) const { return run(ctx, name); }
+};
+
+}  // namespace
+
+void Registry::Named(const std::string& verb, Kind kind, const std::string& description, NamedRunFn run) {
+  Add(Noun(verb, kind, description), NamedOptions{kind, std::move(run), ""});
+}
+
 // ---- typed flags
 
 namespace {

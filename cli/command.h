@@ -4,7 +4,8 @@
 // anything is sent), and printing a result, a list or a stream in the chosen format. Private to cli/.
 //
 // A command is kubectl's shape: an options struct whose Flags() binds CLI11 options to its fields (complete),
-// whose Validate() checks what no single flag can (validate), and whose Run() calls client/ and prints (run).
+// whose Validate(), where it has one, checks what no single flag can (validate), and whose Run() calls client/ and
+// prints (run).
 //
 // Thread-safety: single-threaded (one command per process).
 #ifndef RDMAD_CLI_COMMAND_H_
@@ -15,6 +16,8 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -70,6 +73,15 @@ inline absl::Status UsageError(absl::string_view message) { return absl::Invalid
 
 // ---- the registry
 
+// Whether an options struct has a Validate() (without one, there is nothing to check beyond the flags).
+template <typename Options, typename = void>
+struct HasValidate : std::false_type {};
+template <typename Options>
+struct HasValidate<Options, std::void_t<decltype(std::declval<Options&>().Validate())>> : std::true_type {};
+
+// What `VERB KIND NAME` with nothing else to give runs: calls client/ for NAME and prints.
+using NamedRunFn = std::function<int(Context&, const std::string& name)>;
+
 class Registry {
  public:
   using RunFn = std::function<int(Context&)>;
@@ -87,11 +99,14 @@ class Registry {
     auto o = std::make_shared<Options>(std::move(initial));
     o->Flags(sub);
     OnRun(sub, [o](Context& ctx) {
-      absl::Status valid = o->Validate();
+      absl::Status valid;
+      if constexpr (HasValidate<Options>::value) valid = o->Validate();
       return valid.ok() ? o->Run(ctx) : ctx.Usage(valid);
     });
     return o;
   }
+  // `verb KIND NAME` with nothing else to give: run(ctx, name) once NAME is parsed.
+  void Named(const std::string& verb, Kind kind, const std::string& description, NamedRunFn run);
   const RunFn& chosen() const { return chosen_; }
 
  private:
@@ -128,18 +143,6 @@ CLI::Option* AddMillis(CLI::App* sub, const std::string& flag, std::function<voi
 std::vector<v1::Access> AccessList(const std::string& text);  // of a text AccessFlag() accepted
 std::string NameHelp(Kind kind);
 
-// `VERB KIND NAME` with nothing else to give: run(ctx, name) calls client/ and prints.
-struct NamedOptions {
-  NamedOptions(Kind kind, std::function<int(Context&, const std::string&)> run) : kind(kind), run(std::move(run)) {}
-  Kind kind;
-  std::function<int(Context&, const std::string&)> run;
-  std::string name;
-
-  void Flags(CLI::App* sub) { AddName(sub, &name, kind); }
-  absl::Status Validate() const { return absl::OkStatus(); }
-  int Run(Context& ctx) const { return run(ctx, name); }
-};
-
 // ---- printing
 
 // One result of a change: -o json the message, -o name `names`, else `message`.
@@ -151,10 +154,20 @@ int Done(Context& ctx, const absl::StatusOr<T>& result, MessageFn message) {
   if (!result.ok()) return ctx.Fail(result.status());
   return PrintResult(ctx, *result, {result->name()}, message(*result));
 }
-// A deletion rdmad answers with an empty Response: "NAME deleted".
+// The run of Registry::Named for a call on the NAME alone: its result's name and `what` ("mws/1 invalidated").
+template <typename T>
+NamedRunFn Says(absl::StatusOr<T> (client::Client::*call)(const std::string&), std::string what) {
+  return [call, what](Context& ctx, const std::string& name) {
+    return Done(ctx, (ctx.client().*call)(name), [&what](const T& result) { return result.name() + what; });
+  };
+}
+// The same for a deletion rdmad answers with an empty Response: "NAME deleted".
 template <typename Response>
-int Deleted(Context& ctx, const absl::Status& status, const std::string& name) {
-  return status.ok() ? PrintResult(ctx, Response(), {name}, name + " deleted") : ctx.Fail(status);
+NamedRunFn Deletes(absl::Status (client::Client::*call)(const std::string&)) {
+  return [call](Context& ctx, const std::string& name) {
+    absl::Status status = (ctx.client().*call)(name);
+    return status.ok() ? PrintResult(ctx, Response(), {name}, name + " deleted") : ctx.Fail(status);
+  };
 }
 // Text for people with -o table and wide (describe, whoami): ends without a newline for PrintResult.
 inline std::string Chomp(std::string text) {
@@ -208,23 +221,49 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<T>> Items(
   return ((*response).*field)();
 }
 
-// `get KIND [NAME]` for a kind without filters: the list, or one item, with the kind's columns.
+// `get KIND [NAME]`: the list (a List* call and its answer's repeated field; a call with a parameter gets the
+// filter), or one item (a Get* call), with the kind's columns. With FilterBy, `--FLAG NAME` (of another
+// kind) narrows the list to the items `preposition` that one ("get mrs --pd pds/1": those in pds/1).
 template <typename List, typename T>
 struct GetOptions {
-  using ListFn = std::function<absl::StatusOr<google::protobuf::RepeatedPtrField<T>>(client::Client&)>;
+  using ListFn =
+      std::function<absl::StatusOr<google::protobuf::RepeatedPtrField<T>>(client::Client&, const std::string& filter)>;
   using GetFn = std::function<absl::StatusOr<T>(client::Client&, const std::string&)>;
-  GetOptions(Kind kind, const Columns<T>& (*columns)(), ListFn list, GetFn get)
-      : kind(kind), columns(columns), list(std::move(list)), get(std::move(get)) {}
-  Kind kind;
+  template <typename Response, typename... Args>
+  GetOptions(Kind kind, const Columns<T>& (*columns)(), absl::StatusOr<Response> (client::Client::*call)(Args...),
+             const google::protobuf::RepeatedPtrField<T>& (Response::*field)() const, GetFn get)
+      : kind(kind), columns(columns), get(std::move(get)) {
+    list = [call, field](client::Client& c, const std::string& filter) {
+      if constexpr (sizeof...(Args) == 0) return Items((c.*call)(), field);
+      else return Items((c.*call)(filter), field);
+    };
+  }
+  GetOptions& FilterBy(std::string flag, Kind by, std::string preposition) {
+    filter_flag = std::move(flag), filter_kind = by, filter_preposition = std::move(preposition);
+    return *this;
+  }
+  Kind kind, filter_kind = Kind::kPd;
   const Columns<T>& (*columns)();
   ListFn list;
   GetFn get;
-  std::string name;
+  std::string filter_flag, filter_preposition;  // no flag: no filter
+  std::string name, filter;
 
-  void Flags(CLI::App* sub) { AddName(sub, &name, kind, false); }
-  absl::Status Validate() const { return absl::OkStatus(); }
+  void Flags(CLI::App* sub) {
+    AddName(sub, &name, kind, false);
+    if (filter_flag.empty()) return;
+    const KindInfo& by = Info(filter_kind);
+    sub->add_option(filter_flag, filter,
+                    std::string("only those ") + filter_preposition + " this " + by.title + " (" + by.plural + "/N)")
+        ->transform(NameFlag(filter_kind));
+  }
+  absl::Status Validate() const {
+    if (name.empty() || filter.empty()) return absl::OkStatus();
+    return UsageError(filter_flag + " filters a list: give either NAME or " + filter_flag);
+  }
   int Run(Context& ctx) const {
-    return PrintGet<List>(ctx, columns(), name.empty() ? list(ctx.client()) : One(get(ctx.client(), name)), !name.empty());
+    return PrintGet<List>(ctx, columns(), name.empty() ? list(ctx.client(), filter) : One(get(ctx.client(), name)),
+                          !name.empty(), filter.empty() ? "" : " " + filter_preposition + " " + filter);
   }
 };
 
