@@ -20,6 +20,12 @@
 namespace rdmad::cli {
 namespace {
 
+// "'TEXT'" and why it is wrong: the error of every parser here.
+template <typename... Why>
+absl::Status Bad(absl::string_view text, const Why&... why) {
+  return absl::InvalidArgumentError(absl::StrCat("'", text, "'", why...));
+}
+
 bool AllDigits(absl::string_view s) {
   if (s.empty()) return false;
   for (char c : s) {
@@ -29,9 +35,8 @@ bool AllDigits(absl::string_view s) {
 }
 
 absl::Status SizeSyntaxError(absl::string_view text) {
-  return absl::InvalidArgumentError(absl::StrCat("'", text,
-                                                 "' is not a size: expected a number of bytes with an optional "
-                                                 "unit (B, KiB, MiB, GiB, TiB), e.g. 4096, 4KiB, 1MiB"));
+  return Bad(text, " is not a size: expected a number of bytes with an optional unit (B, KiB, MiB, GiB, TiB), ",
+             "e.g. 4096, 4KiB, 1MiB");
 }
 
 // Binary multiplier of a (lower-cased) unit, 0 if unknown.
@@ -71,8 +76,7 @@ std::string KnownAccess() {
 absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
   absl::string_view s = absl::StripAsciiWhitespace(text);
   if (s.empty()) return absl::InvalidArgumentError("a size is required, e.g. 4096, 4KiB, 1MiB");
-  if (s[0] == '-')
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a size: sizes cannot be negative"));
+  if (s[0] == '-') return Bad(text, " is not a size: sizes cannot be negative");
   size_t i = 0;
   while (i < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[i]))) i++;
   absl::string_view whole = s.substr(0, i);
@@ -94,26 +98,22 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
   u128 value = 0;
   for (char c : whole) {
     value = value * 10 + static_cast<unsigned>(c - '0');
-    if (value > kMax) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+    if (value > kMax) return Bad(text, " is too large");
   }
   value *= multiplier;
-  if (value > kMax) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  if (value > kMax) return Bad(text, " is too large");
   while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
   if (!fraction.empty()) {
-    if (fraction.size() > 18) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a whole number of bytes"));
-    }
+    if (fraction.size() > 18) return Bad(text, " is not a whole number of bytes");
     u128 numerator = 0, denominator = 1;
     for (char c : fraction) {
       numerator = numerator * 10 + static_cast<unsigned>(c - '0');
       denominator *= 10;
     }
     numerator *= multiplier;
-    if (numerator % denominator != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a whole number of bytes"));
-    }
+    if (numerator % denominator != 0) return Bad(text, " is not a whole number of bytes");
     value += numerator / denominator;
-    if (value > kMax) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+    if (value > kMax) return Bad(text, " is too large");
   }
   return static_cast<uint64_t>(value);
 }
@@ -130,14 +130,12 @@ absl::StatusOr<uint64_t> ParseUint(absl::string_view text, uint64_t max) {
     ok = AllDigits(s) && absl::SimpleAtoi(s, &value);
   }
   if (!ok) {
-    if (!s.empty() && s[0] == '-') {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is negative; expected an unsigned number"));
-    }
+    if (!s.empty() && s[0] == '-') return Bad(text, " is negative; expected an unsigned number");
     // SimpleAtoi fails on overflow as well as on junk: tell them apart for the message.
-    if (AllDigits(s)) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large (max ", max, ")"));
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a number (decimal or 0x hex)"));
+    if (AllDigits(s)) return Bad(text, " is too large (max ", max, ")");
+    return Bad(text, " is not a number (decimal or 0x hex)");
   }
-  if (value > max) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large (max ", max, ")"));
+  if (value > max) return Bad(text, " is too large (max ", max, ")");
   return value;
 }
 
@@ -148,11 +146,10 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(absl::string_view text) {
   if (AllDigits(s) && absl::SimpleAtoi(s, &seconds) && seconds <= 1000000000) {
     d = absl::Seconds(seconds);
   } else if (!absl::ParseDuration(s, &d)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a duration: expected e.g. 30s, 500ms, 2m, 1m30s or a number of seconds"));
+    return Bad(text, " is not a duration: expected e.g. 30s, 500ms, 2m, 1m30s or a number of seconds");
   }
   if (d <= absl::ZeroDuration() || d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "': the timeout must be positive and finite"));
+    return Bad(text, ": the timeout must be positive and finite");
   }
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))));
 }
@@ -195,31 +192,25 @@ absl::StatusOr<std::string> NormalizeName(Kind kind, absl::string_view text) {
     id = s.substr(slash + 1);
     std::optional<Kind> named = KindFromNoun(noun);
     if (!named) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ", A(info.title), " name (", info.plural, "/",
-                                                     info.numeric ? "N" : "NAME", ")"));
+      return Bad(text, " is not ", A(info.title), " name (", info.plural, "/", info.numeric ? "N" : "NAME", ")");
     }
-    if (*named != kind) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", text, "' names ", A(Info(*named).title), ", not ", A(info.title)));
-    }
+    if (*named != kind) return Bad(text, " names ", A(Info(*named).title), ", not ", A(info.title));
   }
   if (!info.numeric) {
     if (id.empty() || id.find('/') != absl::string_view::npos ||
         id.find_first_of(" \t\r\n") != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ", A(info.title), " name"));
+      return Bad(text, " is not ", A(info.title), " name");
     }
     if (kind == Kind::kTenant && !std::all_of(id.begin(), id.end(), [](char c) {
           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
         })) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", text, "' is not a tenant name (letters, digits, '.', '_' and '-': app, tenants/app)"));
+      return Bad(text, " is not a tenant name (letters, digits, '.', '_' and '-': app, tenants/app)");
     }
     return absl::StrCat(info.plural, "/", id);
   }
   uint64_t n = 0;
   if (!AllDigits(id) || !absl::SimpleAtoi(id, &n) || n == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ", A(info.title), " name (", info.plural, "/N, ",
-                                                   info.singular, "/N or N, N > 0)"));
+    return Bad(text, " is not ", A(info.title), " name (", info.plural, "/N, ", info.singular, "/N or N, N > 0)");
   }
   return absl::StrCat(info.plural, "/", n);
 }
@@ -259,8 +250,7 @@ absl::StatusOr<std::string> NormalizeGid(absl::string_view text) {
     raw[10] = raw[11] = 0xff;
     std::memcpy(raw + 12, &v4, 4);
   } else if (inet_pton(AF_INET6, s.c_str(), raw) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a GID (IPv6 form, e.g. fe80::1 or fe80:0000:...:0001, or an IPv4 address)"));
+    return Bad(text, " is not a GID (IPv6 form, e.g. fe80::1 or fe80:0000:...:0001, or an IPv4 address)");
   }
   std::string out;
   for (int i = 0; i < 16; i += 2) {
@@ -306,8 +296,7 @@ std::string AccessName(int access) {
 absl::StatusOr<v1::SocketAddress> ParseSocketAddress(absl::string_view text) {
   const absl::string_view s = absl::StripAsciiWhitespace(text);
   auto syntax = [&text](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an address:port (", why,
-                                                   "; e.g. 10.0.2.15:7471 or [fe80::1]:7471)"));
+    return Bad(text, " is not an address:port (", why, "; e.g. 10.0.2.15:7471 or [fe80::1]:7471)");
   };
   std::string host;
   absl::string_view port;
@@ -350,28 +339,26 @@ absl::StatusOr<std::string> ParseHexBytes(absl::string_view text) {
     if (c == ':') {
       // Only between whole bytes: "0a:0b", not "0:a0b" or "0a::0b".
       if (digits.empty() || digits.size() % 2 != 0 || i + 1 == s.size() || s[i + 1] == ':') {
-        return absl::InvalidArgumentError(absl::StrCat("'", text, "': ':' goes only between bytes (0a:0b:0c)"));
+        return Bad(text, ": ':' goes only between bytes (0a:0b:0c)");
       }
       continue;
     }
     if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not hex: '", std::string(1, c),
-                                                     "' is not a hex digit (bytes as pairs of 0-9a-f, e.g. 0a0b0c)"));
+      return Bad(text, " is not hex: '", std::string(1, c),
+                 "' is not a hex digit (bytes as pairs of 0-9a-f, e.g. 0a0b0c)");
     }
     digits += c;
   }
   if (digits.empty()) return absl::InvalidArgumentError("no bytes given (bytes as pairs of hex digits, e.g. 0a0b0c)");
-  if (digits.size() % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an odd number of hex digits: give whole bytes"));
-  }
+  if (digits.size() % 2 != 0) return Bad(text, " has an odd number of hex digits: give whole bytes");
   return absl::HexStringToBytes(digits);
 }
 
 const std::vector<std::string>& EventTypeNames() {
   static const std::vector<std::string> names = {
-      "ADDR_RESOLVED",  "ADDR_ERROR",   "ROUTE_RESOLVED", "ROUTE_ERROR",    "CONNECT_REQUEST", "CONNECT_RESPONSE",
-      "CONNECT_ERROR",  "UNREACHABLE",  "REJECTED",       "ESTABLISHED",    "DISCONNECTED",    "DEVICE_REMOVAL",
-      "MULTICAST_JOIN", "MULTICAST_ERROR", "ADDR_CHANGE", "TIMEWAIT_EXIT",
+      "ADDR_RESOLVED",  "ADDR_ERROR",      "ROUTE_RESOLVED", "ROUTE_ERROR",   "CONNECT_REQUEST", "CONNECT_RESPONSE",
+      "CONNECT_ERROR",  "UNREACHABLE",     "REJECTED",       "ESTABLISHED",   "DISCONNECTED",    "DEVICE_REMOVAL",
+      "MULTICAST_JOIN", "MULTICAST_ERROR", "ADDR_CHANGE",    "TIMEWAIT_EXIT",
   };
   return names;
 }
@@ -410,8 +397,8 @@ absl::StatusOr<std::string> TokenFromFile(absl::string_view contents) {
     token = std::string(contents);
   }
   if (token.size() > kMaxToken) {
-    return absl::InvalidArgumentError(absl::StrCat("the file holds ", token.size(), " bytes: a token is at most ",
-                                                   kMaxToken, " (rdmad's are 32)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the file holds ", token.size(), " bytes: a token is at most ", kMaxToken, " (rdmad's are 32)"));
   }
   return token;
 }
