@@ -275,9 +275,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   // The metrics (docs/operations.md#metrics): counted from here on, served over plain HTTP if metrics_listen.
   i->rdmad_metrics.WatchEvents(i->cm.get(), i->grants.get());
   i->rdmad_metrics.SetSources({i->registry.get(), i->cm.get(), i->grants.get(), i->tokens.get(), gate, fab});
-  env.observe_rpc = [m = &i->rdmad_metrics](const std::string& method, absl::StatusCode code, absl::Duration d) {
-    m->ObserveRpc(method, code, d);
-  };
+  env.observe_rpc = [m = &i->rdmad_metrics](const std::string& method, absl::StatusCode code, absl::Duration d,
+                                              int handoffs) { m->ObserveRpc(method, code, d, handoffs); };
   if (!config.metrics_listen.empty()) {
     std::string host;
     uint16_t port = 0;

@@ -10,6 +10,7 @@
 #include "server/common/log.h"
 #include "server/common/status.h"
 #include "server/registry/rules.h"
+#include "server/dispatch/handoffs.h"
 
 namespace rdmad::cm {
 namespace {
@@ -431,7 +432,8 @@ void CmManager::Send(const std::string& cm_id, std::string bytes, absl::AnyInvoc
     fabric::Qp* qp = (*found)->cm->qp();
     if (qp == nullptr) return std::move(done)(absl::FailedPreconditionError("the id has no QP"));
     auto shared = std::make_shared<absl::AnyInvocable<void(absl::Status) &&>>(std::move(done));
-    absl::Status posted = qp->PostSend(bytes, [shared](absl::Status s) mutable { std::move(*shared)(std::move(s)); });
+    absl::Status posted =
+        qp->PostSend(bytes, dispatch::Carry([shared](absl::Status s) mutable { std::move(*shared)(std::move(s)); }));
     if (!posted.ok()) std::move(*shared)(posted);
   });
 }

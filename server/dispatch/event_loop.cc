@@ -18,6 +18,7 @@
 #include "server/common/sync.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
+#include "server/dispatch/handoffs.h"
 
 namespace rdmad::dispatch {
 
@@ -90,7 +91,7 @@ bool EventLoop::Post(Task task) {
   {
     MutexLock lock(&mu_);
     if (stopping_) return false;
-    tasks_.push_back(std::move(task));
+    tasks_.push_back(Carry(std::move(task)));  // on its maker's path, one hand-off further (handoffs.h)
   }
   Wake();
   return true;

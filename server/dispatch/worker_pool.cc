@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/dispatch/handoffs.h"
 
 namespace rdmad::dispatch {
 
@@ -26,7 +27,7 @@ WorkerPool::~WorkerPool() {
 bool WorkerPool::Post(Task task) {
   MutexLock lock(&mu_);
   if (stopping_) return false;
-  tasks_.push_back(std::move(task));
+  tasks_.push_back(Carry(std::move(task)));  // on its maker's path, one hand-off further (handoffs.h)
   return true;
 }
 

@@ -54,6 +54,11 @@ RdmadMetrics::RdmadMetrics() {
   rpc_seconds_ = families_.AddHistogram("rdmad_rpc_duration_seconds",
                                         "Time from an RPC's admission to its answer, by method.", {"method"},
                                         kRpcBounds);
+  rpc_handoffs_ = families_.AddHistogram(
+      "rdmad_rpc_thread_handoffs",
+      "Thread hand-offs on an RPC's path from its handler's thread to where its answer leaves (a task "
+      "posted to another thread, a completion run by a dispatcher), by method.",
+      {"method"}, {0, 1, 2, 3, 4});
   cm_events_ = families_.AddCounter(
       "rdmad_cm_events_total",
       "rdma_cm events rdmad dispatched, by type and channel (rdmad's own channels by name; users' as \"user\").",
@@ -70,9 +75,11 @@ RdmadMetrics::RdmadMetrics() {
   accepts_->Add({}, 0);  // present from the start
 }
 
-void RdmadMetrics::ObserveRpc(const std::string& method, absl::StatusCode code, absl::Duration elapsed) {
+void RdmadMetrics::ObserveRpc(const std::string& method, absl::StatusCode code, absl::Duration elapsed,
+                              int handoffs) {
   rpcs_->Add({method, absl::StatusCodeToString(code)});
   rpc_seconds_->Observe({method}, absl::ToDoubleSeconds(elapsed));
+  rpc_handoffs_->Observe({method}, handoffs);
 }
 
 void RdmadMetrics::OnDataPlaneAccepted() { accepts_->Add({}); }

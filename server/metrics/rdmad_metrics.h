@@ -49,7 +49,7 @@ class RdmadMetrics final : public cm::DataPlaneObserver {
   RdmadMetrics& operator=(const RdmadMetrics&) = delete;
 
   // One finished RPC: rdmad_rpc_total and rdmad_rpc_duration_seconds.
-  void ObserveRpc(const std::string& method, absl::StatusCode code, absl::Duration elapsed);
+  void ObserveRpc(const std::string& method, absl::StatusCode code, absl::Duration elapsed, int handoffs = 0);
   void OnDataPlaneAccepted() override;
   void OnDataPlaneRejected(cm::RejectReason reason) override;
 
@@ -70,6 +70,7 @@ class RdmadMetrics final : public cm::DataPlaneObserver {
   MetricRegistry families_;
   Counter* rpcs_;
   Histogram* rpc_seconds_;
+  Histogram* rpc_handoffs_;
   Counter* cm_events_;
   Counter* grant_events_;
   Counter* rejects_;

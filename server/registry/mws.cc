@@ -12,6 +12,7 @@
 #include "server/common/status.h"
 #include "server/registry/internal.h"
 #include "server/registry/registry.h"
+#include "server/dispatch/handoffs.h"
 
 namespace rdmad {
 
@@ -186,9 +187,9 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     }
     if (user_qp == nullptr && !TakeLane(*w->pd)) {
       // Runs again, re-validated, when the PD's type 1 lane is free.
-      w->pd->lane.push_back([this, request, owner, done = std::move(done)]() mutable {
+      w->pd->lane.push_back(dispatch::Carry([this, request, owner, done = std::move(done)]() mutable {
         BindMwAsync(request, std::move(done), owner);
-      });
+      }));
       queued = true;
       return absl::OkStatus();
     }
@@ -240,10 +241,10 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   auto polled = std::make_shared<Polled>();
   fabric::Device& device = *w->pd->device;
   const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
-  absl::Status posted = (*qp)->PostBind(*w->mw, spec, [=](absl::StatusOr<uint32_t> rkey) mutable {
+  absl::Status posted = (*qp)->PostBind(*w->mw, spec, dispatch::Carry([=](absl::StatusOr<uint32_t> rkey) mutable {
     Finished(*polled);
     FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
-  });
+  }));
   if (!posted.ok()) return FinishBind(w, mr, user_qp, request, addr, posted, std::move(*shared_done));
   PollBriefly(device, key, polled);
 }
@@ -349,9 +350,9 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
       return absl::OkStatus();
     }
     if (w->type == fabric::MwType::kType1 && !TakeLane(*w->pd)) {
-      w->pd->lane.push_back([this, name, owner, done = std::move(done)]() mutable {
+      w->pd->lane.push_back(dispatch::Carry([this, name, owner, done = std::move(done)]() mutable {
         InvalidateMwAsync(name, std::move(done), owner);
-      });
+      }));
       queued = true;
       return absl::OkStatus();
     }
@@ -386,10 +387,11 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
   auto polled = std::make_shared<Polled>();
   fabric::Device& device = *w->pd->device;
   const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
-  absl::Status posted = (*qp)->PostInvalidate(*w->mw, *bound_to, [this, finish, shared, polled](absl::Status s) mutable {
-    Finished(*polled);
-    finish(std::move(s), std::move(*shared));
-  });
+  absl::Status posted =
+      (*qp)->PostInvalidate(*w->mw, *bound_to, dispatch::Carry([this, finish, shared, polled](absl::Status s) mutable {
+        Finished(*polled);
+        finish(std::move(s), std::move(*shared));
+      }));
   if (!posted.ok()) return finish(posted, std::move(*shared));
   PollBriefly(device, key, polled);
 }

@@ -9,6 +9,7 @@
 #define RDMAD_SERVER_RPC_CALL_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "absl/time/time.h"
 #include "server/auth/caller.h"
 #include "server/common/log.h"
+#include "server/dispatch/handoffs.h"
 #include "server/registry/registry.h"
 #include "server/rpc/services.h"
 #include "server/rpc/status.h"
@@ -75,8 +77,12 @@ struct Ending {
   std::string resource;
   absl::Time start = absl::Now();
 
+  // Runs where the answer leaves: the hand-offs on the path from the handler's thread to here
+  // (server/dispatch/handoffs.h; the handler's thread starts it at 0).
   void operator()(const absl::Status& status, const std::string& created) const {
-    if (env->observe_rpc) env->observe_rpc(method, status.code(), absl::Now() - start);
+    const int handoffs = dispatch::Handoffs::Current();
+    if (handoffs < 0) RDMAD_LOG_DEBUG("%s answered off any carried path: its hand-offs are not known", method.c_str());
+    if (env->observe_rpc) env->observe_rpc(method, status.code(), absl::Now() - start, handoffs < 0 ? 0 : handoffs);
     const std::string& what = created.empty() ? resource : created;
     if (!status.ok()) {
       RDMAD_LOG_INFO("%s from %s (%s): %s", method.c_str(), caller.peer.c_str(), caller.principal.c_str(),
@@ -186,6 +192,7 @@ class Call {
 
   const Env& env_;
   Ending ending_;
+  dispatch::Handoffs::Scope path_{0};  // the handler's thread starts the call's path (handoffs.h)
   absl::Status status_;
   std::vector<std::pair<std::string, std::string>> seen_;  // (name, field) of each See
   tenancy::Gate::Reservation reservation_;

@@ -46,7 +46,9 @@ struct Env {
       audit;
   // The metrics of each finished call (method, code, time since admission); optional. Called once per call,
   // on the thread that answers it.
-  std::function<void(const std::string& method, absl::StatusCode code, absl::Duration elapsed)> observe_rpc;
+  // `handoffs`: the threads the call's work moved to after its handler's (server/dispatch/handoffs.h).
+  std::function<void(const std::string& method, absl::StatusCode code, absl::Duration elapsed, int handoffs)>
+      observe_rpc;
 };
 
 // Devices, ProtectionDomains, MemoryRegions, QueuePairs, MemoryWindows and Tenants.

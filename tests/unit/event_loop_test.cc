@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "server/common/sync.h"
+#include "server/dispatch/handoffs.h"
 #include "server/dispatch/worker_pool.h"
 
 namespace rdmad::dispatch {
@@ -36,6 +37,40 @@ TEST(EventLoopTest, RunsPostedTasksInOrderOnItsOwnNamedThread) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_GT(loop.tid(), 0);
   EXPECT_GE(loop.tasks_run(), 6u);
+}
+
+// A request's path counts a hand-off each time its work moves to another thread (posted to a loop or a
+// pool, or a callback carried there), none where it runs on its maker's thread; work outside a request has
+// no path; a branch counts on its own.
+TEST(HandoffsTest, ThePathCountsEveryMoveToAnotherThreadOfTheWorkThatCarriesIt) {
+  EventLoop loop("path-loop");
+  WorkerPool pool("path-pool", 1);
+  Notification done;
+  int at_answer = -2, on_branch = -2;
+  {
+    Handoffs::Scope request(0);
+    // here -> loop (1) -> pool (2) -> loop (3); a callback made on the loop and run there stays at 3.
+    loop.Post([&] {
+      pool.Post([&] {
+        loop.Post([&] {
+          auto same_thread = Carry([&] {
+            at_answer = Handoffs::Current();
+            done.Notify();
+          });
+          std::move(same_thread)();
+        });
+      });
+    });
+    auto here = Carry([&] { on_branch = Handoffs::Current(); });
+    std::move(here)();  // run where it was made: not a hand-off
+    EXPECT_EQ(on_branch, 0);
+  }
+  done.WaitForNotification();
+  EXPECT_EQ(at_answer, 3);
+  EXPECT_EQ(Handoffs::Current(), -1);  // the request's scope ended
+  int outside = 0;
+  ASSERT_TRUE(loop.RunSync([&] { outside = Handoffs::Current(); }));
+  EXPECT_EQ(outside, -1);
 }
 
 // Loop-only methods and state require the loop's role; AssertInLoop takes it on the loop thread and aborts

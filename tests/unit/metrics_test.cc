@@ -75,6 +75,7 @@ TEST(RdmadMetrics, HooksMoveTheirCounters) {
   const std::string before = m.Render();
   EXPECT_NE(before.find("rdmad_dataplane_accepted_total 0\n"), std::string::npos) << before;
   m.ObserveRpc("CreatePd", absl::StatusCode::kInvalidArgument, absl::Microseconds(300));
+  m.ObserveRpc("BindMw", absl::StatusCode::kOk, absl::Microseconds(900), /*handoffs=*/1);
   m.OnDataPlaneRejected(cm::RejectReason::kExpired);
   m.OnDataPlaneRejected(cm::RejectReason::kExpired);
   m.OnDataPlaneAccepted();
@@ -88,6 +89,11 @@ TEST(RdmadMetrics, HooksMoveTheirCounters) {
   EXPECT_NE(after.find("rdmad_dataplane_rejections_total{reason=\"TOKEN_EXPIRED\"} 2\n"), std::string::npos)
       << after;
   EXPECT_NE(after.find("rdmad_dataplane_accepted_total 1\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("rdmad_rpc_thread_handoffs_bucket{method=\"CreatePd\",le=\"0\"} 1\n"), std::string::npos)
+      << after;
+  EXPECT_NE(after.find("rdmad_rpc_thread_handoffs_bucket{method=\"BindMw\",le=\"0\"} 0\n"), std::string::npos)
+      << after;
+  EXPECT_NE(after.find("rdmad_rpc_thread_handoffs_sum{method=\"BindMw\"} 1\n"), std::string::npos) << after;
 }
 
 TEST(RdmadMetrics, MemlockLimitIsReported) {
