@@ -81,14 +81,7 @@ struct PrivateData {
     const std::string limit = StrCat(" (at most ", max_bytes, " bytes)");
     auto* t = sub->add_option("--data", text, "private data: this text's bytes, as typed" + limit);
     auto* h = sub->add_option("--data-hex", hex, "private data in hex: 0a0b0c or 0a:0b:0c" + limit)
-                  ->transform(CLI::Validator(
-                      [](std::string& s) -> std::string {
-                        absl::StatusOr<std::string> bytes = ParseHexBytes(s);
-                        if (!bytes.ok()) return std::string(bytes.status().message());
-                        s = *bytes;
-                        return "";
-                      },
-                      "HEX"));
+                  ->transform(TextFlag("HEX", ParseHexBytes));
     auto* f = sub->add_option("--data-file", file, "private data: the bytes of this file" + limit)->check(CLI::ExistingFile);
     t->excludes(h)->excludes(f);
     h->excludes(f);
@@ -227,14 +220,8 @@ struct EventsOptions {
            },
            "only these types (repeat or comma-separate): established, disconnected, connect-request, ...")
         ->delimiter(',')
-        ->transform(CLI::Validator(
-            [](std::string& s) -> std::string {
-              absl::StatusOr<std::vector<std::string>> types = ParseEventTypes(s);
-              if (!types.ok()) return std::string(types.status().message());
-              s = types->front();
-              return "";
-            },
-            "TYPE"));
+        ->transform(Transform<std::vector<std::string>>("TYPE", ParseEventTypes,
+                                                         [](const std::vector<std::string>& types) { return types.front(); }));
     sub->add_flag("-f,--follow", follow, "keep streaming new events until rdmad ends the stream (Ctrl-C to stop)");
     after = sub->add_option_function<uint64_t>("--after", [this](uint64_t n) { request.set_after_sequence(n); },
                                                "replay the retained events after this sequence first (default: 1, or 0 = "

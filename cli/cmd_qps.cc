@@ -46,14 +46,7 @@ struct ConnectQpOptions {
         ->transform(UintFlag(0xffffff))
         ->required();
     sub->add_option("--remote-gid", gid, "remote GID: fe80::1, the full 8-group form, or IPv4 (RoCEv2)")
-        ->transform(CLI::Validator(
-            [](std::string& text) -> std::string {
-              absl::StatusOr<std::string> g = NormalizeGid(text);
-              if (!g.ok()) return std::string(g.status().message());
-              text = *g;
-              return "";
-            },
-            "GID"));
+        ->transform(TextFlag("GID", NormalizeGid));
     sub->add_option_function<uint32_t>("--remote-lid", [remote](uint32_t n) { remote->set_lid(n); }, "remote LID (InfiniBand)")
         ->transform(UintFlag(0xffff));
   }

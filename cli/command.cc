@@ -81,20 +81,6 @@ void Registry::Named(const std::string& verb, Kind kind, const std::string& desc
 
 namespace {
 
-// A transform from what `parse` makes of the text: the text becomes `show(value)`, or the parse error is the
-// flag's error.
-template <typename T, typename Parse, typename Show>
-CLI::Validator Transform(const std::string& what, Parse parse, Show show) {
-  return CLI::Validator(
-      [parse, show](std::string& text) -> std::string {
-        absl::StatusOr<T> value = parse(text);
-        if (!value.ok()) return std::string(value.status().message());
-        text = show(*value);
-        return "";
-      },
-      what);
-}
-
 std::string Decimal(uint64_t n) { return absl::StrCat(n); }
 std::string Same(const std::string& s) { return s; }
 
@@ -102,6 +88,10 @@ std::string Same(const std::string& s) { return s; }
 
 CLI::Validator SizeFlag() {
   return Transform<uint64_t>("SIZE", [](const std::string& t) { return ParseSize(t); }, Decimal);
+}
+
+CLI::Validator TextFlag(const std::string& what, absl::StatusOr<std::string> (*parse)(absl::string_view)) {
+  return Transform<std::string>(what, parse, Same);
 }
 
 CLI::Validator NameFlag(Kind kind) {

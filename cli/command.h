@@ -129,6 +129,21 @@ void RegisterServerCommands(Registry& r);
 
 // ---- typed flags: CLI11 transforms that turn the text into the value's canonical form (or fail, naming it)
 
+// A transform from what `parse` makes of the text: the text becomes `show(value)`, or the parse error is the
+// flag's error.
+template <typename T, typename Parse, typename Show>
+CLI::Validator Transform(const std::string& what, Parse parse, Show show) {
+  return CLI::Validator(
+      [parse, show](std::string& text) -> std::string {
+        absl::StatusOr<T> value = parse(text);
+        if (!value.ok()) return std::string(value.status().message());
+        text = show(*value);
+        return "";
+      },
+      what);
+}
+// The text becomes what `parse` makes of it: "0a:0b" -> its bytes (ParseHexBytes), "fe80::1" -> the full GID.
+CLI::Validator TextFlag(const std::string& what, absl::StatusOr<std::string> (*parse)(absl::string_view));
 CLI::Validator SizeFlag();                   // "4KiB" -> "4096"
 CLI::Validator NameFlag(Kind kind);          // "17", "mr/17" -> "mrs/17"
 CLI::Validator DurationFlag(int64_t max_ms);  // "1m30s" -> "90000" (milliseconds, positive, at most max_ms)

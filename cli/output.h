@@ -143,24 +143,20 @@ struct StreamSpec {
   std::function<std::string(const T&)> name;  // -o name
 };
 std::string StreamColumns(const std::vector<std::string>& cells, const std::vector<size_t>& widths);
+// The header (no item) or an item's line.
 template <typename T>
-std::string StreamHeader(const StreamSpec<T>& spec, bool wide) {
+std::string StreamRow(const StreamSpec<T>& spec, const T* item, bool wide) {
   std::vector<std::string> cells;
   std::vector<size_t> widths;
   for (const auto& c : spec.columns) {
-    if (wide || !c.wide) cells.push_back(c.header), widths.push_back(c.width);
+    if (wide || !c.wide) cells.push_back(item ? c.cell(*item, wide) : c.header), widths.push_back(c.width);
   }
   return StreamColumns(cells, widths);
 }
 template <typename T>
-std::string StreamLine(const StreamSpec<T>& spec, const T& item, bool wide) {
-  std::vector<std::string> cells;
-  std::vector<size_t> widths;
-  for (const auto& c : spec.columns) {
-    if (wide || !c.wide) cells.push_back(c.cell(item, wide)), widths.push_back(c.width);
-  }
-  return StreamColumns(cells, widths);
-}
+std::string StreamHeader(const StreamSpec<T>& spec, bool wide) { return StreamRow<T>(spec, nullptr, wide); }
+template <typename T>
+std::string StreamLine(const StreamSpec<T>& spec, const T& item, bool wide) { return StreamRow(spec, &item, wide); }
 // SEQ TIME CHANNEL CM-ID TYPE STATUS DETAILS: "listener cmids/N" and "data HEX (N bytes)" (the first 16 bytes,
 // or all of them when wide); the name is the CM id.
 const StreamSpec<v1::CmEvent>& EventStream();
