@@ -1,5 +1,6 @@
 // The column spec of each resource kind and the line spec of each stream (cli/output.h): what `get` shows
 // with -o table and -o wide, and what events, watch grants and audit print per event.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,7 @@ using absl::StrCat;
 template <typename F>
 std::string JoinPorts(const v1::Device& d, F field) {
   std::vector<std::string> parts;
-  for (const v1::Port& p : d.ports()) parts.push_back(field(p));
+  for (const v1::Port& p : d.ports()) parts.push_back(std::invoke(field, p));
   return absl::StrJoin(parts, ",");
 }
 
@@ -35,16 +36,27 @@ std::string MwBounds(const v1::DeviceCaps& caps) {
   return caps.mw_bounds_enforced() ? "device" : "UNSAFE";
 }
 
+// Cells of the common kinds: a field as a number, or through a formatter (Hex, FormatSize, YesNo, ...). A text
+// field is its accessor itself (&T::name).
+template <typename T, typename R>
+std::function<std::string(const T&)> Num(R (T::*get)() const) {
+  return [get](const T& t) { return StrCat((t.*get)()); };
+}
+template <typename T, typename R, typename F>
+std::function<std::string(const T&)> As(R (T::*get)() const, F format) {
+  return [get, format](const T& t) { return std::string(format((t.*get)())); };
+}
+
 // A bound window's binding field, or "" (<none>) for an unbound one.
 template <typename F>
 std::function<std::string(const v1::MemoryWindow&)> Bound(F f) {
-  return [f](const v1::MemoryWindow& mw) { return mw.bound() ? f(mw.binding()) : std::string(); };
+  return [f](const v1::MemoryWindow& mw) { return mw.bound() ? std::string(std::invoke(f, mw.binding())) : std::string(); };
 }
 
 // A connected QP's remote field, or "".
 template <typename F>
 std::function<std::string(const v1::QueuePair&)> Remote(F f) {
-  return [f](const v1::QueuePair& qp) { return qp.has_remote() ? f(qp.remote()) : std::string(); };
+  return [f](const v1::QueuePair& qp) { return qp.has_remote() ? std::string(std::invoke(f, qp.remote())) : std::string(); };
 }
 
 std::string EndReason(const v1::Grant& g) {
@@ -71,12 +83,12 @@ std::function<std::string(const v1::Tenant&)> Quota(const char* quota) {
 
 const Columns<v1::Device>& DeviceColumns() {
   static const auto* columns = new Columns<v1::Device>{
-      {"NAME", [](const v1::Device& d) { return d.name(); }},
-      {"TRANSPORT", [](const v1::Device& d) { return d.transport(); }},
-      {"PORTS", [](const v1::Device& d) { return StrCat(d.ports_size()); }},
-      {"STATE", [](const v1::Device& d) { return JoinPorts(d, [](const v1::Port& p) { return p.state(); }); }},
-      {"MTU", [](const v1::Device& d) { return JoinPorts(d, [](const v1::Port& p) { return StrCat(p.active_mtu()); }); }},
-      {"LINK", [](const v1::Device& d) { return JoinPorts(d, [](const v1::Port& p) { return p.link_layer(); }); }},
+      {"NAME", &v1::Device::name},
+      {"TRANSPORT", &v1::Device::transport},
+      {"PORTS", Num(&v1::Device::ports_size)},
+      {"STATE", [](const v1::Device& d) { return JoinPorts(d, &v1::Port::state); }},
+      {"MTU", [](const v1::Device& d) { return JoinPorts(d, Num(&v1::Port::active_mtu)); }},
+      {"LINK", [](const v1::Device& d) { return JoinPorts(d, &v1::Port::link_layer); }},
       {"GIDS",
        [](const v1::Device& d) {
          int gids = 0;
@@ -85,9 +97,9 @@ const Columns<v1::Device>& DeviceColumns() {
        }},
       {"MW-TYPES", [](const v1::Device& d) { return MwTypes(d.caps()); }},
       {"NATIVE-REREG", [](const v1::Device& d) { return YesNo(d.caps().native_rereg()); }},
-      {"NODE-TYPE", [](const v1::Device& d) { return d.node_type(); }, true},
-      {"GUID", [](const v1::Device& d) { return d.node_guid(); }, true},
-      {"FIRMWARE", [](const v1::Device& d) { return d.firmware(); }, true},
+      {"NODE-TYPE", &v1::Device::node_type, true},
+      {"GUID", &v1::Device::node_guid, true},
+      {"FIRMWARE", &v1::Device::firmware, true},
       {"MAX-MR-SIZE", [](const v1::Device& d) { return FormatSize(d.caps().max_mr_size()); }, true},
       {"MAX-MR", [](const v1::Device& d) { return StrCat(d.caps().max_mr()); }, true},
       {"MAX-MW", [](const v1::Device& d) { return StrCat(d.caps().max_mw()); }, true},
@@ -122,12 +134,12 @@ const Columns<v1::ProtectionDomain>& PdColumns() {
   // A PD has no hidden columns: -o wide shows the same.
   using Pd = v1::ProtectionDomain;
   static const auto* columns = new Columns<Pd>{
-      {"NAME", [](const Pd& pd) { return pd.name(); }},
-      {"DEVICE", [](const Pd& pd) { return pd.device(); }},
-      {"MRS", [](const Pd& pd) { return StrCat(pd.mr_count()); }},
-      {"MWS", [](const Pd& pd) { return StrCat(pd.mw_count()); }},
-      {"QPS", [](const Pd& pd) { return StrCat(pd.qp_count()); }},
-      {"LABEL", [](const Pd& pd) { return pd.label(); }},
+      {"NAME", &Pd::name},
+      {"DEVICE", &Pd::device},
+      {"MRS", Num(&Pd::mr_count)},
+      {"MWS", Num(&Pd::mw_count)},
+      {"QPS", Num(&Pd::qp_count)},
+      {"LABEL", &Pd::label},
   };
   return *columns;
 }
@@ -135,18 +147,18 @@ const Columns<v1::ProtectionDomain>& PdColumns() {
 const Columns<v1::MemoryRegion>& MrColumns() {
   using Mr = v1::MemoryRegion;
   static const auto* columns = new Columns<Mr>{
-      {"NAME", [](const Mr& mr) { return mr.name(); }},
-      {"PD", [](const Mr& mr) { return mr.pd(); }},
-      {"SOURCE", [](const Mr& mr) { return SourceString(mr.source()); }},
-      {"LENGTH", [](const Mr& mr) { return FormatSize(mr.length()); }},
-      {"LKEY", [](const Mr& mr) { return Hex(mr.lkey()); }},
-      {"RKEY", [](const Mr& mr) { return Hex(mr.rkey()); }},
+      {"NAME", &Mr::name},
+      {"PD", &Mr::pd},
+      {"SOURCE", As(&Mr::source, SourceString)},
+      {"LENGTH", As(&Mr::length, FormatSize)},
+      {"LKEY", As(&Mr::lkey, Hex)},
+      {"RKEY", As(&Mr::rkey, Hex)},
       {"ACCESS", [](const Mr& mr) { return AccessString(mr.access()); }},
-      {"STATE", [](const Mr& mr) { return MrStateString(mr.state()); }},
-      {"WINDOWS", [](const Mr& mr) { return StrCat(mr.bound_windows()); }},
-      {"ADDR", [](const Mr& mr) { return Hex(mr.addr()); }, true},
-      {"GENERATION", [](const Mr& mr) { return StrCat(mr.generation()); }, true},
-      {"REASON", [](const Mr& mr) { return mr.unusable_reason(); }, true},
+      {"STATE", As(&Mr::state, MrStateString)},
+      {"WINDOWS", Num(&Mr::bound_windows)},
+      {"ADDR", As(&Mr::addr, Hex), true},
+      {"GENERATION", Num(&Mr::generation), true},
+      {"REASON", &Mr::unusable_reason, true},
   };
   return *columns;
 }
@@ -155,19 +167,19 @@ const Columns<v1::MemoryWindow>& MwColumns() {
   using Mw = v1::MemoryWindow;
   using B = v1::MwBinding;
   static const auto* columns = new Columns<Mw>{
-      {"NAME", [](const Mw& mw) { return mw.name(); }},
-      {"PD", [](const Mw& mw) { return mw.pd(); }},
-      {"TYPE", [](const Mw& mw) { return MwTypeString(mw.type()); }},
-      {"BOUND", [](const Mw& mw) { return YesNo(mw.bound()); }},
-      {"RKEY", [](const Mw& mw) { return Hex(mw.rkey()); }},
-      {"MR", Bound([](const B& b) { return b.mr(); })},
-      {"OFFSET", Bound([](const B& b) { return FormatSize(b.offset()); })},
-      {"LENGTH", Bound([](const B& b) { return FormatSize(b.length()); })},
+      {"NAME", &Mw::name},
+      {"PD", &Mw::pd},
+      {"TYPE", As(&Mw::type, MwTypeString)},
+      {"BOUND", As(&Mw::bound, YesNo)},
+      {"RKEY", As(&Mw::rkey, Hex)},
+      {"MR", Bound(&B::mr)},
+      {"OFFSET", Bound(As(&B::offset, FormatSize))},
+      {"LENGTH", Bound(As(&B::length, FormatSize))},
       {"ACCESS", Bound([](const B& b) { return AccessString(b.access()); })},
-      {"QP", Bound([](const B& b) { return b.qp(); })},
-      {"ZERO-BASED", Bound([](const B& b) { return YesNo(b.zero_based()); }), true},
-      {"ADDR", Bound([](const B& b) { return Hex(b.addr()); }), true},
-      {"REMOTE-ADDR", Bound([](const B& b) { return Hex(b.remote_addr()); }), true},
+      {"QP", Bound(&B::qp)},
+      {"ZERO-BASED", Bound(As(&B::zero_based, YesNo)), true},
+      {"ADDR", Bound(As(&B::addr, Hex)), true},
+      {"REMOTE-ADDR", Bound(As(&B::remote_addr, Hex)), true},
   };
   return *columns;
 }
@@ -176,20 +188,20 @@ const Columns<v1::QueuePair>& QpColumns() {
   using Qp = v1::QueuePair;
   using E = v1::QpEndpoint;
   static const auto* columns = new Columns<Qp>{
-      {"NAME", [](const Qp& qp) { return qp.name(); }},
-      {"PD", [](const Qp& qp) { return qp.pd(); }},
-      {"STATE", [](const Qp& qp) { return QpStateString(qp.state()); }},
-      {"PORT", [](const Qp& qp) { return StrCat(qp.port()); }},
-      {"GID-INDEX", [](const Qp& qp) { return StrCat(qp.gid_index()); }},
+      {"NAME", &Qp::name},
+      {"PD", &Qp::pd},
+      {"STATE", As(&Qp::state, QpStateString)},
+      {"PORT", Num(&Qp::port)},
+      {"GID-INDEX", Num(&Qp::gid_index)},
       {"QPN", [](const Qp& qp) { return StrCat(qp.local().qpn()); }},
       {"PSN", [](const Qp& qp) { return StrCat(qp.local().psn()); }},
-      {"REMOTE-QPN", Remote([](const E& e) { return StrCat(e.qpn()); })},
-      {"WINDOWS", [](const Qp& qp) { return StrCat(qp.bound_windows()); }},
+      {"REMOTE-QPN", Remote(Num(&E::qpn))},
+      {"WINDOWS", Num(&Qp::bound_windows)},
       {"GID", [](const Qp& qp) { return qp.local().gid(); }, true},
       {"LID", [](const Qp& qp) { return StrCat(qp.local().lid()); }, true},
-      {"REMOTE-GID", Remote([](const E& e) { return e.gid(); }), true},
-      {"REMOTE-PSN", Remote([](const E& e) { return StrCat(e.psn()); }), true},
-      {"REMOTE-LID", Remote([](const E& e) { return StrCat(e.lid()); }), true},
+      {"REMOTE-GID", Remote(&E::gid), true},
+      {"REMOTE-PSN", Remote(Num(&E::psn)), true},
+      {"REMOTE-LID", Remote(Num(&E::lid)), true},
   };
   return *columns;
 }
@@ -197,13 +209,13 @@ const Columns<v1::QueuePair>& QpColumns() {
 const Columns<v1::EventChannel>& ChannelColumns() {
   using Ch = v1::EventChannel;
   static const auto* columns = new Columns<Ch>{
-      {"NAME", [](const Ch& ch) { return ch.name(); }},
-      {"ROLE", [](const Ch& ch) { return ChannelRoleString(ch.role()); }},
-      {"CM-IDS", [](const Ch& ch) { return StrCat(ch.cm_ids_size()); }},
-      {"EVENTS", [](const Ch& ch) { return StrCat(ch.events_dispatched()); }},
-      {"PENDING", [](const Ch& ch) { return StrCat(ch.events_pending()); }},
-      {"THREAD", [](const Ch& ch) { return ch.thread(); }},
-      {"LABEL", [](const Ch& ch) { return ch.label(); }},
+      {"NAME", &Ch::name},
+      {"ROLE", As(&Ch::role, ChannelRoleString)},
+      {"CM-IDS", Num(&Ch::cm_ids_size)},
+      {"EVENTS", Num(&Ch::events_dispatched)},
+      {"PENDING", Num(&Ch::events_pending)},
+      {"THREAD", &Ch::thread},
+      {"LABEL", &Ch::label},
       {"TID", [](const Ch& ch) { return ch.thread_id() ? StrCat(ch.thread_id()) : ""; }, true},
       {"IDS", [](const Ch& ch) { return absl::StrJoin(ch.cm_ids(), ","); }, true},
   };
@@ -213,20 +225,20 @@ const Columns<v1::EventChannel>& ChannelColumns() {
 const Columns<v1::CmId>& CmIdColumns() {
   using Id = v1::CmId;
   static const auto* columns = new Columns<Id>{
-      {"NAME", [](const Id& id) { return id.name(); }},
-      {"CHANNEL", [](const Id& id) { return id.channel(); }},
-      {"PD", [](const Id& id) { return id.pd(); }},
-      {"STATE", [](const Id& id) { return CmIdStateString(id.state()); }},
-      {"DEVICE", [](const Id& id) { return id.device(); }},
-      {"LOCAL", [](const Id& id) { return SocketAddressString(id.local()); }, true},
-      {"REMOTE", [](const Id& id) { return SocketAddressString(id.remote()); }, true},
-      {"QP", [](const Id& id) { return id.qp(); }, true},
-      {"LISTENER", [](const Id& id) { return id.listener(); }, true},
+      {"NAME", &Id::name},
+      {"CHANNEL", &Id::channel},
+      {"PD", &Id::pd},
+      {"STATE", As(&Id::state, CmIdStateString)},
+      {"DEVICE", &Id::device},
+      {"LOCAL", As(&Id::local, SocketAddressString), true},
+      {"REMOTE", As(&Id::remote, SocketAddressString), true},
+      {"QP", &Id::qp, true},
+      {"LISTENER", &Id::listener, true},
       {"EVENTS", [](const Id& id) { return StrCat(id.counters().events()); }, true},
       {"MIGRATIONS", [](const Id& id) { return StrCat(id.counters().migrations()); }, true},
-      {"LAST-EVENT", [](const Id& id) { return EventTypeString(id.last_event()); }, true},
-      {"DATA-PLANE", [](const Id& id) { return YesNo(id.data_plane()); }, true},
-      {"REASON", [](const Id& id) { return id.error(); }, true},
+      {"LAST-EVENT", As(&Id::last_event, EventTypeString), true},
+      {"DATA-PLANE", As(&Id::data_plane, YesNo), true},
+      {"REASON", &Id::error, true},
   };
   return *columns;
 }
@@ -234,23 +246,23 @@ const Columns<v1::CmId>& CmIdColumns() {
 Columns<v1::Grant> GrantColumns(absl::Time now) {
   using G = v1::Grant;
   return {
-      {"NAME", [](const G& g) { return g.name(); }},
-      {"MR", [](const G& g) { return g.mr(); }},
-      {"OFFSET", [](const G& g) { return FormatSize(g.offset()); }},
-      {"LENGTH", [](const G& g) { return FormatSize(g.length()); }},
-      {"SCOPE", [](const G& g) { return GrantScopeString(g.scope()); }},
-      {"STATE", [](const G& g) { return GrantStateString(g.state()); }},
-      {"PRINCIPAL", [](const G& g) { return g.principal(); }},
+      {"NAME", &G::name},
+      {"MR", &G::mr},
+      {"OFFSET", As(&G::offset, FormatSize)},
+      {"LENGTH", As(&G::length, FormatSize)},
+      {"SCOPE", As(&G::scope, GrantScopeString)},
+      {"STATE", As(&G::state, GrantStateString)},
+      {"PRINCIPAL", &G::principal},
       {"EXPIRES",
        [now](const G& g) { return g.state() == v1::GRANT_ENDED ? "" : ExpiresIn(g.expire_time_unix_nanos(), now); }},
-      {"PD", [](const G& g) { return g.pd(); }, true},
+      {"PD", &G::pd, true},
       {"ACCESS", [](const G& g) { return AccessString(g.access()); }, true},
-      {"RENEWALS", [](const G& g) { return StrCat(g.renewals()); }, true},
-      {"EXPIRY", [](const G& g) { return FormatExpiry(g.expire_time_unix_nanos()); }, true},
-      {"CM-ID", [](const G& g) { return g.cm_id(); }, true},
-      {"QP", [](const G& g) { return g.qp(); }, true},
-      {"WINDOW", [](const G& g) { return g.window(); }, true},
-      {"TOKEN", [](const G& g) { return g.token(); }, true},
+      {"RENEWALS", Num(&G::renewals), true},
+      {"EXPIRY", As(&G::expire_time_unix_nanos, FormatExpiry), true},
+      {"CM-ID", &G::cm_id, true},
+      {"QP", &G::qp, true},
+      {"WINDOW", &G::window, true},
+      {"TOKEN", &G::token, true},
       {"REASON", EndReason, true},
   };
 }
@@ -258,9 +270,9 @@ Columns<v1::Grant> GrantColumns(absl::Time now) {
 const Columns<v1::Tenant>& TenantColumns() {
   using T = v1::Tenant;
   static const auto* columns = new Columns<T>{
-      {"NAME", [](const T& t) { return t.name(); }},
+      {"NAME", &T::name},
       {"PRINCIPALS", Principals},
-      {"PDS", [](const T& t) { return StrCat(t.pds_size()); }},
+      {"PDS", Num(&T::pds_size)},
       {"MRS", Quota("mrs")},
       {"PINNED", Quota("pinned_bytes")},
       {"GRANTS", Quota("grants")},
@@ -313,7 +325,7 @@ const StreamSpec<v1::CmEvent>& EventStream() {
              return absl::StrJoin(details, ", ");
            }},
       },
-      [](const E& e) { return e.cm_id(); },
+      &E::cm_id,
   };
   return *spec;
 }
