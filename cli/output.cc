@@ -87,18 +87,8 @@ std::string Table::Render() const {
   };
   measure(header_);
   for (const auto& row : rows_) measure(row);
-  std::string out;
-  auto render = [&](const std::vector<std::string>& row) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); i++) {
-      line += row[i];
-      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 3, ' ');
-    }
-    absl::StripTrailingAsciiWhitespace(&line);
-    out += line + "\n";
-  };
-  render(header_);
-  for (const auto& row : rows_) render(row);
+  std::string out = StreamColumns(header_, width) + "\n";  // every cell is as wide as its column: aligned
+  for (const auto& row : rows_) out += StreamColumns(row, width) + "\n";
   return out;
 }
 
