@@ -2,6 +2,7 @@
 // records (WatchAudit, admins only), a line per record. Without --follow: every record rdmad retains, until
 // none came for a second. With --follow: new records (after --after, or every retained one first with
 // --from-oldest) until rdmad ends the stream. -o json prints each record's line exactly as rdmad wrote it.
+#include "absl/strings/str_cat.h"
 #include "cli/command.h"
 
 namespace rdmad::cli {
@@ -39,25 +40,15 @@ struct AuditOptions {
     });
     absl::Status s = ctx.client().WatchAudit(
         request, [&](const v1::AuditRecord& r) { return last = r.sequence(), print(r); }, options);
-    if (!s.ok()) {
-      const int rc = ctx.Fail(s);
-      if (s.code() == absl::StatusCode::kResourceExhausted) {
-        ctx.err() << "hint: rdmactl fell behind the audit stream; resume with 'rdmactl watch audit --after " << last
-                  << "' (the last record it printed); rdmad's audit file has every record\n";
-      } else if (s.code() == absl::StatusCode::kOutOfRange) {
-        ctx.err() << "hint: rdmad no longer holds the records after " << request.after_sequence()
-                  << " in memory; its audit file has them (config \"audit\")\n";
-      } else if (s.code() == absl::StatusCode::kPermissionDenied) {
-        ctx.err() << "hint: the audit trail is for rdmad's admins (config \"admins\")\n";
-      }
-      return rc;
-    }
-    if (follow) {
-      ctx.err() << "The audit stream ended: rdmad closed it (rdmad is shutting down).\n";
-    } else if (print.count() == 0 && ctx.format() != Format::kJson) {
-      ctx.err() << "No audit records found.\n";
-    }
-    return kExitOk;
+    return print.End(s,
+                     {{absl::StatusCode::kResourceExhausted,
+                       absl::StrCat("rdmactl fell behind the audit stream; resume with 'rdmactl watch audit --after ",
+                                    last, "' (the last record it printed); rdmad's audit file has every record")},
+                      {absl::StatusCode::kOutOfRange,
+                       absl::StrCat("rdmad no longer holds the records after ", request.after_sequence(),
+                                    " in memory; its audit file has them (config \"audit\")")},
+                      {absl::StatusCode::kPermissionDenied, "the audit trail is for rdmad's admins (config \"admins\")"}},
+                     follow, "The audit stream ended: rdmad closed it (rdmad is shutting down).", "audit records");
   }
 };
 

@@ -239,25 +239,18 @@ struct EventsOptions {
     uint64_t last = request.after_sequence();
     absl::Status s = ctx.client().WatchEvents(
         request, [&](const v1::CmEvent& e) { return last = e.sequence(), print(e); }, options);
-    if (!s.ok()) {
-      const int rc = ctx.Fail(s);
-      if (s.code() == absl::StatusCode::kResourceExhausted) {
-        ctx.err() << "hint: rdmactl fell behind the event stream; resume with 'rdmactl events --follow --after " << last
-                  << "' (the last event it printed)\n";
-      } else if (s.code() == absl::StatusCode::kOutOfRange) {
-        ctx.err() << "hint: rdmad no longer holds the events after " << request.after_sequence()
-                  << "; give a later --after (the message says up to where they are gone), or --follow alone for new "
-                     "events only\n";
-      }
-      return rc;
-    }
-    if (follow) {
-      ctx.err() << "The event stream ended: rdmad closed it (the channel or CM id watched was deleted, or rdmad is "
-                   "shutting down).\n";
-    } else if (print.count() == 0 && ctx.format() != Format::kJson) {
-      ctx.err() << "No events found.\n";
-    }
-    return kExitOk;
+    return print.End(s,
+                     {{absl::StatusCode::kResourceExhausted,
+                       StrCat("rdmactl fell behind the event stream; resume with 'rdmactl events --follow --after ", last,
+                              "' (the last event it printed)")},
+                      {absl::StatusCode::kOutOfRange,
+                       StrCat("rdmad no longer holds the events after ", request.after_sequence(),
+                              "; give a later --after (the message says up to where they are gone), or --follow alone "
+                              "for new events only")}},
+                     follow,
+                     "The event stream ended: rdmad closed it (the channel or CM id watched was deleted, or rdmad is "
+                     "shutting down).",
+                     "events");
   }
 };
 

@@ -158,16 +158,11 @@ struct WatchGrantsOptions {
   int Run(Context& ctx) const {
     StreamPrinter<v1::GrantEvent> print(ctx, GrantEventStream());
     absl::Status s = ctx.client().WatchGrants(request, [&print](const v1::GrantEvent& e) { return print(e); });
-    if (!s.ok()) {
-      const int rc = ctx.Fail(s);
-      if (s.code() == absl::StatusCode::kResourceExhausted) {
-        ctx.err() << "hint: rdmactl fell behind the grant stream and missed events; 'rdmactl get grants --all' shows "
-                     "where every grant is now\n";
-      }
-      return rc;
-    }
-    ctx.err() << "The grant stream ended: rdmad closed it.\n";
-    return kExitOk;
+    return print.End(s,
+                     {{absl::StatusCode::kResourceExhausted,
+                       "rdmactl fell behind the grant stream and missed events; 'rdmactl get grants --all' shows where "
+                       "every grant is now"}},
+                     true, "The grant stream ended: rdmad closed it.");
   }
 };
 

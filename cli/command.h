@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -304,6 +305,22 @@ class StreamPrinter {
     return true;
   }
   uint64_t count() const { return count_; }
+  // The stream's end: a failure is rdmad's error and the hint for its code, if `hints` has one; else `ended`
+  // when it was followed, or "No <what> found." when nothing was printed (except with -o json).
+  int End(const absl::Status& status, const std::map<absl::StatusCode, std::string>& hints, bool follow,
+          const std::string& ended, const std::string& what = "") const {
+    if (!status.ok()) {
+      const int rc = ctx_.Fail(status);
+      if (auto hint = hints.find(status.code()); hint != hints.end()) ctx_.err() << "hint: " << hint->second << "\n";
+      return rc;
+    }
+    if (follow) {
+      ctx_.err() << ended << "\n";
+    } else if (count_ == 0 && ctx_.format() != Format::kJson) {
+      ctx_.err() << "No " << what << " found.\n";
+    }
+    return kExitOk;
+  }
 
  private:
   Context& ctx_;
