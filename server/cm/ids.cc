@@ -9,8 +9,8 @@
 #include "server/cm/manager.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
-#include "server/registry/rules.h"
 #include "server/dispatch/handoffs.h"
+#include "server/registry/rules.h"
 
 namespace rdmad::cm {
 namespace {

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
+#include "server/dispatch/handoffs.h"
 #include "server/registry/internal.h"
 #include "server/registry/registry.h"
-#include "server/dispatch/handoffs.h"
 
 namespace rdmad {
 
