@@ -52,7 +52,6 @@ constexpr const char* kVerbs[][2] = {
     {"health", "Check that rdmad is serving (gRPC health)"},
     {"version", "Print rdmactl's version"},
 };
-const std::set<std::string> kNounless = {"events", "audit", "grant", "read", "whoami", "health", "version"};
 
 // The global flags (environment: RDMAD_SERVER, RDMAD_TLS_*).
 struct GlobalOptions {
@@ -94,40 +93,32 @@ struct GlobalOptions {
   }
 };
 
-// The subcommand of `parent` called `name` (or an alias of it), or nullptr.
-CLI::App* FindSubcommand(CLI::App* parent, const std::string& name) {
-  for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; })) {
-    if (sub->check_name(name)) return sub;
-  }
-  return nullptr;
+std::vector<CLI::App*> Subcommands(CLI::App* parent) {
+  return parent->get_subcommands([](CLI::App*) { return true; });
 }
 
-std::string SubcommandNames(CLI::App* parent) {
-  std::string names;
-  for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; })) {
-    names += (names.empty() ? "" : ", ") + sub->get_name();
-  }
-  return names;
-}
-
-// CLI11 reports an unknown verb or noun as "A subcommand is required"; say what is wrong instead.
-bool CheckVerbAndNoun(CLI::App* app, const std::vector<std::string>& args, const std::set<std::string>& valued,
+// CLI11 reports an unknown verb or noun as "A subcommand is required"; say what is wrong instead. Where a noun
+// follows the verb, kubectl's TYPE/NAME form is split first ("events --channel channels/2" has none).
+bool CheckVerbAndNoun(CLI::App* app, std::vector<std::string>& args, const std::set<std::string>& valued,
                       std::ostream& err) {
-  std::vector<size_t> words = BareWords(args, valued, 2);
-  if (words.empty()) return true;
-  const std::string& verb = args[words[0]];
-  CLI::App* v = FindSubcommand(app, verb);
-  if (v == nullptr) {
-    err << "error: unknown command '" << verb << "' (commands: " << SubcommandNames(app) << ")\n"
-        << "Run 'rdmactl --help' for usage.\n";
-    return false;
-  }
-  if (words.size() < 2 || kNounless.count(v->get_name()) != 0) return true;
-  const std::string& noun = args[words[1]];
-  if (FindSubcommand(v, noun) == nullptr) {
-    err << "error: '" << verb << "' does not apply to '" << noun << "' (" << SubcommandNames(v) << ")\n"
-        << "Run 'rdmactl " << verb << " --help' for usage.\n";
-    return false;
+  CLI::App* parent = app;
+  for (size_t word : BareWords(args, valued, 2)) {
+    std::string names;
+    CLI::App* found = nullptr;
+    for (CLI::App* sub : Subcommands(parent)) {
+      if (sub->check_name(args[word])) found = sub;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    const std::string verb = parent == app ? "" : parent->get_name() + " ";
+    if (found == nullptr) {
+      if (verb.empty()) err << "error: unknown command '" << args[word] << "' (commands: " << names << ")\n";
+      else err << "error: '" << parent->get_name() << "' does not apply to '" << args[word] << "' (" << names << ")\n";
+      err << "Run 'rdmactl " << verb << "--help' for usage.\n";
+      return false;
+    }
+    if (Subcommands(found).empty()) return true;  // a verb without nouns is a command itself
+    if (verb.empty()) args = SplitTypeSlashName(std::move(args), valued);
+    parent = found;
   }
   return true;
 }
@@ -159,15 +150,15 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
   app.require_subcommand(1);
   GlobalOptions global;
   global.Flags(&app);
-  for (const auto& verb : kVerbs) {
-    CLI::App* v = app.add_subcommand(verb[0], verb[1]);
-    if (kNounless.count(verb[0]) == 0) v->require_subcommand(1);
-  }
+  for (const auto& verb : kVerbs) app.add_subcommand(verb[0], verb[1]);
   Registry registry(&app);
   for (auto add : {RegisterDeviceCommands, RegisterPdCommands, RegisterMrCommands, RegisterMwCommands,
                    RegisterQpCommands, RegisterCmCommands, RegisterGrantCommands, RegisterTenantCommands,
                    RegisterAuditCommands, RegisterReadCommands, RegisterServerCommands}) {
     add(registry);
+  }
+  for (CLI::App* verb : Subcommands(&app)) {
+    if (!Subcommands(verb).empty()) verb->require_subcommand(1);
   }
   app.footer(  // the root's own, set last: not inherited
       "Examples:\n"
@@ -195,10 +186,6 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
   if (args.front() == "help") {  // kubectl's "help [VERB [NOUN]]" is "[VERB [NOUN]] --help"
     args.erase(args.begin());
     args.push_back("--help");
-  }
-  // TYPE/NAME only where a noun follows the verb ("events --channel channels/2" has none).
-  if (std::vector<size_t> verb = BareWords(args, valued, 1); !verb.empty() && kNounless.count(args[verb[0]]) == 0) {
-    args = SplitTypeSlashName(std::move(args), valued);
   }
   if (!CheckVerbAndNoun(&app, args, valued, err)) return kExitUsage;
   std::reverse(args.begin(), args.end());  // CLI11 takes them reversed
