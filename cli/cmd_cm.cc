@@ -1,8 +1,6 @@
 // rdmactl's rdma_cm commands: event channels (get, create, delete), CM ids (get, create, listen, connect,
 // accept, reject, disconnect, migrate, delete), connection tokens (create token) and the event stream
 // (events).
-#include <fstream>
-
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "proto/wire/wall_clock.h"
@@ -12,8 +10,6 @@ namespace {
 
 using absl::StrCat;
 
-// Larger than any private data rdma_cm carries (196 bytes in an accept): a bigger file is a mistake.
-constexpr size_t kMaxDataFile = 4096;
 // `events` without --follow ends once no event came for this long.
 constexpr std::chrono::milliseconds kEventsIdle{1000};
 
@@ -90,23 +86,11 @@ struct PrivateData {
   // Sets the request's private_data (a usage error when it cannot be had).
   template <typename Request>
   absl::Status Into(Request& request) const {
-    absl::StatusOr<std::string> bytes = Bytes();
+    if (text_flag->count() > 0 && text.empty()) return UsageError("--data: empty text (omit it to send no private data)");
+    absl::StatusOr<std::string> bytes = text.empty() ? hex : text;
+    if (!file.empty()) bytes = ReadFlagFile("--data-file", file, "; private data is at most 196 bytes");
     if (bytes.ok()) request.set_private_data(*bytes);
     return bytes.status();
-  }
-  absl::StatusOr<std::string> Bytes() const {
-    if (text_flag->count() > 0 && text.empty()) return UsageError("--data: empty text (omit it to send no private data)");
-    if (file.empty()) return text.empty() ? hex : text;
-    std::ifstream in(file, std::ios::binary);
-    std::string bytes(kMaxDataFile + 1, '\0');
-    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (in.bad()) return UsageError(StrCat("--data-file: error reading '", file, "'"));
-    bytes.resize(static_cast<size_t>(in.gcount()));
-    if (bytes.size() > kMaxDataFile) {
-      return UsageError(StrCat("--data-file: '", file, "' is larger than ", kMaxDataFile,
-                               " bytes; private data is at most 196 bytes"));
-    }
-    return bytes;
   }
   CLI::Option* text_flag = nullptr;
 };

@@ -118,33 +118,6 @@ int Revoke(Context& ctx, const std::string& name) {
   });
 }
 
-struct GetGrantsOptions {
-  std::string name, mr, principal;
-  bool all = false;  // the recently ended ones too
-
-  void Flags(CLI::App* sub) {
-    AddName(sub, &name, Kind::kGrant, false);
-    sub->add_option("--mr", mr, "only those on this memory region (mrs/N)")->transform(NameFlag(Kind::kMr));
-    sub->add_option("--for", principal, "only those for this principal");
-    sub->add_flag("--all", all, "also the recently ended ones rdmad remembers (revoked, expired, ...)");
-  }
-  absl::Status Validate() const {
-    if (!name.empty() && (!mr.empty() || !principal.empty() || all)) {
-      return UsageError("--mr, --for and --all filter a list: give either NAME or filters");
-    }
-    return absl::OkStatus();
-  }
-  int Run(Context& ctx) const {
-    client::Client& c = ctx.client();
-    std::string scope = StrCat(mr.empty() ? "" : StrCat(" on ", mr), principal.empty() ? "" : StrCat(" for ", principal));
-    if (!all) absl::StrAppend(&scope, " (--all shows the recently ended ones too)");
-    return PrintGet<json::GrantList>(
-        ctx, GrantColumns(wire::WallNow()),
-        name.empty() ? Items(c.ListGrants(mr, principal, all), &v1::ListGrantsResponse::grants) : One(c.GetGrant(name)),
-        !name.empty(), scope);
-  }
-};
-
 // `watch grants [--mr MR] [--for PRINCIPAL] [--from-oldest]`: events as they happen, until rdmad ends the stream.
 struct WatchGrantsOptions {
   v1::WatchGrantsRequest request;
@@ -169,8 +142,13 @@ struct WatchGrantsOptions {
 }  // namespace
 
 void RegisterGrantCommands(Registry& r) {
-  r.Add<GetGrantsOptions>(
-      r.Noun("get", Kind::kGrant, "grants: a remote key to a range of a memory region, for one client, for a lease", true));
+  r.Add(r.Noun("get", Kind::kGrant, "grants: a remote key to a range of a memory region, for one client, for a lease", true),
+        GetOptions<json::GrantList, v1::Grant>{Kind::kGrant, [] { return GrantColumns(wire::WallNow()); },
+                                               &client::Client::ListGrants, &v1::ListGrantsResponse::grants,
+                                               &client::Client::GetGrant}
+            .FilterBy("--mr", Kind::kMr, "on")
+            .FilterBy("--for", "principal", "for")
+            .WithAll());
   r.Add<GrantOptions>(r.Verb("grant"));
   r.Add<RenewOptions>(r.Noun("renew", Kind::kGrant, "Extend a grant's lease: it then ends --ttl from now"));
   r.Named("revoke", Kind::kGrant, "Revoke a grant: its key dies, its client is disconnected", Revoke);

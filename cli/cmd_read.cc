@@ -17,7 +17,6 @@ namespace {
 using absl::StrCat;
 
 constexpr uint64_t kReadChunk = 1 << 20;  // read's largest single read
-constexpr size_t kMaxTokenFile = 4096;    // a token is 32 bytes (64 in hex): a bigger file is a mistake
 // Without --ttl, bench read's grant lasts the duration plus this; a --ttl not longer than the duration is a
 // usage error (the grant would end mid-bench).
 constexpr int64_t kBenchTtlMarginMs = 60000;
@@ -69,14 +68,9 @@ struct GrantSource {
     if (ttl_flag->count() > 0 || for_flag->count() > 0) {
       return UsageError("--ttl and --for apply when rdmactl issues the grant (give an MR), not with --token-file");
     }
-    std::ifstream in(token_file, std::ios::binary);
-    std::string bytes(kMaxTokenFile + 1, '\0');
-    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    bytes.resize(static_cast<size_t>(in.gcount()));
-    if (bytes.size() > kMaxTokenFile) {
-      return UsageError(StrCat("--token-file: '", token_file, "' is larger than ", kMaxTokenFile, " bytes: not a token"));
-    }
-    absl::StatusOr<std::string> t = TokenFromFile(bytes);
+    absl::StatusOr<std::string> bytes = ReadFlagFile("--token-file", token_file, ": not a token");
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<std::string> t = TokenFromFile(*bytes);
     if (!t.ok()) return UsageError(StrCat("--token-file '", token_file, "': ", t.status().message()));
     token = *t;
     return absl::OkStatus();

@@ -1,6 +1,7 @@
 // cli/command.h: the Context, the Registry, the typed flags and the printers every command shares.
 #include "cli/command.h"
 
+#include <fstream>
 #include <optional>
 #include <utility>
 
@@ -155,6 +156,17 @@ std::string NameHelp(Kind kind) {
   if (kind == Kind::kTenant) return "tenant name: app, tenants/app";
   if (!k.numeric) return std::string(k.singular) + " name: rxe0, " + k.plural + "/rxe0";
   return std::string(k.title) + ": " + k.plural + "/N, " + k.singular + "/N or N";
+}
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path, const std::string& why) {
+  constexpr size_t kMax = 4096;  // private data is at most 196 bytes, a token 56 (112 in hex)
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(kMax + 1, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (in.bad()) return UsageError(absl::StrCat(flag, ": error reading '", path, "'"));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  if (bytes.size() > kMax) return UsageError(absl::StrCat(flag, ": '", path, "' is larger than ", kMax, " bytes", why));
+  return bytes;
 }
 
 // ---- printing

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <type_traits>
@@ -25,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_join.h"
 #include "cli/output.h"
 #include "cli/parse.h"
 #include "cli/rdmactl_json.pb.h"
@@ -158,6 +160,9 @@ CLI::Option* AddName(CLI::App* sub, std::string* name, Kind kind, bool required 
 CLI::Option* AddMillis(CLI::App* sub, const std::string& flag, std::function<void(uint32_t)> set, const std::string& help);
 std::vector<v1::Access> AccessList(const std::string& text);  // of a text AccessFlag() accepted
 std::string NameHelp(Kind kind);
+// The bytes of a small file a flag names (--data-file, --token-file); one that cannot be read, or is larger than
+// any such file should be, is a usage error ("FLAG: 'PATH' is larger than 4096 bytes" and `why`).
+absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path, const std::string& why);
 
 // ---- printing
 
@@ -191,95 +196,105 @@ inline std::string Chomp(std::string text) {
   return text;
 }
 
-// A list of `get`: the table (NAME first), -o name the names, -o json {"items": [...]} as List (a message of
-// cli/rdmactl_json.proto). Empty: "No resources found<scope>." on stderr, except with json.
-template <typename List, typename T>
-int PrintList(Context& ctx, const Columns<T>& columns, const google::protobuf::RepeatedPtrField<T>& items,
-              const std::string& scope) {
-  if (ctx.format() == Format::kJson) {
-    List list;
-    *list.mutable_items() = items;
-    ctx.out() << ToJson(list);
-    return kExitOk;
-  }
-  if (ctx.format() == Format::kName) {
-    for (const T& item : items) ctx.out() << item.name() << "\n";
-  } else if (!items.empty()) {
-    ctx.out() << MakeTable(columns, items, ctx.wide()).Render();
-  }
-  if (items.empty()) ctx.err() << "No resources found" << scope << ".\n";
-  return kExitOk;
-}
-
-// `get KIND [NAME]`: one item (as a list of one; -o json the item itself) or the list rdmad returned.
-template <typename List, typename T>
-int PrintGet(Context& ctx, const Columns<T>& columns, const absl::StatusOr<google::protobuf::RepeatedPtrField<T>>& items,
-             bool one, const std::string& scope = "") {
-  if (!items.ok()) return ctx.Fail(items.status());
-  if (one && ctx.format() == Format::kJson) {
-    ctx.out() << ToJson(items->Get(0));
-    return kExitOk;
-  }
-  return PrintList<List>(ctx, columns, *items, scope);
-}
-// Adapters for PrintGet: a Get* answer as a list of one, a List* answer's repeated field.
-template <typename T>
-absl::StatusOr<google::protobuf::RepeatedPtrField<T>> One(const absl::StatusOr<T>& item) {
-  if (!item.ok()) return item.status();
-  google::protobuf::RepeatedPtrField<T> items;
-  *items.Add() = *item;
-  return items;
-}
-template <typename Response, typename T>
-absl::StatusOr<google::protobuf::RepeatedPtrField<T>> Items(
-    const absl::StatusOr<Response>& response, const google::protobuf::RepeatedPtrField<T>& (Response::*field)() const) {
-  if (!response.ok()) return response.status();
-  return ((*response).*field)();
-}
-
-// `get KIND [NAME]`: the list (a List* call and its answer's repeated field; a call with a parameter gets the
-// filter), or one item (a Get* call), with the kind's columns. With FilterBy, `--FLAG NAME` (of another
-// kind) narrows the list to the items `preposition` that one ("get mrs --pd pds/1": those in pds/1).
+// `get KIND [NAME]`: the list (a List* call and its answer's repeated field) or one item (a Get* call). Printed
+// as the table of the kind's columns (NAME first), -o name the names, -o json {"items": [...]} as List (a message
+// of cli/rdmactl_json.proto), or the item itself for one. An empty list: "No resources found<scope>." on stderr,
+// except with json.
+//
+// FilterBy adds `--FLAG VALUE` (a name of another kind, or free text), which narrows the list to the items
+// `preposition` that one ("get mrs --pd pds/1": those in pds/1); the List* call takes the filters' values in
+// order, then, with WithAll, whether --all (the recently ended items too) was given. Then prints more after
+// the table (-o table and wide).
 template <typename List, typename T>
 struct GetOptions {
-  using ListFn =
-      std::function<absl::StatusOr<google::protobuf::RepeatedPtrField<T>>(client::Client&, const std::string& filter)>;
-  using GetFn = std::function<absl::StatusOr<T>(client::Client&, const std::string&)>;
+  using Items = google::protobuf::RepeatedPtrField<T>;
+  struct Filter {
+    std::string flag, preposition, what;
+    std::optional<Kind> by;  // a name of this kind, or (nullopt) free text
+    std::string value;
+  };
   template <typename Response, typename... Args>
-  GetOptions(Kind kind, const Columns<T>& (*columns)(), absl::StatusOr<Response> (client::Client::*call)(Args...),
-             const google::protobuf::RepeatedPtrField<T>& (Response::*field)() const, GetFn get)
-      : kind(kind), columns(columns), get(std::move(get)) {
-    list = [call, field](client::Client& c, const std::string& filter) {
-      if constexpr (sizeof...(Args) == 0) return Items((c.*call)(), field);
-      else return Items((c.*call)(filter), field);
+  GetOptions(Kind kind, std::function<Columns<T>()> columns, absl::StatusOr<Response> (client::Client::*call)(Args...),
+             const Items& (Response::*field)() const, absl::StatusOr<T> (client::Client::*get)(const std::string&))
+      : kind(kind), columns(std::move(columns)) {
+    list = [call, field](client::Client& c, const GetOptions& o) -> absl::StatusOr<Items> {
+      absl::StatusOr<Response> response;
+      if constexpr (sizeof...(Args) == 0) response = (c.*call)();
+      if constexpr (sizeof...(Args) == 1) response = (c.*call)(o.filters[0].value);
+      if constexpr (sizeof...(Args) == 3) response = (c.*call)(o.filters[0].value, o.filters[1].value, o.all);
+      if (!response.ok()) return response.status();
+      return ((*response).*field)();
+    };
+    this->get = [get](client::Client& c, const std::string& name) -> absl::StatusOr<Items> {
+      absl::StatusOr<T> item = (c.*get)(name);
+      if (!item.ok()) return item.status();
+      Items items;
+      *items.Add() = *std::move(item);
+      return items;
     };
   }
   GetOptions& FilterBy(std::string flag, Kind by, std::string preposition) {
-    filter_flag = std::move(flag), filter_kind = by, filter_preposition = std::move(preposition);
+    filters.push_back({std::move(flag), std::move(preposition), Info(by).title, by, ""});
     return *this;
   }
-  Kind kind, filter_kind = Kind::kPd;
-  const Columns<T>& (*columns)();
-  ListFn list;
-  GetFn get;
-  std::string filter_flag, filter_preposition;  // no flag: no filter
-  std::string name, filter;
+  GetOptions& FilterBy(std::string flag, std::string what, std::string preposition) {
+    filters.push_back({std::move(flag), std::move(preposition), std::move(what), std::nullopt, ""});
+    return *this;
+  }
+  GetOptions& WithAll() { return with_all = true, *this; }
+  GetOptions& Then(std::function<void(Context&, const Items&, bool one)> more) { return then = std::move(more), *this; }
+
+  Kind kind;
+  std::function<Columns<T>()> columns;
+  std::function<absl::StatusOr<Items>(client::Client&, const GetOptions&)> list;
+  std::function<absl::StatusOr<Items>(client::Client&, const std::string& name)> get;
+  std::vector<Filter> filters;
+  bool with_all = false, all = false;
+  std::function<void(Context&, const Items&, bool one)> then;
+  std::string name;
 
   void Flags(CLI::App* sub) {
     AddName(sub, &name, kind, false);
-    if (filter_flag.empty()) return;
-    const KindInfo& by = Info(filter_kind);
-    sub->add_option(filter_flag, filter,
-                    std::string("only those ") + filter_preposition + " this " + by.title + " (" + by.plural + "/N)")
-        ->transform(NameFlag(filter_kind));
+    for (Filter& f : filters) {
+      CLI::Option* o = sub->add_option(f.flag, f.value, "only those " + f.preposition + " this " + f.what +
+                                                            (f.by ? std::string(" (") + Info(*f.by).plural + "/N)" : ""));
+      if (f.by) o->transform(NameFlag(*f.by));
+    }
+    if (with_all) sub->add_flag("--all", all, "also the recently ended ones rdmad remembers (revoked, expired, ...)");
   }
   absl::Status Validate() const {
-    if (name.empty() || filter.empty()) return absl::OkStatus();
-    return UsageError(filter_flag + " filters a list: give either NAME or " + filter_flag);
+    std::vector<std::string> flags;
+    bool filtered = all;
+    for (const Filter& f : filters) flags.push_back(f.flag), filtered = filtered || !f.value.empty();
+    if (with_all) flags.push_back("--all");
+    if (name.empty() || !filtered) return absl::OkStatus();
+    if (flags.size() == 1) return UsageError(flags[0] + " filters a list: give either NAME or " + flags[0]);
+    const std::string last = flags.back();
+    flags.pop_back();
+    return UsageError(absl::StrJoin(flags, ", ") + " and " + last + " filter a list: give either NAME or filters");
   }
   int Run(Context& ctx) const {
-    return PrintGet<List>(ctx, columns(), name.empty() ? list(ctx.client(), filter) : One(get(ctx.client(), name)),
-                          !name.empty(), filter.empty() ? "" : " " + filter_preposition + " " + filter);
+    const bool one = !name.empty();
+    absl::StatusOr<Items> items = one ? get(ctx.client(), name) : list(ctx.client(), *this);
+    if (!items.ok()) return ctx.Fail(items.status());
+    if (ctx.format() == Format::kJson) {
+      List list;
+      *list.mutable_items() = *items;
+      ctx.out() << (one ? ToJson(items->Get(0)) : ToJson(list));
+      return kExitOk;
+    }
+    if (ctx.format() == Format::kName) {
+      for (const T& item : *items) ctx.out() << item.name() << "\n";
+    } else if (!items->empty()) {
+      ctx.out() << MakeTable(columns(), *items, ctx.wide()).Render();
+      if (then) then(ctx, *items, one);
+    }
+    if (!items->empty()) return kExitOk;
+    std::string scope;
+    for (const Filter& f : filters) scope += f.value.empty() ? "" : " " + f.preposition + " " + f.value;
+    ctx.err() << "No resources found" << scope << (with_all && !all ? " (--all shows the recently ended ones too)" : "")
+              << ".\n";
+    return kExitOk;
   }
 };
 
