@@ -18,10 +18,29 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/auth/peer.h"
 #include "server/config.h"
 #include "server/fabric/fabric.h"
 
+namespace grpc {
+class ServerContextBase;
+}  // namespace grpc
+
 namespace rdmad {
+
+class Registry;
+namespace audit {
+class AuditLog;
+}  // namespace audit
+namespace auth {
+class Policy;
+}  // namespace auth
+namespace cm {
+class TokenStore;
+}  // namespace cm
+namespace tenancy {
+class Gate;
+}  // namespace tenancy
 
 class Daemon {
  public:
@@ -32,6 +51,10 @@ class Daemon {
     std::function<absl::StatusOr<std::unique_ptr<fabric::Fabric>>()> open_fabric;
     // The grant manager's clock, which decides leases (default: the wall clock, server/grants/manager.h).
     std::function<absl::Time()> clock;
+    // Tests only (main leaves it unset, and then the transport's word is final): who a call is from, given
+    // who its transport says it is. The RPC unit tests name a caller per call in request metadata through
+    // it (tests/support/daemon_fixture.h): one process cannot hold a certificate or a uid per principal.
+    std::function<auth::Peer(const grpc::ServerContextBase& ctx, auth::Peer transport)> identify;
   };
 
   // Builds and serves, or says why not. `config_error` (optional) is set when the failure is the
@@ -55,6 +78,18 @@ class Daemon {
   // The TCP ports the server listens on (the port chosen for a configured port 0).
   std::vector<int> tcp_ports() const;
   const Config& config() const;
+
+  // Tests only (tests/support/daemon_fixture.h): the layers the RPC unit tests check directly, beyond what
+  // the API shows (a tenant's open watch streams, a PD's pinned bytes, the outstanding tokens, the gate's
+  // locks). Null once drained; audit is null without an audit log.
+  struct Layers {
+    Registry* registry = nullptr;
+    cm::TokenStore* tokens = nullptr;
+    auth::Policy* policy = nullptr;
+    tenancy::Gate* gate = nullptr;
+    audit::AuditLog* audit = nullptr;
+  };
+  Layers layers_for_testing() const;
 
  private:
   struct Impl;
