@@ -59,29 +59,31 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySou
 }
 
 v1::MemoryRegion Registry::ToProto(const MrEntry& e) const {
+  const MrEntry::Book& b = e.book.Get(mu_);
   v1::MemoryRegion mr;
   mr.set_name(Name("mrs", e.id));
-  mr.set_pd(Name("pds", e.pd->id));
-  *mr.mutable_source() = e.source;
-  mr.set_addr(e.addr);
-  mr.set_length(e.length);
-  mr.set_lkey(e.lkey);
-  mr.set_rkey(e.rkey);
-  AccessList(e.access, mr.mutable_access());
-  mr.set_state(e.lost ? v1::MR_LOST : e.unusable ? v1::MR_UNUSABLE : v1::MR_READY);
-  mr.set_unusable_reason(e.unusable_reason);
-  mr.set_bound_windows(static_cast<uint32_t>(e.windows.size()));
-  mr.set_generation(e.generation);
+  mr.set_pd(Name("pds", b.pd->id));
+  *mr.mutable_source() = b.source;
+  mr.set_addr(b.addr);
+  mr.set_length(b.length);
+  mr.set_lkey(b.lkey);
+  mr.set_rkey(b.rkey);
+  AccessList(b.access, mr.mutable_access());
+  mr.set_state(b.lost ? v1::MR_LOST : b.unusable ? v1::MR_UNUSABLE : v1::MR_READY);
+  mr.set_unusable_reason(b.unusable_reason);
+  mr.set_bound_windows(static_cast<uint32_t>(b.windows.size()));
+  mr.set_generation(b.generation);
   return mr;
 }
 
 void Registry::PersistMr(const MrEntry& e) {
+  const MrEntry::Book& b = e.book.Get(mu_);
   if (options_.state == nullptr) return;
-  state::MrRow row{e.id, e.pd->id, e.source, e.access, std::nullopt};
+  state::MrRow row{e.id, b.pd->id, b.source, b.access, std::nullopt};
   // A file region: whose rights opened it and which inode, for restart recovery to check again.
-  if (e.source.has_file() && e.mapping != nullptr && e.mapping->is_file()) {
-    row.file = state::FileRecord{e.mapping->files(), e.mapping->real_path(), e.mapping->file_id().dev,
-                                 e.mapping->file_id().ino};
+  if (b.source.has_file() && b.mapping != nullptr && b.mapping->is_file()) {
+    row.file = state::FileRecord{b.mapping->files(), b.mapping->real_path(), b.mapping->file_id().dev,
+                                 b.mapping->file_id().ino};
   }
   if (absl::Status s = options_.state->PutMr(row); !s.ok()) {
     RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): it will not survive a restart",
@@ -110,13 +112,16 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   {
     MutexLock lock(&mu_);
     absl::StatusOr<PdEntry*> found = FindPd(request.pd(), "pd");
-    if (found.ok() && (*found)->busy) found = InProgress("pd", request.pd(), (*found)->busy);
+    if (found.ok() && (*found)->book.Get(mu_).busy) {
+      found = InProgress("pd", request.pd(), (*found)->book.Get(mu_).busy);
+    }
     if (found.ok()) {
-      if (absl::Status s = WithinLimit("mrs", options_.limits.mrs, totals_.mrs, creating_.mrs); !s.ok()) found = s;
+      absl::Status s = WithinLimit("mrs", options_.limits.mrs, totals_.Get(mu_).mrs, creating_.mrs);
+      if (!s.ok()) found = s;
     }
     if (found.ok()) {
       pd = *found;
-      pd->pending++;  // the PD cannot be deleted until this registration is inserted or abandoned
+      pd->book.Get(mu_).pending++;  // the PD cannot be deleted until this registration is inserted or abandoned
       creating_.mrs++;
     } else {
       refused = found.status();
@@ -142,19 +147,19 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
     {
       MutexLock lock(&mu_);
-      pd->pending--;
+      pd->book.Get(mu_).pending--;
       creating_.mrs--;
       if (!mr.ok()) {
         out = mr.status();
       } else {
         auto e = std::make_unique<MrEntry>();
         e->id = next_mr_.Next();
-        e->pd = pd;
-        e->source = request.source();
-        e->mapping = std::move(mapping).value();
+        e->book.Get(mu_).pd = pd;
+        e->book.Get(mu_).source = request.source();
+        e->book.Get(mu_).mapping = std::move(mapping).value();
         e->mr = std::move(mr).value();
-        e->CacheAttributes();
-        Attach(pd, e.get());
+        e->CacheAttributes(mu_);
+        Attach(mu_, pd, e.get());
         PersistMr(*e);
         out = ToProto(*e);
         mrs_.emplace(e->id, std::move(e));
@@ -169,7 +174,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   if (!workers_->Post(std::move(work))) {
     // Shutting down: the closure (and `done` in it) was destroyed unrun; nobody waits on a stopped pool.
     MutexLock lock(&mu_);
-    pd->pending--;
+    pd->book.Get(mu_).pending--;
     creating_.mrs--;
   }
 }
@@ -191,7 +196,7 @@ absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMr
   std::vector<v1::MemoryRegion> out;
   if (!request.pd().empty()) {
     RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
-    for (const auto& [id, e] : pd->mrs) out.push_back(ToProto(*e));
+    for (const auto& [id, e] : pd->book.Get(mu_).mrs) out.push_back(ToProto(*e));
     return out;
   }
   for (const auto& [id, e] : mrs_) out.push_back(ToProto(*e));
@@ -201,9 +206,9 @@ absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMr
 absl::Status Registry::CheckDeregister(const std::string& name) const {
   MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(const MrEntry* e, FindMr(name, "name"));
-  if (e->busy) return InProgress("name", name, e->busy);
+  if (e->book.Get(mu_).busy) return InProgress("name", name, e->book.Get(mu_).busy);
   std::vector<std::string> bound;
-  for (const auto& [id, w] : e->windows) {
+  for (const auto& [id, w] : e->book.Get(mu_).windows) {
     if (w->owner.empty()) bound.push_back(Name("mws", id));  // rdmad's own grant windows go with the grants
   }
   if (!bound.empty()) {
@@ -218,24 +223,24 @@ absl::Status Registry::DeregisterMr(const std::string& name) {
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(e, FindMr(name, "name"));
-    if (e->busy) return InProgress("name", name, e->busy);
-    if (!e->windows.empty()) {
+    if (e->book.Get(mu_).busy) return InProgress("name", name, e->book.Get(mu_).busy);
+    if (!e->book.Get(mu_).windows.empty()) {
       std::vector<std::string> bound;
-      for (const auto& [id, w] : e->windows) bound.push_back(Name("mws", id));
-      return Busy("name", absl::StrCat(name, " has ", e->windows.size(), " bound memory window(s) (",
+      for (const auto& [id, w] : e->book.Get(mu_).windows) bound.push_back(Name("mws", id));
+      return Busy("name", absl::StrCat(name, " has ", e->book.Get(mu_).windows.size(), " bound memory window(s) (",
                                        absl::StrJoin(bound, ", "),
                                        "): invalidate or deallocate them first (ibv_dereg_mr(3) NOTES)"));
     }
-    e->busy = "DeregisterMr";
+    e->book.Get(mu_).busy = "DeregisterMr";
   }
   absl::Status released = e->mr ? WithContext(e->mr->Release(), name) : absl::OkStatus();  // lost: nothing registered
   std::unique_ptr<MrEntry> owned;
   {
     MutexLock lock(&mu_);
-    e->busy = nullptr;
+    e->book.Get(mu_).busy = nullptr;
     if (!released.ok()) return released;  // still registered, still ours
     Unpersist("mrs", e->id);
-    Detach(e->pd, e);
+    Detach(mu_, e->book.Get(mu_).pd, e);
     owned = std::move(mrs_[e->id]);
     mrs_.erase(e->id);
   }

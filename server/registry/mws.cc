@@ -42,29 +42,31 @@ absl::Status CheckOwner(const registry_internal::MwEntry& w, const std::string& 
 }  // namespace
 
 v1::MemoryWindow Registry::ToProto(const MwEntry& e) const {
+  const MwEntry::Book& b = e.book.Get(mu_);
   v1::MemoryWindow mw;
   mw.set_name(Name("mws", e.id));
   mw.set_pd(Name("pds", e.pd->id));
   mw.set_type(e.type == fabric::MwType::kType1 ? v1::TYPE_1 : v1::TYPE_2);
-  mw.set_rkey(e.rkey);
-  mw.set_bound(e.mr != nullptr);
+  mw.set_rkey(b.rkey);
+  mw.set_bound(b.mr != nullptr);
   mw.set_owner(e.owner);
-  if (e.mr != nullptr) *mw.mutable_binding() = e.binding;
+  if (b.mr != nullptr) *mw.mutable_binding() = b.binding;
   return mw;
 }
 
 std::unique_ptr<fabric::Mr> Registry::Unbind(MwEntry& mw) {
-  if (mw.mr == nullptr) return nullptr;
-  mw.mr->windows.erase(mw.id);
-  if (mw.qp != nullptr) {
-    mw.qp->windows.erase(mw.id);
-    if (mw.type == fabric::MwType::kType2) mw.qp->type2_windows--;
+  MwEntry::Book& b = mw.book.Get(mu_);
+  if (b.mr == nullptr) return nullptr;
+  b.mr->book.Get(mu_).windows.erase(mw.id);
+  if (b.qp != nullptr) {
+    b.qp->book.Get(mu_).windows.erase(mw.id);
+    if (mw.type == fabric::MwType::kType2) b.qp->book.Get(mu_).type2_windows--;
   }
-  mw.mr = nullptr;
-  mw.qp = nullptr;
-  mw.binding.Clear();
-  mw.pd->bounds_bytes -= mw.bounds_bytes;  // released by the caller once the window no longer uses it
-  mw.bounds_bytes = 0;
+  b.mr = nullptr;
+  b.qp = nullptr;
+  b.binding.Clear();
+  mw.pd->book.Get(mu_).bounds_bytes -= b.bounds_bytes;  // released by the caller once the window no longer uses it
+  b.bounds_bytes = 0;
   return std::move(mw.bounds_mr);
 }
 
@@ -74,7 +76,7 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.pd(), "pd"));
-    if (pd->busy) return InProgress("pd", request.pd(), pd->busy);
+    if (pd->book.Get(mu_).busy) return InProgress("pd", request.pd(), pd->book.Get(mu_).busy);
     const fabric::DeviceInfo& info = pd->device->info();
     if (request.type() == v1::TYPE_1) {
       if (!info.mw_type1) {
@@ -91,14 +93,14 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
       return InvalidArgument("type", "must be TYPE_1 or TYPE_2");
     }
     if (owner.empty()) {
-      RDMAD_RETURN_IF_ERROR(WithinLimit("mws", options_.limits.mws, totals_.user_mws, creating_.mws));
+      RDMAD_RETURN_IF_ERROR(WithinLimit("mws", options_.limits.mws, totals_.Get(mu_).user_mws, creating_.mws));
       creating_.mws++;
     }
-    pd->pending++;
+    pd->book.Get(mu_).pending++;
   }
   absl::StatusOr<std::unique_ptr<fabric::Mw>> mw = pd->pd->AllocMw(type);
   MutexLock lock(&mu_);
-  pd->pending--;
+  pd->book.Get(mu_).pending--;
   if (owner.empty()) creating_.mws--;
   if (!mw.ok()) return mw.status();
   auto e = std::make_unique<MwEntry>();
@@ -106,9 +108,9 @@ absl::StatusOr<v1::MemoryWindow> Registry::AllocMw(const v1::AllocMwRequest& req
   e->pd = pd;
   e->type = type;
   e->mw = std::move(mw).value();
-  e->rkey = e->mw->rkey();
+  e->book.Get(mu_).rkey = e->mw->rkey();
   e->owner = owner;
-  Attach(pd, e.get());
+  Attach(mu_, pd, e.get());
   v1::MemoryWindow out = ToProto(*e);
   mws_.emplace(e->id, std::move(e));
   return out;
@@ -125,7 +127,7 @@ absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMw
   std::vector<v1::MemoryWindow> out;
   if (!request.pd().empty()) {
     RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
-    for (const auto& [id, e] : pd->mws) out.push_back(ToProto(*e));
+    for (const auto& [id, e] : pd->book.Get(mu_).mws) out.push_back(ToProto(*e));
     return out;
   }
   for (const auto& [id, e] : mws_) out.push_back(ToProto(*e));
@@ -137,8 +139,9 @@ uint64_t Registry::BoundsRegionBytes(const v1::BindMwRequest& request) const {
   absl::StatusOr<MwEntry*> w = FindMw(request.name(), "name");
   absl::StatusOr<MrEntry*> mr = FindMr(request.mr(), "mr");
   if (!w.ok() || !mr.ok() || !UsesBoundsRegion(options_.mw_bounds_region, (*w)->pd->device->info())) return 0;
-  if (request.offset() > (*mr)->length || request.length() > (*mr)->length - request.offset()) return 0;
-  return PagesBytes((*mr)->addr + request.offset(), request.length());
+  const MrEntry::Book& b = (*mr)->book.Get(mu_);
+  if (request.offset() > b.length || request.length() > b.length - request.offset()) return 0;
+  return PagesBytes(b.addr + request.offset(), request.length());
 }
 
 void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner) {
@@ -153,33 +156,35 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(w, FindMw(request.name(), "name"));
+    MwEntry::Book& wb = w->book.Get(mu_);
     RDMAD_ASSIGN_OR_RETURN(mr, FindMr(request.mr(), "mr"));
+    MrEntry::Book& mb = mr->book.Get(mu_);
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, request.name(), owner));
-    if (w->busy) return InProgress("name", request.name(), w->busy);
-    if (mr->busy) return InProgress("mr", request.mr(), mr->busy);
+    if (wb.busy) return InProgress("name", request.name(), wb.busy);
+    if (mb.busy) return InProgress("mr", request.mr(), mb.busy);
     const bool type1 = w->type == fabric::MwType::kType1;
-    if (mr->unusable) {
-      return FailedPrecondition("mr", absl::StrCat(request.mr(), " is unusable (", mr->unusable_reason, ")"));
+    if (mb.unusable) {
+      return FailedPrecondition("mr", absl::StrCat(request.mr(), " is unusable (", mb.unusable_reason, ")"));
     }
-    if (mr->pd != w->pd) {
-      return InvalidArgument("mr", absl::StrCat(request.mr(), " is in ", Name("pds", mr->pd->id), ", the window in ",
+    if (mb.pd != w->pd) {
+      return InvalidArgument("mr", absl::StrCat(request.mr(), " is in ", Name("pds", mb.pd->id), ", the window in ",
                                                 Name("pds", w->pd->id), " (ibv_bind_mw(3): same PD)"));
     }
-    BindCheck check{request.mr(), mr->length, mr->access, type1, w->mr != nullptr,
+    BindCheck check{request.mr(), mb.length, mb.access, type1, wb.mr != nullptr,
                     request.offset(), request.length(), request.zero_based()};
     RDMAD_ASSIGN_OR_RETURN(access, CheckBind(check, request.access()));
-    if (!type1 && w->mr != nullptr) {
+    if (!type1 && wb.mr != nullptr) {
       return FailedPrecondition("name", absl::StrCat(request.name(), " is bound; a type 2 window must be "
                                                      "invalidated before it is bound again"));
     }
     if (!request.qp().empty()) {
       RDMAD_ASSIGN_OR_RETURN(user_qp, FindQp(request.qp(), "qp"));
-      if (user_qp->busy) return InProgress("qp", request.qp(), user_qp->busy);
+      if (user_qp->book.Get(mu_).busy) return InProgress("qp", request.qp(), user_qp->book.Get(mu_).busy);
       if (user_qp->pd != w->pd) {
         return InvalidArgument("qp", absl::StrCat(request.qp(), " is in ", Name("pds", user_qp->pd->id),
                                                   ", the window in ", Name("pds", w->pd->id)));
       }
-      if (user_qp->state != fabric::QpState::kRts) {
+      if (user_qp->book.Get(mu_).state != fabric::QpState::kRts) {
         return FailedPrecondition("qp", absl::StrCat(request.qp(), " is not connected (ConnectQp first)"));
       }
     } else if (!type1) {
@@ -187,25 +192,25 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     }
     if (user_qp == nullptr && !TakeLane(*w->pd)) {
       // Runs again, re-validated, when the PD's type 1 lane is free.
-      w->pd->lane.push_back(dispatch::Carry([this, request, owner, done = std::move(done)]() mutable {
+      w->pd->book.Get(mu_).lane.push_back(dispatch::Carry([this, request, owner, done = std::move(done)]() mutable {
         BindMwAsync(request, std::move(done), owner);
       }));
       queued = true;
       return absl::OkStatus();
     }
     // Reserve: the window, and links that keep the region and the QP from going while the bind is out.
-    w->busy = "BindMw";
-    mr->windows.emplace(w->id, w);
-    if (user_qp) user_qp->windows.emplace(w->id, w);
-    if (user_qp && !type1) user_qp->type2_windows++;
-    mr_access = mr->access;
-    addr = mr->addr + request.offset();
+    wb.busy = "BindMw";
+    mb.windows.emplace(w->id, w);
+    if (user_qp) user_qp->book.Get(mu_).windows.emplace(w->id, w);
+    if (user_qp && !type1) user_qp->book.Get(mu_).type2_windows++;
+    mr_access = mb.access;
+    addr = mb.addr + request.offset();
     parent = mr->mr.get();
     // The bounds region's pages count as pinned in the PD from now until the region is released (a tenant's
     // pinned_bytes quota: the RPC layer reserved them before this call).
     bounds_region = UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info());
-    w->binding_bounds_bytes = bounds_region ? PagesBytes(addr, request.length()) : 0;
-    w->pd->bounds_bytes += w->binding_bounds_bytes;
+    wb.binding_bounds_bytes = bounds_region ? PagesBytes(addr, request.length()) : 0;
+    w->pd->book.Get(mu_).bounds_bytes += wb.binding_bounds_bytes;
     return absl::OkStatus();
   }();
   if (queued) return;
@@ -278,20 +283,21 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
   {
     MutexLock lock(&mu_);
-    w->busy = nullptr;
+    MwEntry::Book& wb = w->book.Get(mu_);
+    wb.busy = nullptr;
     std::unique_ptr<fabric::Mr> bounds = std::move(w->binding_bounds_mr);
-    const uint64_t bounds_bytes = std::exchange(w->binding_bounds_bytes, 0);
-    const bool rebound_same = w->mr == mr && (w->qp == user_qp);
+    const uint64_t bounds_bytes = std::exchange(wb.binding_bounds_bytes, 0);
+    const bool rebound_same = wb.mr == mr && (wb.qp == user_qp);
     if (!rkey.ok()) {
-      pd->bounds_bytes -= bounds_bytes;  // the bind's bounds region (if it was made) is released below
+      pd->book.Get(mu_).bounds_bytes -= bounds_bytes;  // the bind's bounds region (if it was made) is released below
       // Undo the reservation's links unless they belong to the binding the window keeps.
-      if (w->mr != mr) mr->windows.erase(w->id);
-      if (user_qp && w->qp != user_qp) {
-        user_qp->windows.erase(w->id);
-        if (!type1) user_qp->type2_windows--;
+      if (wb.mr != mr) mr->book.Get(mu_).windows.erase(w->id);
+      if (user_qp && wb.qp != user_qp) {
+        user_qp->book.Get(mu_).windows.erase(w->id);
+        if (!type1) user_qp->book.Get(mu_).type2_windows--;
       }
       if (user_qp && ErrnoOf(rkey.status()) == 0 && rkey.status().code() == absl::StatusCode::kAborted) {
-        user_qp->state = fabric::QpState::kError;  // a failed completion moved it to the error state
+        user_qp->book.Get(mu_).state = fabric::QpState::kError;  // a failed completion moved it to the error state
       }
       if (!user_qp && rkey.status().code() == absl::StatusCode::kAborted) w->pd->bind_qp_state = fabric::QpState::kError;
       released = std::move(bounds);
@@ -299,16 +305,16 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
     } else {
       if (!rebound_same) {
         // A type 1 window bound again: its previous binding's links go (the new ones are in place).
-        if (w->mr && w->mr != mr) w->mr->windows.erase(w->id);
-        if (w->qp && w->qp != user_qp) w->qp->windows.erase(w->id);
+        if (wb.mr && wb.mr != mr) wb.mr->book.Get(mu_).windows.erase(w->id);
+        if (wb.qp && wb.qp != user_qp) wb.qp->book.Get(mu_).windows.erase(w->id);
       }
       released = std::exchange(w->bounds_mr, std::move(bounds));
-      pd->bounds_bytes -= w->bounds_bytes;  // the previous binding's region, released below
-      w->bounds_bytes = bounds_bytes;
-      w->mr = mr;
-      w->qp = user_qp;
-      w->rkey = *rkey;
-      v1::MwBinding& b = w->binding;
+      pd->book.Get(mu_).bounds_bytes -= wb.bounds_bytes;  // the previous binding's region, released below
+      wb.bounds_bytes = bounds_bytes;
+      wb.mr = mr;
+      wb.qp = user_qp;
+      wb.rkey = *rkey;
+      v1::MwBinding& b = wb.binding;
       b.Clear();
       b.set_mr(request.mr());
       b.set_offset(request.offset());
@@ -339,26 +345,30 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
   fabric::Mr* bound_to = nullptr;  // the bounds region, or the MR itself where the device needs none
   bool queued = false;
   bool qp_in_error = false;  // type 2: its QP is known to be in the error state
+  QpEntry* bound_qp = nullptr;  // type 2: the QP it is bound on, linked to the window while it is reserved
   absl::StatusOr<v1::MemoryWindow> early = absl::UnknownError("");
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(w, FindMw(name, "name"));
+    MwEntry::Book& wb = w->book.Get(mu_);
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, name, owner));
-    if (w->busy) return InProgress("name", name, w->busy);
-    if (w->mr == nullptr) {
+    if (wb.busy) return InProgress("name", name, wb.busy);
+    if (wb.mr == nullptr) {
       early = ToProto(*w);  // already unbound: invalidation is idempotent
       return absl::OkStatus();
     }
     if (w->type == fabric::MwType::kType1 && !TakeLane(*w->pd)) {
-      w->pd->lane.push_back(dispatch::Carry([this, name, owner, done = std::move(done)]() mutable {
+      w->pd->book.Get(mu_).lane.push_back(dispatch::Carry([this, name, owner, done = std::move(done)]() mutable {
         InvalidateMwAsync(name, std::move(done), owner);
       }));
       queued = true;
       return absl::OkStatus();
     }
-    w->busy = "InvalidateMw";
-    bound_to = w->bounds_mr ? w->bounds_mr.get() : w->mr->mr.get();
-    qp_in_error = w->type == fabric::MwType::kType2 && w->qp != nullptr && w->qp->state == fabric::QpState::kError;
+    wb.busy = "InvalidateMw";
+    bound_qp = wb.qp;
+    bound_to = w->bounds_mr ? w->bounds_mr.get() : wb.mr->mr.get();
+    qp_in_error = w->type == fabric::MwType::kType2 && wb.qp != nullptr &&
+                  wb.qp->book.Get(mu_).state == fabric::QpState::kError;
     return absl::OkStatus();
   }();
   if (queued) return;
@@ -371,7 +381,7 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
 
   const bool type1 = w->type == fabric::MwType::kType1;
   // Type 2: invalidated on the QP it is bound on (reserved through the window's link to it).
-  absl::StatusOr<fabric::Qp*> qp = type1 ? PrepareBindQp(*w->pd) : w->qp->get();
+  absl::StatusOr<fabric::Qp*> qp = type1 ? PrepareBindQp(*w->pd) : bound_qp->get();
   auto finish = [this, w, name, type1](absl::Status s, Done<v1::MemoryWindow> done) {
     bool replaced = false;
     if (!type1 && s.code() == absl::StatusCode::kAborted) {
@@ -414,18 +424,19 @@ void Registry::FinishInvalidate(MwEntry* w, const std::string& name, absl::Statu
   absl::StatusOr<v1::MemoryWindow> out = absl::UnknownError("unset");
   {
     MutexLock lock(&mu_);
-    w->busy = nullptr;
+    MwEntry::Book& wb = w->book.Get(mu_);
+    wb.busy = nullptr;
     if (s.ok()) {
       released = Unbind(*w);
       if (replaced) {
-        w->rkey = rkey;
-        if (w->qp) w->qp->state = fabric::QpState::kError;
+        wb.rkey = rkey;
+        if (wb.qp) wb.qp->book.Get(mu_).state = fabric::QpState::kError;
       }
       out = ToProto(*w);
     } else {
       if (s.code() == absl::StatusCode::kAborted) {
         if (type1) w->pd->bind_qp_state = fabric::QpState::kError;
-        else if (w->qp) w->qp->state = fabric::QpState::kError;
+        else if (wb.qp) wb.qp->book.Get(mu_).state = fabric::QpState::kError;
       }
       out = WithContext(s, name);
     }
@@ -450,9 +461,9 @@ absl::Status Registry::DeallocMw(const std::string& name, const std::string& own
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(MwEntry * w, FindMw(name, "name"));
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, name, owner));
-    if (w->busy) return InProgress("name", name, w->busy);
+    if (w->book.Get(mu_).busy) return InProgress("name", name, w->book.Get(mu_).busy);
     bounds = Unbind(*w);  // deallocation invalidates a bound window
-    Detach(w->pd, w);
+    Detach(mu_, w->pd, w);
     owned = std::move(mws_[w->id]);
     mws_.erase(w->id);
   }

@@ -14,13 +14,14 @@ namespace rdmad {
 using registry_internal::kMaxLabel;
 
 v1::ProtectionDomain Registry::ToProto(const PdEntry& e) const {
+  const PdEntry::Book& b = e.book.Get(mu_);
   v1::ProtectionDomain pd;
   pd.set_name(Name("pds", e.id));
   pd.set_device(absl::StrCat("devices/", e.device->info().name));
   pd.set_label(e.label);
-  pd.set_mr_count(static_cast<uint32_t>(e.mrs.size()));
-  pd.set_mw_count(static_cast<uint32_t>(e.mws.size()));
-  pd.set_qp_count(static_cast<uint32_t>(e.qps.size()));
+  pd.set_mr_count(static_cast<uint32_t>(b.mrs.size()));
+  pd.set_mw_count(static_cast<uint32_t>(b.mws.size()));
+  pd.set_qp_count(static_cast<uint32_t>(b.qps.size()));
   return pd;
 }
 
@@ -109,12 +110,13 @@ std::vector<v1::ProtectionDomain> Registry::ListPds() const {
 absl::Status Registry::CheckDeletePd(const v1::DeletePdRequest& request) const {
   MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(const PdEntry* pd, FindPd(request.name(), "name"));
-  if (pd->busy) return InProgress("name", request.name(), pd->busy);
+  const PdEntry::Book& b = pd->book.Get(mu_);
+  if (b.busy) return InProgress("name", request.name(), b.busy);
   // What stays once the grants are gone: its regions, its own windows and QPs (not the grant pool's
   // windows nor the grants' connections, which revoking them releases).
-  if (!request.cascade() && (!pd->mrs.empty() || pd->own_mws > 0 || pd->user_qps > 0)) {
-    return Busy("name", absl::StrCat(request.name(), " still holds ", pd->mrs.size(), " memory region(s), ",
-                                     pd->own_mws, " memory window(s) and ", pd->user_qps,
+  if (!request.cascade() && (!b.mrs.empty() || b.own_mws > 0 || b.user_qps > 0)) {
+    return Busy("name", absl::StrCat(request.name(), " still holds ", b.mrs.size(), " memory region(s), ",
+                                     b.own_mws, " memory window(s) and ", b.user_qps,
                                      " queue pair(s): delete them first or ask for a cascade"));
   }
   return absl::OkStatus();
@@ -122,43 +124,54 @@ absl::Status Registry::CheckDeletePd(const v1::DeletePdRequest& request) const {
 
 absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdRequest& request) {
   PdEntry* pd = nullptr;
+  // The children reserved below, as they were then: the reservation keeps the PD's maps as they are until the
+  // commit, and the release walks these copies without the lock.
+  std::map<uint64_t, MwEntry*> windows;
+  std::map<uint64_t, MrEntry*> regions;
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.name(), "name"));
-    if (pd->busy) return InProgress("name", request.name(), pd->busy);
-    if (pd->pending > 0 || pd->lane_busy) {
+    PdEntry::Book& b = pd->book.Get(mu_);
+    if (b.busy) return InProgress("name", request.name(), b.busy);
+    if (b.pending > 0 || b.lane_busy) {
       return Busy("name", absl::StrCat(request.name(), " has a memory registration or a bind in progress; retry"));
     }
-    if (!request.cascade() && (!pd->mrs.empty() || !pd->mws.empty() || !pd->qps.empty())) {
-      return Busy("name", absl::StrCat(request.name(), " still holds ", pd->mrs.size(), " memory region(s), ",
-                                       pd->mws.size(), " memory window(s) and ", pd->qps.size(),
+    if (!request.cascade() && (!b.mrs.empty() || !b.mws.empty() || !b.qps.empty())) {
+      return Busy("name", absl::StrCat(request.name(), " still holds ", b.mrs.size(), " memory region(s), ",
+                                       b.mws.size(), " memory window(s) and ", b.qps.size(),
                                        " queue pair(s): delete them first or ask for a cascade"));
     }
-    for (const auto& [id, w] : pd->mws) if (w->busy) return InProgress("name", Name("mws", id), w->busy);
-    for (const auto& [id, m] : pd->mrs) if (m->busy) return InProgress("name", Name("mrs", id), m->busy);
-    for (const auto& [id, q] : pd->qps) {
-      if (q->busy) return InProgress("name", Name("qps", id), q->busy);
+    for (const auto& [id, w] : b.mws) {
+      if (const char* busy = w->book.Get(mu_).busy) return InProgress("name", Name("mws", id), busy);
+    }
+    for (const auto& [id, m] : b.mrs) {
+      if (const char* busy = m->book.Get(mu_).busy) return InProgress("name", Name("mrs", id), busy);
+    }
+    for (const auto& [id, q] : b.qps) {
+      if (q->book.Get(mu_).busy) return InProgress("name", Name("qps", id), q->book.Get(mu_).busy);
       if (!q->cm_id.empty()) {
         return Busy("name", absl::StrCat(Name("qps", id), " belongs to ", q->cm_id, ": delete the CM id first"));
       }
     }
     // Reserve the PD and every child: from here nothing else touches them.
-    pd->busy = "DeletePd";
-    for (auto& [id, w] : pd->mws) w->busy = "DeletePd";
-    for (auto& [id, m] : pd->mrs) m->busy = "DeletePd";
-    for (auto& [id, q] : pd->qps) q->busy = "DeletePd";
+    b.busy = "DeletePd";
+    for (auto& [id, w] : b.mws) w->book.Get(mu_).busy = "DeletePd";
+    for (auto& [id, m] : b.mrs) m->book.Get(mu_).busy = "DeletePd";
+    for (auto& [id, q] : b.qps) q->book.Get(mu_).busy = "DeletePd";
+    windows = b.mws;
+    regions = b.mrs;
   }
   // Without the lock, children first: windows (with their bounds regions), regions, QPs, then the PD.
   // Only a region can refuse (ibv_dereg_mr); the cascade stops there and what is left stays, unreserved.
   v1::DeletePdResponse response;
   std::vector<uint64_t> released_mws, released_mrs;
-  for (auto& [id, w] : pd->mws) {
+  for (auto& [id, w] : windows) {
     w->mw.reset();
     w->bounds_mr.reset();
     released_mws.push_back(id);
   }
   absl::Status failed;
-  for (auto& [id, m] : pd->mrs) {
+  for (auto& [id, m] : regions) {
     if (m->mr == nullptr) {  // lost at a restart: nothing registered
       released_mrs.push_back(id);
       continue;
@@ -176,27 +189,27 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
   {
     MutexLock lock(&mu_);
     for (uint64_t id : released_mws) {
-      MwEntry* w = pd->mws[id];
-      if (w->mr) w->mr->windows.erase(id);
-      if (w->qp) w->qp->windows.erase(id);
-      Detach(pd, w);
+      MwEntry* w = pd->book.Get(mu_).mws[id];
+      if (w->book.Get(mu_).mr) w->book.Get(mu_).mr->book.Get(mu_).windows.erase(id);
+      if (w->book.Get(mu_).qp) w->book.Get(mu_).qp->book.Get(mu_).windows.erase(id);
+      Detach(mu_, pd, w);
       mws_.erase(id);
       response.add_deleted(Name("mws", id));
     }
     for (uint64_t id : released_mrs) {
       Unpersist("mrs", id);
-      Detach(pd, mrs_[id].get());
+      Detach(mu_, pd, mrs_[id].get());
       mrs.push_back(std::move(mrs_[id]));
       mrs_.erase(id);
       response.add_deleted(Name("mrs", id));
     }
     if (!failed.ok()) {
-      pd->busy = nullptr;
-      for (auto& [id, m] : pd->mrs) m->busy = nullptr;
-      for (auto& [id, q] : pd->qps) q->busy = nullptr;
+      pd->book.Get(mu_).busy = nullptr;
+      for (auto& [id, m] : pd->book.Get(mu_).mrs) m->book.Get(mu_).busy = nullptr;
+      for (auto& [id, q] : pd->book.Get(mu_).qps) q->book.Get(mu_).busy = nullptr;
       return WithContext(failed, absl::StrCat("released so far: ", absl::StrJoin(response.deleted(), ", ")));
     }
-    for (auto& [id, q] : pd->qps) {
+    for (auto& [id, q] : pd->book.Get(mu_).qps) {
       AwaitNoReaders(*q);  // a GetQp querying it finishes first
       qps.push_back(std::move(qps_[id]));
       qps_.erase(id);
@@ -219,8 +232,9 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
 // The type 1 lane and the bind QP
 
 bool Registry::TakeLane(PdEntry& pd) {
-  if (pd.lane_busy) return false;
-  pd.lane_busy = true;
+  PdEntry::Book& b = pd.book.Get(mu_);
+  if (b.lane_busy) return false;
+  b.lane_busy = true;
   return true;
 }
 
@@ -228,10 +242,11 @@ void Registry::ReleaseLane(PdEntry& pd) {
   absl::AnyInvocable<void() &&> next;
   {
     MutexLock lock(&mu_);
-    pd.lane_busy = false;
-    if (pd.lane.empty()) return;
-    next = std::move(pd.lane.front());
-    pd.lane.pop_front();
+    PdEntry::Book& b = pd.book.Get(mu_);
+    b.lane_busy = false;
+    if (b.lane.empty()) return;
+    next = std::move(b.lane.front());
+    b.lane.pop_front();
   }
   std::move(next)();  // re-validates and takes the lane (or queues again behind a newcomer)
 }

@@ -13,15 +13,16 @@ namespace rdmad {
 
 
 v1::QueuePair Registry::ToProto(const QpEntry& e) const {
+  const QpEntry::Book& b = e.book.Get(mu_);
   v1::QueuePair qp;
   qp.set_name(Name("qps", e.id));
   qp.set_pd(Name("pds", e.pd->id));
-  *qp.mutable_local() = registry_internal::ToProto(e.local);
-  if (e.has_remote) *qp.mutable_remote() = registry_internal::ToProto(e.remote);
-  qp.set_state(registry_internal::ToProto(e.state));
+  *qp.mutable_local() = registry_internal::ToProto(b.local);
+  if (b.has_remote) *qp.mutable_remote() = registry_internal::ToProto(b.remote);
+  qp.set_state(registry_internal::ToProto(b.state));
   qp.set_port(e.options.port);
   qp.set_gid_index(e.options.gid_index);
-  qp.set_bound_windows(e.type2_windows);
+  qp.set_bound_windows(b.type2_windows);
   qp.set_cm_id(e.cm_id);
   return qp;
 }
@@ -32,7 +33,7 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(request.pd(), "pd"));
-    if (pd->busy) return InProgress("pd", request.pd(), pd->busy);
+    if (pd->book.Get(mu_).busy) return InProgress("pd", request.pd(), pd->book.Get(mu_).busy);
     options.port = request.port() ? request.port() : 1;
     const auto& ports = pd->device->info().ports;
     if (options.port > ports.size()) {
@@ -49,13 +50,13 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
                                                          options.gid_index));
       }
     }
-    RDMAD_RETURN_IF_ERROR(WithinLimit("qps", options_.limits.qps, totals_.user_qps, creating_.qps));
+    RDMAD_RETURN_IF_ERROR(WithinLimit("qps", options_.limits.qps, totals_.Get(mu_).user_qps, creating_.qps));
     creating_.qps++;
-    pd->pending++;
+    pd->book.Get(mu_).pending++;
   }
   absl::StatusOr<std::unique_ptr<fabric::Qp>> qp = pd->pd->CreateQp(options);
   MutexLock lock(&mu_);
-  pd->pending--;
+  pd->book.Get(mu_).pending--;
   creating_.qps--;
   if (!qp.ok()) return qp.status();
   auto e = std::make_unique<QpEntry>();
@@ -63,9 +64,9 @@ absl::StatusOr<v1::QueuePair> Registry::CreateQp(const v1::CreateQpRequest& requ
   e->pd = pd;
   e->options = options;
   e->qp = std::move(qp).value();
-  e->local = e->qp->local();
-  e->state = fabric::QpState::kInit;
-  Attach(pd, e.get());
+  e->book.Get(mu_).local = e->qp->local();
+  e->book.Get(mu_).state = fabric::QpState::kInit;
+  Attach(mu_, pd, e.get());
   v1::QueuePair out = ToProto(*e);
   qps_.emplace(e->id, std::move(e));
   return out;
@@ -80,15 +81,15 @@ std::vector<v1::QueuePair> Registry::QueryAndConvert(const std::vector<QpEntry*>
   std::vector<v1::QueuePair> out;
   for (size_t i = 0; i < pinned.size(); ++i) {
     QpEntry* e = pinned[i];
-    if (states[i] != fabric::QpState::kUnknown) e->state = states[i];
-    e->readers--;
+    if (states[i] != fabric::QpState::kUnknown) e->book.Get(mu_).state = states[i];
+    e->book.Get(mu_).readers--;
     out.push_back(ToProto(*e));
   }
   return out;
 }
 
 void Registry::AwaitNoReaders(QpEntry& e) const {
-  mu_.Await([&e] { return e.readers == 0; });
+  mu_.Await([this, &e]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return e.book.Get(mu_).readers == 0; });
 }
 
 absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
@@ -96,7 +97,7 @@ absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(e, FindQp(name, "name"));
-    e->readers++;
+    e->book.Get(mu_).readers++;
   }
   return QueryAndConvert({e}).front();
 }
@@ -106,7 +107,7 @@ std::vector<v1::QueuePair> Registry::ListQps() const {
   {
     MutexLock lock(&mu_);
     for (const auto& [id, e] : qps_) {
-      e->readers++;
+      e->book.Get(mu_).readers++;
       pinned.push_back(e.get());
     }
   }
@@ -117,10 +118,10 @@ absl::StatusOr<Registry::PdUsage> Registry::UsageOfPd(const std::string& name) c
   MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(const PdEntry* pd, FindPd(name, "pd"));
   PdUsage u;
-  u.mrs = pd->mrs.size();
-  u.mr_bytes = pd->mr_bytes + pd->bounds_bytes;
-  u.mws = pd->own_mws;
-  u.qps = pd->user_qps;
+  u.mrs = pd->book.Get(mu_).mrs.size();
+  u.mr_bytes = pd->book.Get(mu_).mr_bytes + pd->book.Get(mu_).bounds_bytes;
+  u.mws = pd->book.Get(mu_).own_mws;
+  u.qps = pd->book.Get(mu_).user_qps;
   return u;
 }
 
@@ -131,7 +132,7 @@ absl::StatusOr<std::string> Registry::PdOf(const std::string& name) const {
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(name, "name"));
   } else if (absl::StartsWith(name, "mrs/")) {
     RDMAD_ASSIGN_OR_RETURN(MrEntry * e, FindMr(name, "name"));
-    pd = e->pd;
+    pd = e->book.Get(mu_).pd;
   } else if (absl::StartsWith(name, "mws/")) {
     RDMAD_ASSIGN_OR_RETURN(MwEntry * e, FindMw(name, "name"));
     pd = e->pd;
@@ -152,16 +153,16 @@ absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& re
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(e, FindQp(request.name(), "name"));
-    if (e->busy) return InProgress("name", request.name(), e->busy);
+    if (e->book.Get(mu_).busy) return InProgress("name", request.name(), e->book.Get(mu_).busy);
     if (!e->cm_id.empty()) {
       return FailedPrecondition("name", absl::StrCat(request.name(), " belongs to ", e->cm_id,
                                                      ": rdma_cm connects it (CmIds.Connect / Accept)"));
     }
-    if (e->type2_windows > 0) {
-      return Busy("name", absl::StrCat(request.name(), " has ", e->type2_windows,
+    if (e->book.Get(mu_).type2_windows > 0) {
+      return Busy("name", absl::StrCat(request.name(), " has ", e->book.Get(mu_).type2_windows,
                                        " type 2 window(s) bound on it; reconnecting would reset it"));
     }
-    e->busy = "ConnectQp";
+    e->book.Get(mu_).busy = "ConnectQp";
   }
   fabric::QpEndpoint remote{request.remote().qpn(), request.remote().psn(), request.remote().gid(),
                             static_cast<uint16_t>(request.remote().lid())};
@@ -169,12 +170,12 @@ absl::StatusOr<v1::QueuePair> Registry::ConnectQp(const v1::ConnectQpRequest& re
   const fabric::QpState state = e->qp->state();
   const fabric::QpEndpoint local = e->qp->local();  // a reconnect draws a new PSN
   MutexLock lock(&mu_);
-  e->busy = nullptr;
-  e->state = state;
-  e->local = local;
+  e->book.Get(mu_).busy = nullptr;
+  e->book.Get(mu_).state = state;
+  e->book.Get(mu_).local = local;
   if (!connected.ok()) return connected;
-  e->has_remote = true;
-  e->remote = remote;
+  e->book.Get(mu_).has_remote = true;
+  e->book.Get(mu_).remote = remote;
   return ToProto(*e);
 }
 
@@ -183,24 +184,24 @@ absl::Status Registry::DeleteQp(const std::string& name) {
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, "name"));
-    if (e->busy) return InProgress("name", name, e->busy);
+    if (e->book.Get(mu_).busy) return InProgress("name", name, e->book.Get(mu_).busy);
     if (!e->cm_id.empty()) {
       return FailedPrecondition("name", absl::StrCat(name, " belongs to ", e->cm_id, ": delete the CM id instead"));
     }
-    if (e->type2_windows > 0) {
-      return Busy("name", absl::StrCat(name, " has ", e->type2_windows,
+    if (e->book.Get(mu_).type2_windows > 0) {
+      return Busy("name", absl::StrCat(name, " has ", e->book.Get(mu_).type2_windows,
                                        " type 2 window(s) bound on it: invalidate or deallocate them first"));
     }
-    for (const auto& [id, w] : e->windows) {
-      if (w->busy) return InProgress("name", Name("mws", id), w->busy);
+    for (const auto& [id, w] : e->book.Get(mu_).windows) {
+      if (w->book.Get(mu_).busy) return InProgress("name", Name("mws", id), w->book.Get(mu_).busy);
     }
-    for (auto& [id, w] : e->windows) {  // a type 1 window bound through this QP does not depend on it
-      w->qp = nullptr;
-      w->binding.clear_qp();
+    for (auto& [id, w] : e->book.Get(mu_).windows) {  // a type 1 window bound through this QP does not depend on it
+      w->book.Get(mu_).qp = nullptr;
+      w->book.Get(mu_).binding.clear_qp();
     }
-    e->busy = "DeleteQp";
+    e->book.Get(mu_).busy = "DeleteQp";
     AwaitNoReaders(*e);  // a GetQp querying it finishes first
-    Detach(e->pd, e);
+    Detach(mu_, e->pd, e);
     owned = std::move(qps_[e->id]);
     qps_.erase(e->id);
   }
@@ -217,21 +218,21 @@ absl::StatusOr<v1::QueuePair> Registry::AdoptCmQp(const std::string& pd_name, co
   {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(pd, FindPd(pd_name, "pd"));
-    if (pd->busy) return InProgress("pd", pd_name, pd->busy);
-    pd->pending++;  // the PD stays while the QP is created on it
+    if (pd->book.Get(mu_).busy) return InProgress("pd", pd_name, pd->book.Get(mu_).busy);
+    pd->book.Get(mu_).pending++;  // the PD stays while the QP is created on it
   }
   absl::StatusOr<fabric::Qp*> qp = create(*pd->pd, pd->device);
   MutexLock lock(&mu_);
-  pd->pending--;
+  pd->book.Get(mu_).pending--;
   if (!qp.ok()) return qp.status();
   auto e = std::make_unique<QpEntry>();
   e->id = next_qp_.Next();
   e->pd = pd;
   e->borrowed = *qp;
   e->cm_id = cm_id;
-  e->local = (*qp)->local();
-  e->state = fabric::QpState::kInit;
-  Attach(pd, e.get());
+  e->book.Get(mu_).local = (*qp)->local();
+  e->book.Get(mu_).state = fabric::QpState::kInit;
+  Attach(mu_, pd, e.get());
   v1::QueuePair out = ToProto(*e);
   qps_.emplace(e->id, std::move(e));
   return out;
@@ -242,11 +243,11 @@ void Registry::SetCmQpState(const std::string& name, fabric::QpState state, cons
   MutexLock lock(&mu_);
   absl::StatusOr<QpEntry*> e = FindQp(name, "qp");
   if (!e.ok() || (*e)->cm_id.empty()) return;
-  (*e)->state = state;
-  if (local != nullptr) (*e)->local = *local;
+  (*e)->book.Get(mu_).state = state;
+  if (local != nullptr) (*e)->book.Get(mu_).local = *local;
   if (remote != nullptr) {
-    (*e)->has_remote = true;
-    (*e)->remote = *remote;
+    (*e)->book.Get(mu_).has_remote = true;
+    (*e)->book.Get(mu_).remote = *remote;
   }
 }
 
@@ -257,31 +258,31 @@ absl::Status Registry::ReleaseCmQp(const std::string& name, bool force, const st
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(QpEntry * e, FindQp(name, field));
     if (e->cm_id.empty()) return FailedPrecondition(field, absl::StrCat(name, " does not belong to a CM id"));
-    for (const auto& [id, w] : e->windows) {
-      if (w->busy) return InProgress(field, Name("mws", id), w->busy);
+    for (const auto& [id, w] : e->book.Get(mu_).windows) {
+      if (w->book.Get(mu_).busy) return InProgress(field, Name("mws", id), w->book.Get(mu_).busy);
     }
-    if (e->type2_windows > 0 && !force) {
-      return Busy(field, absl::StrCat(name, " (the QP of ", e->cm_id, ") has ", e->type2_windows,
+    if (e->book.Get(mu_).type2_windows > 0 && !force) {
+      return Busy(field, absl::StrCat(name, " (the QP of ", e->cm_id, ") has ", e->book.Get(mu_).type2_windows,
                                       " type 2 window(s) bound on it: invalidate or deallocate them first"));
     }
     // Type 1 windows bound through it do not depend on it; type 2 ones (force only: shutdown) go with it.
-    for (auto it = e->windows.begin(); it != e->windows.end();) {
+    for (auto it = e->book.Get(mu_).windows.begin(); it != e->book.Get(mu_).windows.end();) {
       MwEntry* w = it->second;
       ++it;
       if (w->type == fabric::MwType::kType1) {
-        e->windows.erase(w->id);
-        w->qp = nullptr;
-        w->binding.clear_qp();
+        e->book.Get(mu_).windows.erase(w->id);
+        w->book.Get(mu_).qp = nullptr;
+        w->book.Get(mu_).binding.clear_qp();
         continue;
       }
       bounds.push_back(Unbind(*w));
-      Detach(w->pd, w);
+      Detach(mu_, w->pd, w);
       windows.push_back(std::move(mws_[w->id]));
       mws_.erase(w->id);
     }
-    e->busy = "ReleaseCmQp";
+    e->book.Get(mu_).busy = "ReleaseCmQp";
     AwaitNoReaders(*e);  // a GetQp querying it finishes first
-    Detach(e->pd, e);
+    Detach(mu_, e->pd, e);
     qps_.erase(e->id);  // borrowed: the QP itself is destroyed with its CM id
   }
   windows.clear();  // ibv_dealloc_mw, then the bounds regions

@@ -97,26 +97,27 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
     if (!mr.ok() && room.ok()) mr = options_.memlock.Explain(mr.status(), (*mapping)->length(), "source");
     auto e = std::make_unique<MrEntry>();
     e->id = row.id;
-    e->pd = pd->second;
-    e->source = row.source;
-    e->access = row.access;
+    MutexLock lock(&mu_);
+    MrEntry::Book& b = e->book.Get(mu_);
+    b.pd = pd->second;
+    b.source = row.source;
+    b.access = row.access;
     if (mr.ok()) {
-      e->mapping = std::move(mapping).value();
+      b.mapping = std::move(mapping).value();
       e->mr = std::move(mr).value();
-      e->CacheAttributes();
+      e->CacheAttributes(mu_);
       out.mrs.push_back(name);
       RDMAD_LOG_INFO("recovery: %s registered again in %s: %" PRIu64 " bytes, rkey 0x%x", name.c_str(),
-                     Name("pds", row.pd).c_str(), e->length, e->rkey);
+                     Name("pds", row.pd).c_str(), b.length, b.rkey);
     } else {
-      e->lost = true;
-      e->unusable = true;
-      e->unusable_reason = absl::StrCat("lost at rdmad's restart: ", mr.status().message());
-      e->length = row.source.has_file() ? row.source.file().length() : row.source.anonymous().size();
+      b.lost = true;
+      b.unusable = true;
+      b.unusable_reason = absl::StrCat("lost at rdmad's restart: ", mr.status().message());
+      b.length = row.source.has_file() ? row.source.file().length() : row.source.anonymous().size();
       out.lost.push_back(absl::StrCat(name, ": ", mr.status().message()));
       RDMAD_LOG_WARN("recovery: %s is lost: %s", name.c_str(), std::string(mr.status().message()).c_str());
     }
-    MutexLock lock(&mu_);
-    Attach(pd->second, e.get());
+    Attach(mu_, pd->second, e.get());
     mrs_.emplace(row.id, std::move(e));
   }
   RDMAD_LOG_INFO("recovery: %zu PD(s) and %zu memory region(s) re-created, %zu lost", out.pds.size(),

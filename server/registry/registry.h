@@ -12,9 +12,11 @@
 //     MW_BIND, the rkey is published only after the bind completion was polled successfully.
 //
 // Threads and locks (docs/architecture.md):
-//   - mu_ guards the name index and every entry's bookkeeping (entries.h). It is held only for short
-//     bookkeeping and never across a verbs call: an operation reserves what it needs under mu_ (marks the
-//     entries busy, counts a pending registration), calls the fabric without it, and commits under mu_.
+//   - mu_ guards the name index and every entry's bookkeeping (entries.h: each entry's `book`, read as
+//     book.Get(mu_), which clang's -Wthread-safety checks as it does the ABSL_GUARDED_BY members). It is
+//     held only for short bookkeeping and never across a verbs call: an operation reserves what it needs
+//     under mu_ (marks the entries busy, counts a pending registration), calls the fabric without it, and
+//     commits under mu_.
 //     A second operation on a reserved object gets ABORTED ("... in progress; retry"); removal of a parent
 //     with a reserved child is refused the same way. GetQp/ListQps query a QP's state without mu_, the
 //     entry pinned by a reader count that deletion waits for (AwaitNoReaders).
@@ -339,7 +341,7 @@ class Registry {
   std::map<uint64_t, std::unique_ptr<MwEntry>> mws_ ABSL_GUARDED_BY(mu_);
   // What the limits count: the objects (totals_, kept by Attach/Detach; PDs: pds_) and the creations under way
   // (reserved before the fabric call, released at its commit or failure).
-  registry_internal::Totals totals_ ABSL_GUARDED_BY(mu_);
+  LockedBy<registry_internal::Totals> totals_;  // mu_
   struct Creating {
     uint64_t pds = 0, mrs = 0, mws = 0, qps = 0;
   } creating_ ABSL_GUARDED_BY(mu_);

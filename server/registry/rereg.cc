@@ -27,41 +27,42 @@ absl::Status Registry::PlanReregLocked(const v1::ReregisterMrRequest& request, b
   auto refuse = [](absl::Status s) { return WithOutcome(std::move(s), v1::OUTCOME_OLD_MR_VALID); };
   RDMAD_ASSIGN_OR_RETURN(MrEntry * e, FindMr(request.name(), "name"));
   *out = e;
-  if (e->busy) return refuse(InProgress("name", request.name(), e->busy));
-  if (e->unusable) {
-    return WithOutcome(FailedPrecondition("name", absl::StrCat(request.name(), " is unusable (", e->unusable_reason,
+  const MrEntry::Book& b = e->book.Get(mu_);
+  if (b.busy) return refuse(InProgress("name", request.name(), b.busy));
+  if (b.unusable) {
+    return WithOutcome(FailedPrecondition("name", absl::StrCat(request.name(), " is unusable (", b.unusable_reason,
                                                                "): only deregister is accepted")),
                        v1::OUTCOME_MR_UNUSABLE);
   }
   absl::StatusOr<int> flags = ReregFlags(request);
   if (!flags.ok()) return refuse(flags.status());
   plan->flags = *flags;
-  if (!windows_allowed && !e->windows.empty()) {
-    return refuse(Busy("name", absl::StrCat(request.name(), " has ", e->windows.size(),
+  if (!windows_allowed && !b.windows.empty()) {
+    return refuse(Busy("name", absl::StrCat(request.name(), " has ", b.windows.size(),
                                             " bound memory window(s): a rereg deregisters the region "
                                             "(ibv_rereg_mr(3)), which ibv_dereg_mr(3) refuses while windows "
                                             "are bound; invalidate them first")));
   }
-  plan->new_pd = e->pd;
+  plan->new_pd = b.pd;
   if (plan->flags & fabric::kChangePd) {
     absl::StatusOr<PdEntry*> pd = FindPd(request.pd(), "pd");
     if (!pd.ok()) return refuse(pd.status());
-    if ((*pd)->busy) return refuse(InProgress("pd", request.pd(), (*pd)->busy));
+    if ((*pd)->book.Get(mu_).busy) return refuse(InProgress("pd", request.pd(), (*pd)->book.Get(mu_).busy));
     plan->new_pd = *pd;
-    if (plan->new_pd->device != e->pd->device) {
+    if (plan->new_pd->device != b.pd->device) {
       return refuse(InvalidArgument("pd", absl::StrCat(request.pd(), " is on devices/",
                                                        plan->new_pd->device->info().name, ", the region on devices/",
-                                                       e->pd->device->info().name)));
+                                                       b.pd->device->info().name)));
     }
   }
-  plan->access = e->access;
+  plan->access = b.access;
   if (plan->flags & fabric::kChangeAccess) {
     absl::StatusOr<uint32_t> bits = AccessBits(request.access(), "access");
     if (!bits.ok()) return refuse(bits.status());
     plan->access = *bits;
     if (absl::Status s = CheckMrAccessRule(plan->access, "access"); !s.ok()) return refuse(s);
   }
-  plan->new_source = (plan->flags & fabric::kChangeTranslation) ? request.source() : e->source;
+  plan->new_source = (plan->flags & fabric::kChangeTranslation) ? request.source() : b.source;
   return absl::OkStatus();
 }
 
@@ -80,8 +81,8 @@ void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1
     MutexLock lock(&mu_);
     RDMAD_RETURN_IF_ERROR(PlanReregLocked(request, /*windows_allowed=*/false, &e, &plan));
     plan.files = files;
-    e->busy = "ReregisterMr";
-    plan.new_pd->pending++;  // neither PD can go while the region may move between them
+    e->book.Get(mu_).busy = "ReregisterMr";
+    plan.new_pd->book.Get(mu_).pending++;  // neither PD can go while the region may move between them
     return absl::OkStatus();
   }();
   if (!refused.ok()) return std::move(done)(refused);
@@ -90,8 +91,8 @@ void Registry::ReregisterMrAsync(const v1::ReregisterMrRequest& request, Done<v1
     absl::StatusOr<v1::ReregisterMrResponse> out = ReregWorkAndCommit(e, std::move(plan));
     {
       MutexLock lock(&mu_);
-      e->busy = nullptr;
-      new_pd->pending--;
+      e->book.Get(mu_).busy = nullptr;
+      new_pd->book.Get(mu_).pending--;
     }
     std::move(done)(std::move(out));
   };
@@ -108,11 +109,19 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregisterMr(const v1::Reregi
 absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e, ReregPlan plan) {
   const std::string name = Name("mrs", e->id);
   const bool translate = plan.flags & fabric::kChangeTranslation;
-  std::shared_ptr<Mapping> new_mapping = e->mapping;
+  // The reservation keeps the region's PD and mapping as they are until the commit; read under mu_, as all
+  // of its bookkeeping.
+  std::shared_ptr<Mapping> new_mapping;
+  fabric::Device* device = nullptr;
+  {
+    MutexLock lock(&mu_);
+    new_mapping = e->book.Get(mu_).mapping;
+    device = e->book.Get(mu_).pd->device;
+  }
   if (translate) {
     // A new source: opened and checked as for RegisterMr, with the new access flags.
     absl::StatusOr<std::unique_ptr<Mapping>> m =
-        MapSource(plan.new_source, *e->pd->device, "source", plan.files, plan.access);
+        MapSource(plan.new_source, *device, "source", plan.files, plan.access);
     if (!m.ok()) return WithOutcome(m.status(), v1::OUTCOME_OLD_MR_VALID);
     new_mapping = std::move(m).value();
   } else if ((plan.flags & fabric::kChangeAccess) && new_mapping->is_file()) {
@@ -137,25 +146,26 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
     }
   }
   v1::ReregisterMrResponse response;
-  const bool native = e->pd->device->info().native_rereg;
+  const bool native = device->info().native_rereg;
   response.set_method(native ? v1::NATIVE : v1::EMULATED);
   response.set_old_lkey(e->mr->lkey());
   response.set_old_rkey(e->mr->rkey());
   // What the commit applies: the new PD, mapping and source, and the registration's (new) attributes.
   auto commit = [&]() {
     MutexLock lock(&mu_);
-    Detach(e->pd, e);  // its PD and length may change
-    e->pd = plan.new_pd;
+    Detach(mu_, e->book.Get(mu_).pd, e);  // its PD and length may change
+    e->book.Get(mu_).pd = plan.new_pd;
     if (translate) {
-      e->mapping = new_mapping;
-      e->source = plan.new_source;
+      e->book.Get(mu_).mapping = new_mapping;
+      e->book.Get(mu_).source = plan.new_source;
     }
-    e->CacheAttributes();
-    Attach(e->pd, e);
-    e->generation++;
+    e->CacheAttributes(mu_);
+    Attach(mu_, e->book.Get(mu_).pd, e);
+    e->book.Get(mu_).generation++;
     PersistMr(*e);  // its PD, source or access may have changed
     *response.mutable_mr() = ToProto(*e);
-    response.set_keys_changed(e->lkey != response.old_lkey() || e->rkey != response.old_rkey());
+    response.set_keys_changed(e->book.Get(mu_).lkey != response.old_lkey() ||
+                              e->book.Get(mu_).rkey != response.old_rkey());
   };
 
   if (!native) {
@@ -210,9 +220,9 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
       // ERR_CMD, ERR_CMD_AND_DO_FORK_NEW: the MR must not be used. Keep both mappings until deregistration,
       // since the device may reference either.
       MutexLock lock(&mu_);
-      e->unusable = true;
-      e->unusable_reason = absl::StrCat(what, ", errno ", err, " (", ErrnoName(err), ")");
-      if (new_mapping != e->mapping) e->retained.push_back(std::move(new_mapping));
+      e->book.Get(mu_).unusable = true;
+      e->book.Get(mu_).unusable_reason = absl::StrCat(what, ", errno ", err, " (", ErrnoName(err), ")");
+      if (new_mapping != e->book.Get(mu_).mapping) e->book.Get(mu_).retained.push_back(std::move(new_mapping));
       return WithOutcome(ErrnoError("ibv_rereg_mr", err, absl::StrCat(what, "; ", name,
                                                                       " is now unusable: only deregister is "
                                                                       "accepted")),
