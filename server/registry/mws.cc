@@ -427,10 +427,11 @@ void Registry::FinishInvalidate(MwEntry* w, const std::string& name, absl::Statu
     MwEntry::Book& wb = w->book.Get(mu_);
     wb.busy = nullptr;
     if (s.ok()) {
+      QpEntry* const bound_qp = wb.qp;  // before Unbind forgets it
       released = Unbind(*w);
       if (replaced) {
         wb.rkey = rkey;
-        if (wb.qp) wb.qp->book.Get(mu_).state = fabric::QpState::kError;
+        if (bound_qp) bound_qp->book.Get(mu_).state = fabric::QpState::kError;
       }
       out = ToProto(*w);
     } else {
