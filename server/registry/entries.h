@@ -1,9 +1,10 @@
 // The registry's entries (private to server/registry/): one per managed object, owning its fabric object.
 //
 // Three kinds of field, three rules:
-//   - identity (id, and the links and attributes fixed when the entry is made: a PD's device, a window's
-//     PD, type and owner, a QP's PD and options) is set before the entry is published in the registry's
-//     index, under Registry::mu_, and never changed after: read by any thread that can reach the entry;
+//   - identity (id, and the links and attributes fixed when the entry is made: a PD's device and label, a
+//     window's PD, type and owner, a QP's PD, options and CM id) is set before the entry is published in
+//     the registry's index (under Registry::mu_) and never changed after: any thread that reaches the
+//     entry reads it without the lock;
 //   - bookkeeping (names, links between entries, cached attributes, reservations) is each entry's `book`,
 //     a LockedBy<Book> guarded by Registry::mu_: read and written only as book.Get(mu_), with it held,
 //     which clang's -Wthread-safety checks;
