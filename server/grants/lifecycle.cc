@@ -27,18 +27,19 @@ constexpr int kMaxActivationAttempts = 4;
 }  // namespace
 
 std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type) const {
+  const Entry::Book& b = e.book.Get(mu_);
   wire::GrantMessage m;
   m.type = type;
-  m.scope = WireScope(e.info.scope());
+  m.scope = WireScope(b.info.scope());
   m.grant_id = e.id;
-  m.expiry_unix_nanos = absl::ToUnixNanos(e.expiry);
+  m.expiry_unix_nanos = absl::ToUnixNanos(b.expiry);
   if (type == wire::GrantMessageType::kActive) {
-    m.remote_addr = e.remote_addr;
-    m.length = e.info.length();
-    m.rkey = e.rkey;
-    m.access = e.access_bits;
+    m.remote_addr = b.remote_addr;
+    m.length = b.info.length();
+    m.rkey = b.rkey;
+    m.access = b.access_bits;
   } else {
-    m.reason = static_cast<uint8_t>(e.info.end_reason() != v1::GRANT_END_UNSPECIFIED ? e.info.end_reason()
+    m.reason = static_cast<uint8_t>(b.info.end_reason() != v1::GRANT_END_UNSPECIFIED ? b.info.end_reason()
                                                                                         : v1::END_ACTIVATION_FAILED);
   }
   return wire::EncodeGrantMessage(m);
@@ -53,21 +54,22 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
   {
     MutexLock lock(&mu_);
     absl::StatusOr<Entry*> found = Find(grant, "grant");
-    if (!found.ok() || shutdown_ || (*found)->info.state() != v1::GRANT_ISSUED) {
+    if (!found.ok() || shutdown_ || (*found)->book.Get(mu_).info.state() != v1::GRANT_ISSUED) {
       // Ended before its client got here (revoked, expired, the MR went): no key, and goodbye.
       wire::GrantMessage m;
       m.type = wire::GrantMessageType::kFailed;
-      m.reason = static_cast<uint8_t>(found.ok() ? (*found)->info.end_reason() : v1::END_ACTIVATION_FAILED);
+      m.reason =
+          static_cast<uint8_t>(found.ok() ? (*found)->book.Get(mu_).info.end_reason() : v1::END_ACTIVATION_FAILED);
       absl::StatusOr<uint64_t> n = ParseName(grant, "grants", "grant");
       m.grant_id = n.ok() ? *n : 0;
       refusal = wire::EncodeGrantMessage(m);
     } else {
       Entry& e = **found;
       id = e.id;
-      e.info.set_state(v1::GRANT_ACTIVATING);
-      e.info.set_cm_id(cm_id);
-      e.info.set_qp(qp);
-      e.busy = true;
+      e.book.Get(mu_).info.set_state(v1::GRANT_ACTIVATING);
+      e.book.Get(mu_).info.set_cm_id(cm_id);
+      e.book.Get(mu_).info.set_qp(qp);
+      e.book.Get(mu_).busy = true;
     }
   }
   if (id == 0) {
@@ -87,15 +89,15 @@ void GrantManager::Activate(uint64_t id) {
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
     Entry& e = *it->second;
-    name = e.info.name();
-    scope = e.info.scope();
-    pd = e.info.pd();
-    mr = e.info.mr();
+    name = e.book.Get(mu_).info.name();
+    scope = e.book.Get(mu_).info.scope();
+    pd = e.book.Get(mu_).info.pd();
+    mr = e.book.Get(mu_).info.mr();
     bind.set_mr(mr);
-    bind.set_offset(e.info.offset());
-    bind.set_length(e.info.length());
-    *bind.mutable_access() = e.info.access();
-    if (scope == v1::SCOPE_QP) bind.set_qp(e.info.qp());
+    bind.set_offset(e.book.Get(mu_).info.offset());
+    bind.set_length(e.book.Get(mu_).info.length());
+    *bind.mutable_access() = e.book.Get(mu_).info.access();
+    if (scope == v1::SCOPE_QP) bind.set_qp(e.book.Get(mu_).info.qp());
     if (scope != v1::SCOPE_MR) {
       auto pool = pools_.find(pd);
       if (pool == pools_.end()) {
@@ -154,7 +156,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
     if (it == grants_.end()) return;
     Entry& e = *it->second;
     const absl::Time now = options_.clock();
-    auto pool = pools_.find(e.info.pd());
+    auto pool = pools_.find(e.book.Get(mu_).info.pd());
     if (!key.ok()) {
       // A failed bind leaves the window unbound: it rests in quarantine with the revoked ones.
       if (!window.empty() && pool != pools_.end()) pool->second.Quarantine(window, now);
@@ -165,35 +167,36 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
       // This key value was revoked in the PD a moment ago: never hand it out again so soon. The window
       // goes back (unbound, quarantined) and another is tried; after a few, the grant fails rather than
       // give out a quarantined key.
-      if (++e.activation_attempts < kMaxActivationAttempts) {
+      if (++e.book.Get(mu_).activation_attempts < kMaxActivationAttempts) {
         retry = true;
       } else {
         kill = true;
-        e.rkey = key->rkey;
-        e.info.set_window(window);
-        e.ending = true;
-        e.pending_end = v1::END_ACTIVATION_FAILED;
-        e.pending_detail = "every window tried came back with a key value still in quarantine";
+        e.book.Get(mu_).rkey = key->rkey;
+        e.book.Get(mu_).info.set_window(window);
+        e.book.Get(mu_).ending = true;
+        e.book.Get(mu_).pending_end = v1::END_ACTIVATION_FAILED;
+        e.book.Get(mu_).pending_detail = "every window tried came back with a key value still in quarantine";
       }
     } else {
-      e.rkey = key->rkey;
-      e.remote_addr = key->remote_addr;
-      e.info.set_window(window);
-      if (e.pending_end != v1::GRANT_END_UNSPECIFIED) {
-        e.ending = true;  // ended while it was being bound: kill the key at once
+      e.book.Get(mu_).rkey = key->rkey;
+      e.book.Get(mu_).remote_addr = key->remote_addr;
+      e.book.Get(mu_).info.set_window(window);
+      if (e.book.Get(mu_).pending_end != v1::GRANT_END_UNSPECIFIED) {
+        e.book.Get(mu_).ending = true;  // ended while it was being bound: kill the key at once
         kill = true;
       } else {
-        e.busy = false;
-        e.info.set_state(v1::GRANT_ACTIVE);
-        e.info.set_activate_time_unix_nanos(absl::ToUnixNanos(now));
+        e.book.Get(mu_).busy = false;
+        e.book.Get(mu_).info.set_state(v1::GRANT_ACTIVE);
+        e.book.Get(mu_).info.set_activate_time_unix_nanos(absl::ToUnixNanos(now));
         Publish(v1::GRANT_ACTIVATED, e);
         message = Message(e, wire::GrantMessageType::kActive);
-        RDMAD_LOG_INFO("%s active on %s (%s, %s)", e.info.name().c_str(), e.info.qp().c_str(),
-                       v1::GrantScope_Name(e.info.scope()).c_str(), window.empty() ? e.info.mr().c_str() : window.c_str());
+        RDMAD_LOG_INFO("%s active on %s (%s, %s)", e.book.Get(mu_).info.name().c_str(),
+                       e.book.Get(mu_).info.qp().c_str(), v1::GrantScope_Name(e.book.Get(mu_).info.scope()).c_str(),
+                       window.empty() ? e.book.Get(mu_).info.mr().c_str() : window.c_str());
       }
     }
-    cm_id = e.info.cm_id();
-    info = e.info;
+    cm_id = e.book.Get(mu_).info.cm_id();
+    info = e.book.Get(mu_).info;
   }
   if (retry) {
     registry_->InvalidateMwAsync(
@@ -203,7 +206,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
             MutexLock lock(&mu_);
             auto g = grants_.find(id);
             if (g != grants_.end()) {
-              auto pool = pools_.find(g->second->info.pd());
+              auto pool = pools_.find(g->second->book.Get(mu_).info.pd());
               if (pool != pools_.end()) pool->second.Quarantine(window, options_.clock());
             }
           }
@@ -252,28 +255,29 @@ void GrantManager::End(uint64_t id, v1::GrantEndReason reason, std::string detai
       return;
     }
     Entry& e = *it->second;
-    if (e.info.state() == v1::GRANT_ENDED) {
-      info = e.info;  // ended already: its first end stands
+    Entry::Book& b = e.book.Get(mu_);
+    if (b.info.state() == v1::GRANT_ENDED) {
+      info = b.info;  // ended already: its first end stands
       ended_before = true;
     } else {
-      if (done) e.waiters.push_back(std::move(done));
-      if (e.busy) {
+      if (done) b.waiters.push_back(std::move(done));
+      if (b.busy) {
         // Activating, or ending already: the operation in flight finishes the end.
-        if (!e.ending && e.pending_end == v1::GRANT_END_UNSPECIFIED) {
-          e.pending_end = reason;
-          e.pending_detail = std::move(detail);
+        if (!b.ending && b.pending_end == v1::GRANT_END_UNSPECIFIED) {
+          b.pending_end = reason;
+          b.pending_detail = std::move(detail);
         }
         return;
       }
-      if (e.info.state() == v1::GRANT_ISSUED) {
+      if (b.info.state() == v1::GRANT_ISSUED) {
         // No key exists: the token dies, and the grant with it.
-        (void)tokens_->Revoke(e.info.token());
+        (void)tokens_->Revoke(b.info.token());
         FinishEndLocked(e, reason, detail, &waiters, &release);
-        info = e.info;
+        info = b.info;
       } else {
-        e.busy = e.ending = true;
-        e.pending_end = reason;
-        e.pending_detail = std::move(detail);
+        b.busy = b.ending = true;
+        b.pending_end = reason;
+        b.pending_detail = std::move(detail);
         kill = true;
       }
     }
@@ -292,11 +296,12 @@ void GrantManager::KillKey(uint64_t id) {
     MutexLock lock(&mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
-    window = it->second->info.window();
-    mr = it->second->info.mr();
-    scope = it->second->info.scope();
+    const v1::Grant& info = it->second->book.Get(mu_).info;
+    window = info.window();
+    mr = info.mr();
+    scope = info.scope();
     // A type 2 window's LOCAL_INV queues behind the client's connection's work: bounded (OnTimer).
-    if (scope == v1::SCOPE_QP && !it->second->info.cm_id().empty()) WatchKillLocked(*it->second);
+    if (scope == v1::SCOPE_QP && !info.cm_id().empty()) WatchKillLocked(*it->second);
   }
   if (scope != v1::SCOPE_MR) {
     // Returns once the invalidation's completion was polled; on a QP in the error state (the client's bad
@@ -336,50 +341,52 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
     if (it == grants_.end()) return;
     Entry& e = *it->second;
     UnwatchKillLocked(e);
+    Entry::Book& b = e.book.Get(mu_);
     if (!status.ok()) {
       // The key may still be live: the grant stays ACTIVE and whoever asked hears why.
-      e.busy = e.ending = false;
-      e.pending_end = v1::GRANT_END_UNSPECIFIED;
-      waiters = std::move(e.waiters);
-      e.waiters.clear();
-      info = e.info;
+      b.busy = b.ending = false;
+      b.pending_end = v1::GRANT_END_UNSPECIFIED;
+      waiters = std::move(b.waiters);
+      b.waiters.clear();
+      info = b.info;
       Goodbye g;
-      g.release = std::move(e.release);  // the client left: its connection goes (kept if the window is bound)
-      e.release = nullptr;
+      g.release = std::move(b.release);  // the client left: its connection goes (kept if the window is bound)
+      b.release = nullptr;
       if (g.release) goodbyes.push_back(std::move(g));
-      RDMAD_LOG_ERROR("%s: revoking its key failed: %s", e.info.name().c_str(), std::string(status.message()).c_str());
+      RDMAD_LOG_ERROR("%s: revoking its key failed: %s", b.info.name().c_str(), std::string(status.message()).c_str());
     } else {
       const absl::Time now = options_.clock();
-      if (auto pool = pools_.find(e.info.pd()); pool != pools_.end()) {
-        if (!e.info.window().empty()) pool->second.Quarantine(e.info.window(), now);
-        pool->second.RevokedKey(e.rkey, now);
+      if (auto pool = pools_.find(b.info.pd()); pool != pools_.end()) {
+        if (!b.info.window().empty()) pool->second.Quarantine(b.info.window(), now);
+        pool->second.RevokedKey(b.rkey, now);
       }
-      const v1::GrantEndReason reason = e.pending_end;
-      const std::string detail = e.pending_detail;
+      const v1::GrantEndReason reason = b.pending_end;
+      const std::string detail = b.pending_detail;
       Goodbye g;
       FinishEndLocked(e, reason, detail, &waiters, &g.release);
-      g.cm_id = e.info.cm_id();
+      g.cm_id = b.info.cm_id();
       g.message = Message(e, wire::GrantMessageType::kEnded);
       goodbyes.push_back(std::move(g));
-      info = e.info;
-      if (e.info.scope() == v1::SCOPE_MR) {
+      info = b.info;
+      if (b.info.scope() == v1::SCOPE_MR) {
         // The MR's keys rotated: every other MR-scope key of this MR died with it.
-        std::vector<uint64_t> siblings(by_mr_[e.info.mr()].begin(), by_mr_[e.info.mr()].end());
+        std::vector<uint64_t> siblings(by_mr_[b.info.mr()].begin(), by_mr_[b.info.mr()].end());
         for (uint64_t sid : siblings) {
           Entry& s = *grants_.at(sid);
-          if (s.info.scope() != v1::SCOPE_MR) continue;
-          if (s.busy && !s.ending && s.pending_end == v1::GRANT_END_UNSPECIFIED) {
+          Entry::Book& sb = s.book.Get(mu_);
+          if (sb.info.scope() != v1::SCOPE_MR) continue;
+          if (sb.busy && !sb.ending && sb.pending_end == v1::GRANT_END_UNSPECIFIED) {
             // Being activated: it may hold the old key; it ends as soon as its activation finishes.
-            s.pending_end = reason;
-            s.pending_detail = absl::StrCat("the keys of ", s.info.mr(), " were rotated to end ", e.info.name());
+            sb.pending_end = reason;
+            sb.pending_detail = absl::StrCat("the keys of ", sb.info.mr(), " were rotated to end ", b.info.name());
             continue;
           }
-          if (s.info.state() != v1::GRANT_ACTIVE || s.busy) continue;
+          if (sb.info.state() != v1::GRANT_ACTIVE || sb.busy) continue;
           Waiters none;
           Goodbye sg;
-          FinishEndLocked(s, reason, absl::StrCat("the keys of ", s.info.mr(), " were rotated to end ", e.info.name()),
+          FinishEndLocked(s, reason, absl::StrCat("the keys of ", sb.info.mr(), " were rotated to end ", b.info.name()),
                           &none, &sg.release);
-          sg.cm_id = s.info.cm_id();
+          sg.cm_id = sb.info.cm_id();
           sg.message = Message(s, wire::GrantMessageType::kEnded);
           goodbyes.push_back(std::move(sg));
         }
@@ -399,38 +406,39 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
 
 void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const std::string& detail, Waiters* waiters,
                                    absl::AnyInvocable<void() &&>* release) {
+  Entry::Book& b = e.book.Get(mu_);
   const absl::Time now = options_.clock();
-  e.busy = e.ending = false;
-  e.pending_end = v1::GRANT_END_UNSPECIFIED;
-  if (e.info.state() != v1::GRANT_ENDED) --live_;
-  e.info.set_state(v1::GRANT_ENDED);
-  e.info.set_end_reason(reason);
-  e.info.set_end_detail(detail);
-  e.info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
-  expiries_.erase({e.expiry, e.id});
+  b.busy = b.ending = false;
+  b.pending_end = v1::GRANT_END_UNSPECIFIED;
+  if (b.info.state() != v1::GRANT_ENDED) --live_;
+  b.info.set_state(v1::GRANT_ENDED);
+  b.info.set_end_reason(reason);
+  b.info.set_end_detail(detail);
+  b.info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
+  expiries_.erase({b.expiry, e.id});
   UnwatchKillLocked(e);
   for (auto* index : {&by_mr_, &by_pd_}) {
-    const std::string& key = index == &by_mr_ ? e.info.mr() : e.info.pd();
+    const std::string& key = index == &by_mr_ ? b.info.mr() : b.info.pd();
     auto it = index->find(key);
     if (it == index->end()) continue;
     it->second.erase(e.id);
     if (it->second.empty()) index->erase(it);
   }
-  *waiters = std::move(e.waiters);
-  e.waiters.clear();
-  *release = std::move(e.release);
-  e.release = nullptr;
+  *waiters = std::move(b.waiters);
+  b.waiters.clear();
+  *release = std::move(b.release);
+  b.release = nullptr;
   Publish(reason == v1::END_EXPIRED ? v1::GRANT_EXPIRED : v1::GRANT_REVOKED, e);
   if (audit_ != nullptr) {
     audit::Event a;
-    a.principal = e.info.principal();
+    a.principal = b.info.principal();
     a.method = "grant ended";
-    a.resource = e.info.name();
-    a.detail = absl::StrCat(v1::GrantEndReason_Name(reason), ": ", detail, " (", e.info.mr(),
-                            e.info.cm_id().empty() ? "" : ", ", e.info.cm_id(), ")");
+    a.resource = b.info.name();
+    a.detail = absl::StrCat(v1::GrantEndReason_Name(reason), ": ", detail, " (", b.info.mr(),
+                            b.info.cm_id().empty() ? "" : ", ", b.info.cm_id(), ")");
     audit_pending_.push_back(std::move(a));
   }
-  RDMAD_LOG_INFO("%s ended: %s (%s)", e.info.name().c_str(), v1::GrantEndReason_Name(reason).c_str(), detail.c_str());
+  RDMAD_LOG_INFO("%s ended: %s (%s)", b.info.name().c_str(), v1::GrantEndReason_Name(reason).c_str(), detail.c_str());
   UnpersistLocked(e.id);
   ended_.push_back(e.id);
   ForgetEndedLocked();  // drops the oldest ended grants, never this one
@@ -472,9 +480,9 @@ void GrantManager::OnGone(const std::string& grant, const std::string& cm_id, ab
   {
     MutexLock lock(&mu_);
     absl::StatusOr<Entry*> found = Find(grant, "grant");
-    if (found.ok() && (*found)->info.state() != v1::GRANT_ENDED && !shutdown_) {
+    if (found.ok() && (*found)->book.Get(mu_).info.state() != v1::GRANT_ENDED && !shutdown_) {
       id = (*found)->id;
-      (*found)->release = std::move(release);
+      (*found)->book.Get(mu_).release = std::move(release);
     }
   }
   if (id == 0) {

@@ -55,7 +55,7 @@ size_t GrantManager::Drain(absl::Time deadline) {
     MutexLock lock(&mu_);
     draining_ = true;
     for (const auto& [id, e] : grants_) {
-      if (e->info.state() != v1::GRANT_ENDED) live.push_back(id);
+      if (e->book.Get(mu_).info.state() != v1::GRANT_ENDED) live.push_back(id);
     }
   }
   // Each end answers once its key is dead; its goodbye (ENDED, then the disconnect) follows on the CM
@@ -80,11 +80,12 @@ void GrantManager::Shutdown() {
     shutdown_ = true;
     const absl::Time now = options_.clock();
     for (auto& [id, e] : grants_) {
-      if (e->info.state() == v1::GRANT_ENDED) continue;
-      e->info.set_state(v1::GRANT_ENDED);
-      e->info.set_end_reason(v1::END_SHUTDOWN);
-      e->info.set_end_detail("rdmad stopped; its resources, and so the key, are released with it");
-      e->info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
+      v1::Grant& info = e->book.Get(mu_).info;
+      if (info.state() == v1::GRANT_ENDED) continue;
+      info.set_state(v1::GRANT_ENDED);
+      info.set_end_reason(v1::END_SHUTDOWN);
+      info.set_end_detail("rdmad stopped; its resources, and so the key, are released with it");
+      info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
     }
     live_ = 0;
   }
@@ -220,22 +221,23 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
     if (!token.ok()) return WithField(token.status(), "");
     auto e = std::make_unique<Entry>();
     e->id = id;
-    e->info = std::move(plan.info);
-    e->info.set_name(name);
-    e->info.set_state(v1::GRANT_ISSUED);
-    e->info.set_issue_time_unix_nanos(absl::ToUnixNanos(now));
-    e->info.set_token(token->id);
-    e->access_bits = plan.access_bits;
-    e->expiry = now + plan.ttl;
-    e->info.set_expire_time_unix_nanos(absl::ToUnixNanos(e->expiry));
-    by_mr_[e->info.mr()].insert(id);
-    by_pd_[e->info.pd()].insert(id);
-    by_principal_[e->info.principal()].insert(id);
+    Entry::Book& b = e->book.Get(mu_);
+    b.info = std::move(plan.info);
+    b.info.set_name(name);
+    b.info.set_state(v1::GRANT_ISSUED);
+    b.info.set_issue_time_unix_nanos(absl::ToUnixNanos(now));
+    b.info.set_token(token->id);
+    b.access_bits = plan.access_bits;
+    b.expiry = now + plan.ttl;
+    b.info.set_expire_time_unix_nanos(absl::ToUnixNanos(b.expiry));
+    by_mr_[b.info.mr()].insert(id);
+    by_pd_[b.info.pd()].insert(id);
+    by_principal_[b.info.principal()].insert(id);
     ScheduleLocked(*e);
     Publish(v1::GRANT_ISSUED_EVENT, *e);
-    *out.mutable_grant() = e->info;
+    *out.mutable_grant() = b.info;
     out.set_token(token->bytes);
-    if (e->info.scope() != v1::SCOPE_MR) {
+    if (b.info.scope() != v1::SCOPE_MR) {
       auto pool = pools_.find(pd);
       if (pool == pools_.end()) {
         pools_.emplace(pd, WindowPool(plan.window_type, options_.quarantine));
@@ -244,9 +246,10 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
         refill = pool->second.ready() < options_.pool_size / 2 + 1;
       }
     }
-    RDMAD_LOG_INFO("%s issued on %s [%llu, +%llu) for '%s' (scope %s, %s)", name.c_str(), e->info.mr().c_str(),
-                   static_cast<unsigned long long>(e->info.offset()), static_cast<unsigned long long>(e->info.length()),
-                   e->info.principal().c_str(), v1::GrantScope_Name(e->info.scope()).c_str(), token->id.c_str());
+    RDMAD_LOG_INFO("%s issued on %s [%llu, +%llu) for '%s' (scope %s, %s)", name.c_str(), b.info.mr().c_str(),
+                   static_cast<unsigned long long>(b.info.offset()),
+                   static_cast<unsigned long long>(b.info.length()),
+                   b.info.principal().c_str(), v1::GrantScope_Name(b.info.scope()).c_str(), token->id.c_str());
     PersistLocked(*e);
     grants_.emplace(id, std::move(e));
     --t->second.reserved;  // the place reserved for it is now a live grant's
@@ -354,7 +357,7 @@ absl::StatusOr<GrantManager::Entry*> GrantManager::Find(const std::string& name,
 absl::StatusOr<v1::Grant> GrantManager::Get(const std::string& name) const {
   MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(name, "name"));
-  return e->info;
+  return e->book.Get(mu_).info;
 }
 
 absl::Status GrantManager::CheckMrFilter(const std::string& mr) const {
@@ -381,15 +384,18 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
   if (!region.ok() && region.code() != absl::StatusCode::kNotFound) return region;
   MutexLock lock(&mu_);
   if (!region.ok() &&
-      std::none_of(grants_.begin(), grants_.end(), [&](const auto& g) { return g.second->info.mr() == request.mr(); })) {
+      std::none_of(grants_.begin(), grants_.end(), [&](const auto& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return g.second->book.Get(mu_).info.mr() == request.mr();
+      })) {
     return region;
   }
   std::vector<v1::Grant> out;
-  auto take = [&](const Entry& e) {
-    if (!request.mr().empty() && e.info.mr() != request.mr()) return;
-    if (!request.principal().empty() && e.info.principal() != request.principal()) return;
-    if (e.info.state() == v1::GRANT_ENDED && !request.include_ended()) return;
-    out.push_back(e.info);
+  auto take = [&](const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const v1::Grant& info = e.book.Get(mu_).info;
+    if (!request.mr().empty() && info.mr() != request.mr()) return;
+    if (!request.principal().empty() && info.principal() != request.principal()) return;
+    if (info.state() == v1::GRANT_ENDED && !request.include_ended()) return;
+    out.push_back(info);
   };
   if (!request.principal().empty() || (!request.mr().empty() && !request.include_ended())) {
     // An index: by principal (live and remembered) or by MR (live only).
@@ -407,35 +413,36 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
 absl::StatusOr<v1::Grant> GrantManager::Renew(const v1::RenewGrantRequest& request) {
   MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(request.name(), "name"));
-  if (e->info.state() == v1::GRANT_ENDED) {
+  Entry::Book& b = e->book.Get(mu_);
+  if (b.info.state() == v1::GRANT_ENDED) {
     return FailedPrecondition("name", absl::StrCat(request.name(), " has ended (",
-                                                   v1::GrantEndReason_Name(e->info.end_reason()),
+                                                   v1::GrantEndReason_Name(b.info.end_reason()),
                                                    "): issue a new grant"));
   }
-  if (e->ending || e->pending_end != v1::GRANT_END_UNSPECIFIED) {
+  if (b.ending || b.pending_end != v1::GRANT_END_UNSPECIFIED) {
     // Its end has begun (the expiry took it, or a revocation waits for its activation): a renewal would
     // answer a lease end the grant will not see.
     return FailedPrecondition("name", absl::StrCat(request.name(), " is ending (",
-                                                   v1::GrantEndReason_Name(e->pending_end), "): issue a new grant"));
+                                                   v1::GrantEndReason_Name(b.pending_end), "): issue a new grant"));
   }
   const absl::Duration ttl = request.ttl_ms() ? absl::Milliseconds(request.ttl_ms()) : options_.default_ttl;
   if (ttl > options_.max_ttl) {
     return InvalidArgument("ttl_ms", absl::StrCat("is more than max_grant_ttl (", absl::FormatDuration(options_.max_ttl), ")"));
   }
-  expiries_.erase({e->expiry, e->id});
-  e->expiry = options_.clock() + ttl;
-  e->info.set_expire_time_unix_nanos(absl::ToUnixNanos(e->expiry));
-  e->info.set_renewals(e->info.renewals() + 1);
+  expiries_.erase({b.expiry, e->id});
+  b.expiry = options_.clock() + ttl;
+  b.info.set_expire_time_unix_nanos(absl::ToUnixNanos(b.expiry));
+  b.info.set_renewals(b.info.renewals() + 1);
   ScheduleLocked(*e);
   PersistLocked(*e);
   Publish(v1::GRANT_RENEWED, *e);
-  return e->info;
+  return b.info;
 }
 
 void GrantManager::Publish(v1::GrantEventType type, const Entry& e) {
   v1::GrantEvent event;
   event.set_type(type);
-  *event.mutable_grant() = e.info;
+  *event.mutable_grant() = e.book.Get(mu_).info;
   hub_.Publish(std::move(event));
 }
 
@@ -470,23 +477,22 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
   if (!busy.ok()) return std::move(done)(busy);
   // Ends them all, then (for a PD) gives back the pool's windows.
   struct Join {
+    Join(size_t n, absl::AnyInvocable<void(absl::Status) &&> d) : left(n), done(std::move(d)) {}
     Mutex mu;
-    size_t left = 0;
-    absl::Status first;
-    absl::AnyInvocable<void(absl::Status) &&> done;
+    size_t left ABSL_GUARDED_BY(mu);  // ends still to come, and the caller's own
+    absl::Status first ABSL_GUARDED_BY(mu);
+    absl::AnyInvocable<void(absl::Status) &&> done;  // run by the last one
   };
-  auto join = std::make_shared<Join>();
-  join->left = live.size() + 1;
-  join->done = std::move(done);
+  auto join = std::make_shared<Join>(live.size() + 1, std::move(done));
   auto finish_one = [this, join, pd](absl::Status s) {
-    bool last = false;
+    absl::Status first;
     {
       MutexLock lock(&join->mu);
       if (join->first.ok() && !s.ok()) join->first = s;
-      last = --join->left == 0;
+      if (--join->left > 0) return;
+      first = join->first;
     }
-    if (!last) return;
-    if (join->first.ok() && !pd.empty()) {
+    if (first.ok() && !pd.empty()) {
       std::vector<std::string> windows;
       {
         MutexLock lock(&mu_);
@@ -501,7 +507,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
         }
       }
     }
-    std::move(join->done)(join->first);
+    std::move(join->done)(first);
   };
   for (uint64_t id : live) {
     End(id, reason, absl::StrCat(what, " is going away"), [finish_one](absl::StatusOr<v1::Grant> g) mutable {
@@ -520,21 +526,26 @@ void GrantManager::Unretire(const std::string& mr, const std::string& pd) {
 // Expiry: one timerfd armed for the earliest expiry of the ordered index.
 
 void GrantManager::ScheduleLocked(Entry& e) {
-  const bool earliest = expiries_.empty() || e.expiry < expiries_.begin()->first;
-  expiries_.insert({e.expiry, e.id});
+  Entry::Book& b = e.book.Get(mu_);
+  const bool earliest = expiries_.empty() || b.expiry < expiries_.begin()->first;
+  expiries_.insert({b.expiry, e.id});
   if (earliest) loop_->Post([this] { ArmTimer(); });
 }
 
 void GrantManager::WatchKillLocked(Entry& e) {
-  e.kill_deadline = options_.clock() + options_.key_kill_timeout;
-  const bool earliest = kills_.empty() || e.kill_deadline < kills_.begin()->first;
-  kills_.insert({e.kill_deadline, e.id});
-  if (earliest && (expiries_.empty() || e.kill_deadline < expiries_.begin()->first)) loop_->Post([this] { ArmTimer(); });
+  Entry::Book& b = e.book.Get(mu_);
+  b.kill_deadline = options_.clock() + options_.key_kill_timeout;
+  const bool earliest = kills_.empty() || b.kill_deadline < kills_.begin()->first;
+  kills_.insert({b.kill_deadline, e.id});
+  if (earliest && (expiries_.empty() || b.kill_deadline < expiries_.begin()->first)) {
+    loop_->Post([this] { ArmTimer(); });
+  }
 }
 
 void GrantManager::UnwatchKillLocked(Entry& e) {
-  kills_.erase({e.kill_deadline, e.id});
-  e.kill_deadline = absl::InfiniteFuture();
+  Entry::Book& b = e.book.Get(mu_);
+  kills_.erase({b.kill_deadline, e.id});
+  b.kill_deadline = absl::InfiniteFuture();
 }
 
 void GrantManager::ArmTimer() {
@@ -581,10 +592,10 @@ std::vector<uint64_t> GrantManager::TakeDue() {
     // answered OK with a lease end the end then ignores.
     auto it = grants_.find(id);
     if (it == grants_.end()) continue;
-    Entry& e = *it->second;
-    if (e.info.state() != v1::GRANT_ENDED && !e.ending && e.pending_end == v1::GRANT_END_UNSPECIFIED) {
-      e.pending_end = v1::END_EXPIRED;
-      e.pending_detail = "its lease ran out";
+    Entry::Book& b = it->second->book.Get(mu_);
+    if (b.info.state() != v1::GRANT_ENDED && !b.ending && b.pending_end == v1::GRANT_END_UNSPECIFIED) {
+      b.pending_end = v1::END_EXPIRED;
+      b.pending_detail = "its lease ran out";
     }
   }
   return due;
@@ -602,8 +613,9 @@ std::vector<std::pair<std::string, std::string>> GrantManager::TakeStuckKills() 
     auto it = grants_.find(kills_.begin()->second);
     kills_.erase(kills_.begin());
     if (it == grants_.end()) continue;
-    it->second->kill_deadline = absl::InfiniteFuture();
-    if (!it->second->info.cm_id().empty()) stuck.emplace_back(it->second->info.name(), it->second->info.cm_id());
+    Entry::Book& b = it->second->book.Get(mu_);
+    b.kill_deadline = absl::InfiniteFuture();
+    if (!b.info.cm_id().empty()) stuck.emplace_back(b.info.name(), b.info.cm_id());
   }
   return stuck;
 }
@@ -683,7 +695,7 @@ void GrantManager::ForgetEndedLocked() {
     ended_.pop_front();
     auto it = grants_.find(id);
     if (it == grants_.end()) continue;
-    auto p = by_principal_.find(it->second->info.principal());
+    auto p = by_principal_.find(it->second->book.Get(mu_).info.principal());
     if (p != by_principal_.end()) {
       p->second.erase(id);
       if (p->second.empty()) by_principal_.erase(p);

@@ -19,9 +19,10 @@
 // value revoked in a PD is never handed out again in that PD during the quarantine (ReDMArk).
 //
 // Threads and locks:
-//   - mu_ guards every grant, the indexes, the pools and the timers' index. It is never held across a call
-//     into the Registry, the CmManager or the TokenStore... except TokenStore::Issue/Revoke, which take
-//     only the store's own lock and never call back.
+//   - mu_ guards every grant (its Entry's book, read as book.Get(mu_), which clang's -Wthread-safety checks),
+//     the indexes, the pools and the timers' index. It is never held across a call into the Registry, the
+//     CmManager or the TokenStore... except TokenStore::Issue/Revoke, which take only the store's own lock
+//     and never call back.
 //   - The "grants" EventLoop owns the timer (a timerfd) and refills pools. Expiry fires there, and so does
 //     the deadline of a key's invalidation stuck on its client's QP (Options::key_kill_timeout).
 //   - Activation and revocation are chains of callbacks: they start on a CM dispatcher (OnConnected,
@@ -154,21 +155,26 @@ class GrantManager final : public cm::GrantConnections {
   void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) override;
 
  private:
+  // A grant. Its id is set when it is made, before it is in grants_, and never changed; the rest is its
+  // book, guarded by mu_ (book.Get(mu_), checked by clang's analysis).
   struct Entry {
     uint64_t id = 0;
-    v1::Grant info;  // what Get shows; state, times, links
-    uint32_t access_bits = 0;  // wire::kGrantRead | kGrantWrite
-    absl::Time expiry;
-    uint32_t rkey = 0;
-    uint64_t remote_addr = 0;
-    int activation_attempts = 0;
-    bool busy = false;        // an activation or an end is in flight
-    bool ending = false;      // the in-flight operation is the end
-    v1::GrantEndReason pending_end = v1::GRANT_END_UNSPECIFIED;  // asked for while busy activating
-    std::string pending_detail;
-    std::vector<Done<v1::Grant>> waiters;       // RevokeGrant / Retire calls waiting for the end
-    absl::AnyInvocable<void() &&> release;      // from OnGone: called once the window is off the QP
-    absl::Time kill_deadline = absl::InfiniteFuture();  // of its LOCAL_INV in flight (kills_); none: infinite
+    struct Book {
+      v1::Grant info;  // what Get shows; state, times, links
+      uint32_t access_bits = 0;  // wire::kGrantRead | kGrantWrite
+      absl::Time expiry;
+      uint32_t rkey = 0;
+      uint64_t remote_addr = 0;
+      int activation_attempts = 0;
+      bool busy = false;        // an activation or an end is in flight
+      bool ending = false;      // the in-flight operation is the end
+      v1::GrantEndReason pending_end = v1::GRANT_END_UNSPECIFIED;  // asked for while busy activating
+      std::string pending_detail;
+      std::vector<Done<v1::Grant>> waiters;       // RevokeGrant / Retire calls waiting for the end
+      absl::AnyInvocable<void() &&> release;      // from OnGone: called once the window is off the QP
+      absl::Time kill_deadline = absl::InfiniteFuture();  // of its LOCAL_INV in flight (kills_); none: infinite
+    };
+    LockedBy<Book> book;  // mu_
   };
   using Waiters = std::vector<Done<v1::Grant>>;
 

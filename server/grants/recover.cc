@@ -13,9 +13,9 @@ namespace rdmad::grants {
 
 void GrantManager::PersistLocked(const Entry& e) {
   if (options_.state == nullptr) return;
-  if (absl::Status s = options_.state->PutGrant(e.id, e.info); !s.ok()) {
+  if (absl::Status s = options_.state->PutGrant(e.id, e.book.Get(mu_).info); !s.ok()) {
     RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): a restart will not report it",
-                    e.info.name().c_str(), std::string(s.message()).c_str());
+                    e.book.Get(mu_).info.name().c_str(), std::string(s.message()).c_str());
   }
 }
 
@@ -36,17 +36,17 @@ std::vector<std::string> GrantManager::Recover(const std::vector<v1::Grant>& liv
     if (!id.ok() || grants_.count(*id)) continue;
     auto e = std::make_unique<Entry>();
     e->id = *id;
-    e->info = g;
+    e->book.Get(mu_).info = g;
     // Its lease may have run out while rdmad was down: then it expired, as it would have anyway.
     const bool expired = absl::FromUnixNanos(g.expire_time_unix_nanos()) <= now;
-    e->info.set_state(v1::GRANT_ENDED);
-    e->info.set_end_reason(expired ? v1::END_EXPIRED : v1::END_RESTARTED);
-    e->info.set_end_detail(expired ? "its lease ran out while rdmad was down"
+    e->book.Get(mu_).info.set_state(v1::GRANT_ENDED);
+    e->book.Get(mu_).info.set_end_reason(expired ? v1::END_EXPIRED : v1::END_RESTARTED);
+    e->book.Get(mu_).info.set_end_detail(expired ? "its lease ran out while rdmad was down"
                                    : "rdmad restarted while it was live: its key died with the previous process; "
                                      "issue a new grant");
-    e->info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
-    e->expiry = absl::FromUnixNanos(g.expire_time_unix_nanos());
-    by_principal_[e->info.principal()].insert(e->id);
+    e->book.Get(mu_).info.set_end_time_unix_nanos(absl::ToUnixNanos(now));
+    e->book.Get(mu_).expiry = absl::FromUnixNanos(g.expire_time_unix_nanos());
+    by_principal_[e->book.Get(mu_).info.principal()].insert(e->id);
     Publish(expired ? v1::GRANT_EXPIRED : v1::GRANT_REVOKED, *e);
     RDMAD_LOG_WARN("recovery: %s (on %s for '%s') %s", g.name().c_str(), g.mr().c_str(), g.principal().c_str(),
                    expired ? "expired while rdmad was down" : "is lost: ended with END_RESTARTED");
