@@ -24,6 +24,7 @@
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "server/common/log.h"
+#include "server/dataplane/listener.h"
 #include "server/grants/manager.h"
 #include "server/memory/prefault.h"
 #include "server/metrics/http.h"
@@ -85,6 +86,8 @@ struct Daemon::Impl {
   std::unique_ptr<state::Store> store;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<cm::TokenStore> tokens;
+  // Before the CM manager, gone after it: its dispatchers call into the listener.
+  std::unique_ptr<dataplane::Listener> data_plane;
   std::unique_ptr<cm::CmManager> cm;
   std::unique_ptr<grants::GrantManager> grants;
   std::unique_ptr<audit::AuditLog> audit;
@@ -208,21 +211,24 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   cm_options.max_channels = config.limits.channels;
   cm_options.max_cm_ids = config.limits.cm_ids;
   cm_options.max_connections = config.limits.connections;
+  dataplane::Listener::Options data_plane_options;
   for (const auto& a : config.rdma_listen) {
     fabric::SockAddr addr;
     if (absl::Status s = SplitHostPort(a, "rdma_listen", &addr.host, &addr.port); !s.ok()) {
       bad_config = true;
       return s;
     }
-    cm_options.listen.push_back(addr);
+    data_plane_options.listen.push_back(addr);
   }
   cm::TokenStore::Options token_options;
   token_options.state = i->store.get();
   token_options.max_outstanding = static_cast<size_t>(config.limits.tokens);
   i->tokens = std::make_unique<cm::TokenStore>(token_options);
-  i->cm = std::make_unique<cm::CmManager>(fab->cm(), i->registry.get(), i->tokens.get(), cm_options);
-  i->cm->set_data_plane_observer(&i->rdmad_metrics);
+  i->cm = std::make_unique<cm::CmManager>(fab->cm(), i->registry.get(), cm_options);
   RDMAD_RETURN_IF_ERROR(i->cm->Start());
+  // The data-plane listener opens once everything it calls is wired (below, before the gRPC server starts).
+  i->data_plane = std::make_unique<dataplane::Listener>(i->cm.get(), i->tokens.get(), data_plane_options);
+  i->data_plane->set_observer(&i->rdmad_metrics);
 
   grants::GrantManager::Options grant_options;
   grant_options.max_ttl = absl::Seconds(config.max_grant_ttl_s);
@@ -233,7 +239,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   grant_options.max_grants = config.limits.grants;  // rdmad-wide, every caller's
   grant_options.state = i->store.get();
   if (options.clock) grant_options.clock = options.clock;
-  i->grants = std::make_unique<grants::GrantManager>(i->registry.get(), i->cm.get(), i->tokens.get(), grant_options);
+  i->grants = std::make_unique<grants::GrantManager>(i->registry.get(), i->cm.get(), i->data_plane.get(),
+                                                     i->tokens.get(), grant_options);
   i->grants->Recover(recovered_state.grants);  // live before the restart: ended, END_RESTARTED
 
   // The audit trail (docs/security.md#audit-trail): mutating RPCs, data-plane accepts, rejects and grant ends.
@@ -249,7 +256,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   // log counted per peer address and reason (the first of each per interval at once, the rest in one
   // summary at its end); the metrics count every one.
   i->rejects = std::make_unique<audit::RejectLimiter>(i->audit.get(), audit::RejectLimiter::Options());
-  i->cm->set_audit(i->rejects.get());
+  i->data_plane->set_audit(i->rejects.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -261,7 +268,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
       i->policy.get(),
       tenancy::Gate::Deps{i->registry.get(), i->cm.get(), i->grants.get(), i->tokens.get(), config.limits.watch_streams});
   tenancy::Gate* gate = i->gate.get();
-  i->cm->set_admit_connection([gate](const cm::Claims& claims) { return gate->AdmitConnection(claims.pd); });
+  i->data_plane->set_admit_connection([gate](const cm::Claims& claims) { return gate->AdmitConnection(claims.pd); });
   i->cm->set_cm_id_gone([gate](const std::string& cm_id) { gate->ForgetCmId(cm_id); });
   // A grant's bounds region pins pages of its PD's tenant: its pinned_bytes quota, held until the bind commits.
   i->grants->set_admit_pinned([gate](const std::string& pd, uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
@@ -272,9 +279,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
     if (!r.ok()) return r.status();
     return std::shared_ptr<void>(std::make_shared<tenancy::Gate::Reservation>(std::move(r).value()));
   });
+  RDMAD_RETURN_IF_ERROR(i->data_plane->Start());
   Env& env = i->env;
   env.registry = i->registry.get();
   env.cm = i->cm.get();
+  env.data_plane = i->data_plane.get();
   env.grants = i->grants.get();
   env.gate = gate;
   env.identify = [peers = &i->peers, identify = std::move(options.identify)](const grpc::ServerContextBase& ctx) {
@@ -378,6 +387,7 @@ void Daemon::Drain(absl::Time deadline, const std::function<void(const char*)>& 
   // still call into the grant manager (OnConnected, OnGone), which must be alive then. Then the grants'
   // thread stops; the windows it holds are the registry's.
   i->cm.reset();  // dispatchers stop; CM ids (their QPs first), then event channels
+  i->data_plane.reset();
   i->grants.reset();
   i->registry.reset();   // windows, regions, QPs, PDs, devices
   i->listeners.reset();  // the TLS copies

@@ -1,5 +1,5 @@
-// CmManager: what a channel's dispatcher does with each event, the steps of a connect, the data-plane
-// listener's token check, and destroying an id. Everything here runs on the loop that owns the id
+// CmManager: what a channel's dispatcher does with each event, the steps of a connect, carrying out a
+// data-plane handler's decision, and destroying an id. Everything here runs on the loop that owns the id
 // (or, in ~CmManager, after every loop stopped). Threads: see manager.h.
 #include <algorithm>
 #include <cctype>
@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/cm/manager.h"
+#include "server/cm/token.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 #include "server/registry/rules.h"
@@ -25,12 +26,6 @@ std::string DescribeReject(const std::string& data) {
   const size_t used = data.find_last_not_of('\0');
   if (used == std::string::npos) return "no private data";
   return absl::StrCat("private data 0x", absl::BytesToHexString(data.substr(0, std::min<size_t>(used + 1, 32))));
-}
-
-// "10.0.2.2:40000", "[fe80::1]:40000": the data-plane client, for the audit trail.
-std::string PeerOf(const fabric::SockAddr& a) {
-  if (a.host.find(':') != std::string::npos) return absl::StrCat("[", a.host, "]:", a.port);
-  return absl::StrCat(a.host, ":", a.port);
 }
 
 }  // namespace
@@ -54,11 +49,8 @@ void CmManager::Publish(Channel* ch, const Id* id, const fabric::CmEvent& event,
   out.set_status(event.status);
   if (!data_plane_request) {
     out.set_private_data(event.private_data);
-  } else if (DecodedToken t = DecodeToken(event.private_data); t.ok()) {
-    // Watchers learn which token was presented, never its secret.
-    Token shown = *t.token;
-    shown.secret.fill(0);
-    out.set_private_data(EncodeToken(shown));
+  } else if (DataPlaneHandler* handler = data_plane_.load()) {
+    out.set_private_data(handler->Shown(event.private_data));
   }
   out.set_channel(Name("channels", ch->id));
   out.set_listener(listener);
@@ -156,14 +148,14 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
       }
       if (id->connect_done) FinishConnect(id, absl::OkStatus());
       if (data_plane) {
-        std::string grant;
+        std::string tag;
         {
           MutexLock lock(&mu_);
-          grant = id->book.Get(mu_).grant;
+          tag = id->book.Get(mu_).tag;
         }
         RDMAD_LOG_INFO("cmids/%llu: data-plane connection established%s%s", static_cast<unsigned long long>(id->id),
-                       grant.empty() ? "" : " for ", grant.c_str());
-        if (!grant.empty() && grants_ != nullptr) grants_->OnConnected(grant, Name("cmids", id->id), qp);
+                       tag.empty() ? "" : " for ", tag.c_str());
+        if (DataPlaneHandler* handler = data_plane_.load()) handler->OnEstablished(Name("cmids", id->id), tag, qp);
       }
       break;
     }
@@ -263,62 +255,30 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
   if (data_plane) OnDataPlaneRequest(id, event.private_data);
 }
 
-// On the listener's loop: the token decides. A bad one is rejected with its reason and the id destroyed;
-// a good one moves the connection to the least loaded worker channel, whose loop creates the QP on the
-// token's PD and accepts.
+// On the listener's loop: the handler decides. A rejected request's id is destroyed; an accepted one moves
+// to the least loaded worker channel, whose loop creates the QP on the decided PD and accepts.
 void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
-  // Look before redeeming: a tenant at its connections quota is refused with the token left unused.
-  Redemption r = tokens_->Peek(private_data);
-  if (r.accepted() && admit_) {
-    if (absl::Status s = admit_(*r.claims); !s.ok()) {
-      const uint64_t token = r.token_id;
-      r = Redemption();
-      r.reason = RejectReason::kOverQuota;
-      r.token_id = token;
-      r.detail = std::string(s.message());
-    }
-  }
-  if (r.accepted() && options_.max_connections > 0) {
-    // The request's own id counts already: past the limit only if the total exceeds it.
-    MutexLock lock(&mu_);
-    if (total_connections_ > options_.max_connections) {
-      const uint64_t token = r.token_id;
-      r = Redemption();
-      r.reason = RejectReason::kOverQuota;
-      r.token_id = token;
-      r.detail = std::string(OverLimit("connections", options_.max_connections, total_connections_ - 1).message());
-    }
-  }
-  if (r.accepted()) r = tokens_->Redeem(private_data);
-  // The audit record (written with no lock held): the id, the client's address, the token and what it named.
-  audit::Event record;
-  record.resource = Name("cmids", id->id);
+  DataPlaneHandler* handler = data_plane_.load();
+  DataPlaneRequest request;
+  request.cm_id = Name("cmids", id->id);
+  request.private_data = private_data;
   {
     MutexLock lock(&mu_);
-    record.peer = PeerOf(id->book.Get(mu_).remote);
+    request.remote = id->book.Get(mu_).remote;
   }
-  if (!r.accepted()) {
-    // Logged and audited by the sink (rdmad's RejectLimiter, server/audit/reject_summary.h): any peer can
-    // send these at line rate, so they are counted per address and reason and summarized per interval.
-    if (audit_ != nullptr) {
-      record.method = "data-plane reject";
-      record.reason = std::string(RejectReasonName(r.reason));
-      record.code = r.reason == RejectReason::kOverQuota ? "RESOURCE_EXHAUSTED" : "PERMISSION_DENIED";
-      record.detail = absl::StrCat(RejectReasonName(r.reason), ": ", r.detail,
-                                   r.token_id ? absl::StrCat(" (", TokenName(r.token_id), ")") : std::string());
-      audit_->Record(record);
-    } else {
-      RDMAD_LOG_INFO("cmids/%llu: data-plane connect from %s rejected: %s (%s)",
-                     static_cast<unsigned long long>(id->id), record.peer.c_str(),
-                     std::string(RejectReasonName(r.reason)).c_str(), r.detail.c_str());
-    }
-    if (observer_ != nullptr) observer_->OnDataPlaneRejected(r.reason);
-    if (absl::Status s = id->cm->Reject(EncodeReject(r.reject())); !s.ok()) {
+  DataPlaneDecision decision;
+  if (handler != nullptr) {
+    decision = handler->OnRequest(request);
+  } else {
+    decision.error = "no handler for rdmad's data-plane listener";
+  }
+  if (!decision.accept) {
+    if (absl::Status s = id->cm->Reject(decision.reject_data); !s.ok()) {
       RDMAD_LOG_WARN("rdma_reject failed: %s", std::string(s.message()).c_str());
     }
     {
       MutexLock lock(&mu_);
-      id->book.Get(mu_).error = absl::StrCat("rejected: ", RejectReasonName(r.reason));
+      id->book.Get(mu_).error = std::move(decision.error);
     }
     (void)Destroy(id, false);
     return;
@@ -348,55 +308,39 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     MutexLock lock(&mu_);
     owner = id->channel;
     AccountLocked(*id, -1);
-    id->pd = r.claims->pd;
+    id->pd = decision.pd;
     AccountLocked(*id, +1);
-    id->book.Get(mu_).grant = r.claims->grant;
+    id->book.Get(mu_).tag = decision.tag;
   }
-  record.principal = r.claims->principal;
-  record.detail = r.claims->grant.empty()
-                      ? absl::StrCat(TokenName(r.token_id), " for ", r.claims->pd)
-                      : absl::StrCat(r.claims->grant, " (", TokenName(r.token_id), ", ", r.claims->pd, ")");
-  RunOnIdLoop(id->id, owner, [this, record = std::move(record)](absl::StatusOr<Id*> found) mutable {
-    if (!found.ok()) return;
-    Id* id = *found;
-    absl::Status s = CreateIdQp(id);
-    if (s.ok()) s = id->cm->Accept("");
-    if (!s.ok()) {
-      RDMAD_LOG_WARN("cmids/%llu: data-plane accept failed: %s", static_cast<unsigned long long>(id->id),
-                     std::string(s.message()).c_str());
-      (void)id->cm->Reject(EncodeReject(cm::Reject{RejectReason::kInternal, 0}));
-      if (observer_ != nullptr) observer_->OnDataPlaneRejected(RejectReason::kInternal);
-      if (audit_ != nullptr) {
-        record.method = "data-plane reject";
-        record.code = absl::StatusCodeToString(s.code());
-        record.errno_value = ErrnoOf(s);
-        record.detail = absl::StrCat(RejectReasonName(RejectReason::kInternal), ": ", s.message(), " (",
-                                     record.detail, ")");
-        audit_->Record(record);
-      }
-      EndDataPlane(id, "not accepted");
-      return;
-    }
-    {
-      MutexLock lock(&mu_);
-      SetStateLocked(id, v1::CM_CONNECTING);
-    }
-    if (observer_ != nullptr) observer_->OnDataPlaneAccepted();
-    if (audit_ != nullptr) {
-      record.method = "data-plane accept";
-      audit_->Record(record);
-    }
-  });
+  RunOnIdLoop(id->id, owner,
+              [this, accepted = std::move(decision.accepted),
+               failed = std::move(decision.reject_data)](absl::StatusOr<Id*> found) mutable {
+                if (!found.ok()) return;
+                Id* id = *found;
+                absl::Status s = CreateIdQp(id);
+                if (s.ok()) s = id->cm->Accept("");
+                if (s.ok()) {
+                  MutexLock lock(&mu_);
+                  SetStateLocked(id, v1::CM_CONNECTING);
+                } else {
+                  RDMAD_LOG_WARN("cmids/%llu: data-plane accept failed: %s", static_cast<unsigned long long>(id->id),
+                                 std::string(s.message()).c_str());
+                  (void)id->cm->Reject(failed);
+                }
+                if (accepted) std::move(accepted)(s);
+                if (!s.ok()) EndDataPlane(id, "not accepted");
+              });
 }
 
 void CmManager::EndDataPlane(Id* id, const char* why) {
-  std::string grant;
+  std::string tag;
   {
     MutexLock lock(&mu_);
-    grant = id->book.Get(mu_).grant;
+    tag = id->book.Get(mu_).tag;
   }
   const std::string name = Name("cmids", id->id);
-  if (grant.empty() || grants_ == nullptr) {
+  DataPlaneHandler* handler = data_plane_.load();
+  if (tag.empty() || handler == nullptr) {
     absl::StatusOr<v1::CmId> gone = Destroy(id, false);
     if (!gone.ok()) {
       RDMAD_LOG_WARN("%s: data-plane connection %s but kept: %s", name.c_str(), why,
@@ -404,10 +348,10 @@ void CmManager::EndDataPlane(Id* id, const char* why) {
     }
     return;
   }
-  if (id->gone_told) return;  // DISCONNECTED after an error, or twice: the grant layer knows already
+  if (id->gone_told) return;  // DISCONNECTED after an error, or twice: the handler knows already
   id->gone_told = true;
-  RDMAD_LOG_INFO("%s: data-plane connection of %s %s", name.c_str(), grant.c_str(), why);
-  grants_->OnGone(grant, name, [this, name]() {
+  RDMAD_LOG_INFO("%s: data-plane connection of %s %s", name.c_str(), tag.c_str(), why);
+  handler->OnGone(name, tag, [this, name]() {
     RunOnId(name, [this, name](absl::StatusOr<Id*> found) {
       if (!found.ok()) return;
       absl::StatusOr<v1::CmId> gone = Destroy(*found, false);

@@ -386,44 +386,43 @@ void CmManager::Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadli
   });
 }
 
-size_t CmManager::RevokeTokensOn(const std::string& pd) {
-  return tokens_->RevokeWhere([&pd](const Claims& c) { return c.pd == pd; });
+absl::StatusOr<std::string> CmManager::ListenDataPlane(const fabric::SockAddr& addr, int backlog,
+                                                       DataPlaneHandler* handler) {
+  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
+  DataPlaneHandler* expected = nullptr;
+  if (!data_plane_.compare_exchange_strong(expected, handler) && expected != handler) {
+    return absl::InternalError("every data-plane listener has the same handler");
+  }
+  absl::StatusOr<v1::CmId> made = AwaitResult<v1::CmId>([&](Done<v1::CmId> done) {
+    NewId("channels/1", "", std::move(done));
+  });
+  absl::Status listening = made.status();
+  if (listening.ok()) {
+    listening = AwaitResult<v1::CmId>([&](Done<v1::CmId> done) {
+                  v1::ListenRequest listen;
+                  listen.set_name(made->name());
+                  listen.mutable_address()->set_address(addr.host);
+                  listen.mutable_address()->set_port(addr.port);
+                  listen.set_backlog(backlog);
+                  Listen(listen, std::move(done));
+                }).status();
+  }
+  if (!listening.ok()) return WithContext(listening, absl::StrCat("data-plane listener on ", addr.host, ":", addr.port));
+  MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(Id * listener, FindId(made->name(), "name"));
+  AccountLocked(*listener, -1);
+  listener->book.Get(mu_).data_plane = true;
+  AccountLocked(*listener, +1);
+  listeners_.push_back(made->name());
+  RDMAD_LOG_INFO("data-plane listener %s on %s:%u", made->name().c_str(), addr.host.c_str(), addr.port);
+  return made->name();
 }
 
-absl::StatusOr<v1::ConnectToken> CmManager::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
-  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  RDMAD_RETURN_IF_ERROR(registry_->CheckPd(request.pd(), "pd"));
-  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, DataPlaneEndpoints());
-  Claims claims;
-  claims.pd = request.pd();
-  const absl::Duration ttl = request.ttl_ms() ? absl::Milliseconds(request.ttl_ms()) : options_.default_token_ttl;
-  absl::StatusOr<Issued> issued = tokens_->Issue(claims, ttl);
-  if (!issued.ok()) return WithField(issued.status(), FieldOf(issued.status()) == "ttl" ? "ttl_ms" : "");
-  v1::ConnectToken out;
-  out.set_name(issued->id);
-  out.set_token(issued->bytes);
-  out.set_expire_time_unix_nanos(absl::ToUnixNanos(issued->expiry));
-  for (v1::SocketAddress& e : endpoints) *out.add_endpoints() = std::move(e);
-  RDMAD_LOG_INFO("%s issued for %s", issued->id.c_str(), request.pd().c_str());
-  return out;
-}
-
-absl::StatusOr<std::vector<v1::SocketAddress>> CmManager::DataPlaneEndpoints() const {
-  if (cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  {
-    MutexLock lock(&mu_);
-    if (listeners_.empty()) {
-      return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
-    }
-  }
-  std::vector<v1::SocketAddress> out;
-  for (const fabric::SockAddr& a : options_.listen) {
-    v1::SocketAddress e;
-    e.set_address(a.host);
-    e.set_port(a.port);
-    out.push_back(std::move(e));
-  }
-  return out;
+absl::Status CmManager::CheckDataPlaneConnections() const {
+  if (options_.max_connections == 0) return absl::OkStatus();
+  MutexLock lock(&mu_);
+  if (total_connections_ <= options_.max_connections) return absl::OkStatus();
+  return OverLimit("connections", options_.max_connections, total_connections_ - 1);
 }
 
 void CmManager::Send(const std::string& cm_id, std::string bytes, absl::AnyInvocable<void(absl::Status) &&> done) {

@@ -1,5 +1,5 @@
 // CmManager: life cycle, channels, routing work to the owning loop, and the API messages. Id operations
-// are in ids.cc, event dispatch and the data-plane listener in dispatch.cc. Threads: see manager.h.
+// are in ids.cc, event dispatch and the data-plane listeners' connections in dispatch.cc. Threads: see manager.h.
 #include "server/cm/manager.h"
 
 #include <utility>
@@ -24,8 +24,8 @@ v1::SocketAddress ToProto(const fabric::SockAddr& a) {
 
 }  // namespace
 
-CmManager::CmManager(fabric::CmFabric* cm, Registry* registry, TokenStore* tokens, Options options)
-    : cm_(cm), registry_(registry), tokens_(tokens), options_(std::move(options)), events_(options_.events) {}
+CmManager::CmManager(fabric::CmFabric* cm, Registry* registry, Options options)
+    : cm_(cm), registry_(registry), options_(std::move(options)), events_(options_.events) {}
 
 CmManager::~CmManager() {
   Quiesce();
@@ -58,36 +58,6 @@ absl::Status CmManager::Start() {
   RDMAD_RETURN_IF_ERROR(NewChannel("rdmad", v1::CHANNEL_DEFAULT).status());
   for (int i = 0; i < options_.workers; ++i) {
     RDMAD_RETURN_IF_ERROR(NewChannel(absl::StrCat("worker ", i + 1), v1::CHANNEL_WORKER).status());
-  }
-  for (const fabric::SockAddr& addr : options_.listen) {
-    // The data-plane listener: an id on the default channel, PD chosen per connection by its token.
-    const std::string name = absl::StrCat("cmids/", [&] {
-      MutexLock lock(&mu_);
-      return next_id_.Peek();
-    }());
-    absl::Status listening = AwaitResult<v1::CmId>([&](Done<v1::CmId> done) {
-                               NewId("channels/1", "", std::move(done));
-                             }).status();
-    if (listening.ok()) {
-      listening = AwaitResult<v1::CmId>([&](Done<v1::CmId> done) {
-                    v1::ListenRequest listen;
-                    listen.set_name(name);
-                    listen.mutable_address()->set_address(addr.host);
-                    listen.mutable_address()->set_port(addr.port);
-                    listen.set_backlog(options_.backlog);
-                    Listen(listen, std::move(done));
-                  }).status();
-    }
-    if (!listening.ok()) {
-      return WithContext(listening, absl::StrCat("data-plane listener on ", addr.host, ":", addr.port));
-    }
-    MutexLock lock(&mu_);
-    Id& listener = *ids_.at(next_id_.Peek() - 1);
-    AccountLocked(listener, -1);
-    listener.book.Get(mu_).data_plane = true;
-    AccountLocked(listener, +1);
-    listeners_.push_back(name);
-    RDMAD_LOG_INFO("data-plane listener %s on %s:%u", name.c_str(), addr.host.c_str(), addr.port);
   }
   return absl::OkStatus();
 }

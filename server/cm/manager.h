@@ -1,6 +1,7 @@
 // CmManager: rdma_cm as managed resources. Event channels (each a dispatcher thread), communication ids
-// (RDMA_PS_TCP, RC), migration between channels, the event stream, and rdmad's token-checked data-plane
-// listener.
+// (RDMA_PS_TCP, RC), migration between channels, and the event stream. It also owns the ids of rdmad's own
+// data-plane listeners and their connections, whose connect requests a DataPlaneHandler decides
+// (server/dataplane/: tokens, admission, the audit trail and grants live there, not here).
 //
 // Threads and ownership (docs/architecture.md#rdma_cm):
 //   - Each channel is a dispatch::EventLoop ("cm-N") that owns its fabric::CmChannel and every fabric::CmId
@@ -17,9 +18,10 @@
 //     a lookup never sees a channel without a loop.
 //   - The QP of an id is created on the id's PD through the Registry (AdoptCmQp): a QueuePair like any
 //     other, removed from the Registry (ReleaseCmQp) before the id is destroyed.
-// Life cycle: Start() creates the default channel (channels/1), the worker channels and the data-plane
-// listeners. Quiesce() ends every watch stream and fails connects still waiting (so the gRPC server can
-// stop); the destructor stops the loops, then destroys ids (their QPs first) and channels.
+// Life cycle: Start() creates the default channel (channels/1) and the worker channels; ListenDataPlane
+// opens rdmad's own listeners after it. Quiesce() ends every watch stream and fails connects still waiting
+// (so the gRPC server can stop); the destructor stops the loops, then destroys ids (their QPs first) and
+// channels.
 #ifndef RDMAD_SERVER_CM_MANAGER_H_
 #define RDMAD_SERVER_CM_MANAGER_H_
 
@@ -38,9 +40,7 @@
 #include "server/common/sync.h"
 #include "absl/time/time.h"
 #include "rdmad/v1/rdmad.pb.h"
-#include "server/audit/sink.h"
 #include "server/cm/events.h"
-#include "server/cm/token.h"
 #include "server/dispatch/event_loop.h"
 #include "server/fabric/cm.h"
 #include "server/registry/registry.h"
@@ -48,56 +48,71 @@
 
 namespace rdmad::cm {
 
-// What the grant layer (server/grants/) hears from the data-plane listener about connections whose token
-// named a grant. Called on the connection's dispatcher: must not block.
-class GrantConnections {
- public:
-  virtual ~GrantConnections() = default;
-  // ESTABLISHED: `qp` is the connection's QueuePair in the registry, in RTS.
-  virtual void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) = 0;
-  // The connection is gone or failed (DISCONNECTED, a connect error, or rdmad could not accept it). The
-  // id and its QP are destroyed once `release` was called (from any thread, exactly once): the grant
-  // layer first takes back whatever it bound on the QP.
-  virtual void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) = 0;
+// A connect request on one of rdmad's own data-plane listeners.
+struct DataPlaneRequest {
+  std::string cm_id;         // the request's new id ("cmids/N")
+  fabric::SockAddr remote;   // the client
+  std::string private_data;  // what the client sent with its request
 };
 
-// What the metrics (server/metrics/) hear from the data-plane listener: each connect request it accepted
-// (rdma_accept done) or rejected, with the reason sent. Called on the listener's or the worker's
-// dispatcher with no lock of the CmManager held: must not block.
-class DataPlaneObserver {
+// What the handler decided about a DataPlaneRequest.
+struct DataPlaneDecision {
+  bool accept = false;
+  // Accept: the PD the connection's QP is made on, the tag its later reports carry (a grant's name, or
+  // empty), and `accepted`, called on the connection's dispatcher with the outcome of creating its QP and
+  // rdma_accept (may be null).
+  std::string pd, tag;
+  absl::AnyInvocable<void(absl::Status) &&> accepted;
+  // The reject's private data: sent at once if the request is not accepted, or if its accept fails.
+  std::string reject_data;
+  // Not accepted: the error the id shows until it is destroyed.
+  std::string error;
+};
+
+// The policy of rdmad's data-plane listeners (server/dataplane/). The CmManager owns their ids like any
+// other and calls these on the dispatchers, with no lock of the CmManager held: they must not block, and
+// may call this manager's public methods (not Start, Quiesce or its destruction).
+class DataPlaneHandler {
  public:
-  virtual ~DataPlaneObserver() = default;
-  virtual void OnDataPlaneAccepted() = 0;
-  virtual void OnDataPlaneRejected(RejectReason reason) = 0;
+  virtual ~DataPlaneHandler() = default;
+  // What watchers are shown of a request's private data (a token with its secret zeroed, say).
+  virtual std::string Shown(const std::string& private_data) const = 0;
+  // On the listener's dispatcher. A rejected request's id is destroyed; an accepted one moves to the least
+  // loaded worker channel, whose loop creates its QP on `pd` and accepts.
+  virtual DataPlaneDecision OnRequest(const DataPlaneRequest& request) = 0;
+  // ESTABLISHED, on the connection's dispatcher: `qp` is its QueuePair in the registry, in RTS.
+  virtual void OnEstablished(const std::string& cm_id, const std::string& tag, const std::string& qp) = 0;
+  // A tagged connection is gone or failed (DISCONNECTED, a connect error, or its accept failed), once. It
+  // is destroyed (QP from the registry, then the id) when `release` is called, from any thread, exactly
+  // once. A connection with no tag is destroyed at once and not reported.
+  virtual void OnGone(const std::string& cm_id, const std::string& tag, absl::AnyInvocable<void() &&> release) = 0;
 };
 
 class CmManager {
  public:
   struct Options {
-    int workers = 2;                       // worker channels for accepted data-plane connections
-    std::vector<fabric::SockAddr> listen;  // the data-plane listener's addresses ("rdma_listen")
-    int backlog = 128;
-    absl::Duration default_token_ttl = absl::Seconds(30);
+    int workers = 2;  // worker channels for accepted data-plane connections
     EventHub::Options events;
     // The crash-safe state store (not owned; may be null): CM id and user channel names are never reused
     // across restarts. rdmad's own channels keep their names (channels/1, then the workers').
     state::Store* state = nullptr;
     // rdmad-wide limits (config "limits"; 0: none), for every caller, admins included. Past one, the call
     // is RESOURCE_EXHAUSTED naming it ("limit channels of rdmad: limit 128, in use 128; this call needs 1")
-    // and a data-plane connect request is rejected with reason QUOTA.
+    // and a data-plane connect request is refused (CheckDataPlaneConnections).
     uint64_t max_channels = 128;      // user event channels (CreateChannel)
     uint64_t max_cm_ids = 16384;      // CM ids made by CreateCmId
     uint64_t max_connections = 16384;  // ids connected, connecting or waiting for Accept, data-plane included
   };
 
   // `cm` may be null (no rdma_cm on this host): every call then answers UNAVAILABLE.
-  CmManager(fabric::CmFabric* cm, Registry* registry, TokenStore* tokens, Options options);
+  CmManager(fabric::CmFabric* cm, Registry* registry, Options options);
   ~CmManager();
   CmManager(const CmManager&) = delete;
   CmManager& operator=(const CmManager&) = delete;
 
   absl::Status Start();
   void Quiesce();
+  bool available() const { return cm_ != nullptr; }  // false: no rdma_cm on this host
   EventHub& events() { return events_; }
 
   absl::StatusOr<v1::EventChannel> CreateChannel(const v1::CreateChannelRequest& request);
@@ -135,23 +150,13 @@ class CmManager {
   // `deadline`: if the migration has not started by then, it is not done (DEADLINE_EXCEEDED).
   void Migrate(const v1::MigrateCmIdRequest& request, absl::Time deadline, Done<v1::CmId> done);
 
-  absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
-  // After DeletePd: the outstanding tokens on that PD can never connect; revoke them, so that a client
-  // presenting one is told TOKEN_REVOKED instead of INTERNAL. Returns how many.
-  size_t RevokeTokensOn(const std::string& pd);
-
-  // The grant layer; set before Start, not owned.
-  void set_grant_connections(GrantConnections* grants) { grants_ = grants; }
-  // The audit trail: one record per data-plane accept and reject, made on the listener's (or the worker's)
-  // dispatcher with no lock of the CmManager held. Set before Start; not owned.
-  void set_audit(audit::AuditSink* sink) { audit_ = sink; }
-  // The metrics' counts of accepts and rejects. Set before Start; not owned.
-  void set_data_plane_observer(DataPlaneObserver* observer) { observer_ = observer; }
-  // Asked, on the listener's dispatcher with no lock of the CmManager held, before a good token is redeemed:
-  // a refusal (the tenant's connections quota) rejects the request with OVER_QUOTA and leaves the token
-  // unused. Set before any token is issued (before the gRPC server starts); it may call this manager's const
-  // methods (ListCmIds).
-  void set_admit_connection(std::function<absl::Status(const Claims&)> admit) { admit_ = std::move(admit); }
+  // Opens one of rdmad's own listeners on `addr` (an id on channels/1 with no PD; each connection gets the
+  // PD its handler names), after Start and from Start's thread. `handler` is not owned and outlives every
+  // dispatcher of this manager; every data-plane listener has the same one. The listener's name, or why not.
+  absl::StatusOr<std::string> ListenDataPlane(const fabric::SockAddr& addr, int backlog, DataPlaneHandler* handler);
+  // For a data-plane request (its own id counted already): OK, or RESOURCE_EXHAUSTED naming the rdmad-wide
+  // connections limit.
+  absl::Status CheckDataPlaneConnections() const;
   // Called with an id's name once it is destroyed, after its last event was published (on the id's
   // dispatcher, with mu_ held: it may take only a leaf lock and must not call this manager). Any thread;
   // null clears it.
@@ -159,8 +164,6 @@ class CmManager {
     MutexLock lock(&mu_);
     cm_id_gone_ = std::move(gone);
   }
-  // The data-plane listener's addresses; FAILED_PRECONDITION if there is none (no "rdma_listen").
-  absl::StatusOr<std::vector<v1::SocketAddress>> DataPlaneEndpoints() const;
   // A signaled inline SEND of `bytes` on the id's QP, posted on the id's dispatcher; `done` gets the
   // completion's status (on the device's dispatcher) or why it was not posted.
   void Send(const std::string& cm_id, std::string bytes, absl::AnyInvocable<void(absl::Status) &&> done);
@@ -189,11 +192,11 @@ class CmManager {
       fabric::SockAddr local, remote;
       std::string qp, listener, last_event, error, device;
       bool data_plane = false;
-      std::string grant;  // a data-plane connection whose token named this grant
+      std::string tag;  // a data-plane connection's, from its handler's decision
       uint64_t events = 0, migrations = 0;
     };
     LockedBy<Book> book;
-    bool gone_told = false;  // GrantConnections::OnGone was called (owning loop only)
+    bool gone_told = false;  // DataPlaneHandler::OnGone was called (owning loop only)
     // A Connect in progress (owning loop only): finished by ESTABLISHED or by a failure.
     Done<v1::CmId> connect_done;
     std::string connect_data;
@@ -218,16 +221,16 @@ class CmManager {
   void Dispatch(Channel* ch, fabric::CmEvent event);
   void OnConnectRequest(Channel* ch, fabric::CmEvent event);
   void OnDataPlaneRequest(Id* id, const std::string& private_data);
-  // A data-plane connection ended (or never got going): destroyed now, or, for a grant's, once the grant
-  // layer released it.
+  // A data-plane connection ended (or never got going): destroyed now, or, for a tagged one, once its
+  // handler released it.
   void EndDataPlane(Id* id, const char* why);
   absl::Status CreateIdQp(Id* id);
   void FinishConnect(Id* id, absl::Status status);
   // Removes the id from the registry and the index and destroys it (QP first). The id must not be used after.
   absl::StatusOr<v1::CmId> Destroy(Id* id, bool force);
   Channel* LeastLoadedWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `data_plane_request`: a CONNECT_REQUEST on rdmad's data-plane listener, whose private data (a token)
-  // is published with its secret zeroed, or not at all if it is no token.
+  // `data_plane_request`: a CONNECT_REQUEST on rdmad's data-plane listener, whose private data is published
+  // as its handler shows it.
   void Publish(Channel* ch, const Id* id, const fabric::CmEvent& event, const std::string& listener,
                bool data_plane_request = false);
 
@@ -242,12 +245,7 @@ class CmManager {
   bool Quiescing() const;
 
   fabric::CmFabric* const cm_;
-  GrantConnections* grants_ = nullptr;
-  audit::AuditSink* audit_ = nullptr;
-  DataPlaneObserver* observer_ = nullptr;
-  std::function<absl::Status(const Claims&)> admit_;
   Registry* const registry_;
-  TokenStore* const tokens_;
   const Options options_;
   EventHub events_;
 
@@ -265,7 +263,9 @@ class CmManager {
   uint64_t user_channels_ ABSL_GUARDED_BY(mu_) = 0;  // made or being made
   std::map<std::string, int> removing_pds_ ABSL_GUARDED_BY(mu_);  // BeginPdRemoval counts, by PD
   std::function<void(const std::string&)> cm_id_gone_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> listeners_ ABSL_GUARDED_BY(mu_);  // the data-plane listener ids
+  // Set by the first ListenDataPlane, on Start's thread before any request can arrive; read on dispatchers.
+  std::atomic<DataPlaneHandler*> data_plane_{nullptr};
+  std::vector<std::string> listeners_ ABSL_GUARDED_BY(mu_);  // the data-plane listener ids (never deleted)
   bool quiescing_ ABSL_GUARDED_BY(mu_) = false;
 };
 

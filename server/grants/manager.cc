@@ -23,9 +23,11 @@
 namespace rdmad::grants {
 
 
-GrantManager::GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore* tokens, Options options)
+GrantManager::GrantManager(Registry* registry, cm::CmManager* cm, dataplane::Listener* listener,
+                           cm::TokenStore* tokens, Options options)
     : registry_(registry),
       cm_(cm),
+      listener_(listener),
       tokens_(tokens),
       options_(std::move(options)),
       hub_(GrantHub::Options{options_.watch_buffer, 4096}) {
@@ -39,10 +41,11 @@ GrantManager::GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore
       if (!s.ok()) RDMAD_LOG_ERROR("grants: cannot watch the timer: %s", std::string(s.message()).c_str());
     });
   }
-  if (cm_ != nullptr) cm_->set_grant_connections(this);
+  if (listener_ != nullptr) listener_->set_grant_connections(this);
 }
 
 GrantManager::~GrantManager() {
+  if (listener_ != nullptr) listener_->set_grant_connections(nullptr);  // no connection reports here from now
   Shutdown();
   lifeline_->Cut();  // from here no callback of ours runs; those that were running have returned
   loop_.reset();
@@ -276,11 +279,14 @@ absl::Status RetiredTooOften(const std::string& field) {
 }
 }  // namespace
 
+absl::StatusOr<std::vector<v1::SocketAddress>> GrantManager::Endpoints() const {
+  if (listener_ == nullptr || cm_ == nullptr) return absl::UnavailableError("rdma_cm is unavailable on this host");
+  return listener_->Endpoints();
+}
+
 absl::StatusOr<v1::IssuedGrant> GrantManager::IssueChecked(const v1::IssueGrantRequest& request,
                                                            const std::function<void()>& between) {
-  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, cm_ ? cm_->DataPlaneEndpoints()
-                                                                       : absl::StatusOr<std::vector<v1::SocketAddress>>(
-                                                                             absl::UnavailableError("no rdma_cm")));
+  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, Endpoints());
   for (int check = 0; check < kMaxIssueChecks; ++check) {
     RDMAD_ASSIGN_OR_RETURN(const uint64_t ticket, OpenTicket({request.mr()}, 1));
     absl::StatusOr<Plan> plan = Check(request, "");
@@ -300,9 +306,7 @@ absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::Issue
     return InvalidArgument("grants", absl::StrCat("holds ", request.grants_size(), " requests; at most ",
                                                   options_.max_batch, " per call"));
   }
-  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, cm_ ? cm_->DataPlaneEndpoints()
-                                                                       : absl::StatusOr<std::vector<v1::SocketAddress>>(
-                                                                             absl::UnavailableError("no rdma_cm")));
+  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, Endpoints());
   std::set<std::string> mrs;
   for (const v1::IssueGrantRequest& g : request.grants()) mrs.insert(g.mr());
   for (int check = 0; check < kMaxIssueChecks; ++check) {

@@ -54,6 +54,7 @@
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "proto/wire/grant_message.h"
+#include "server/dataplane/listener.h"
 #include "server/dispatch/event_loop.h"
 #include "server/grants/events.h"
 #include "server/grants/pool.h"
@@ -65,7 +66,7 @@ namespace rdmad::grants {
 
 class GrantManagerTestPeer;
 
-class GrantManager final : public cm::GrantConnections {
+class GrantManager final : public dataplane::GrantConnections {
  public:
   struct Options {
     absl::Duration default_ttl = absl::Seconds(60);
@@ -90,7 +91,10 @@ class GrantManager final : public cm::GrantConnections {
     state::Store* state = nullptr;
   };
 
-  GrantManager(Registry* registry, cm::CmManager* cm, cm::TokenStore* tokens, Options options);
+  // `cm` (the connections' ids: SENDs, disconnects) and `listener` (the endpoints, and whose connections
+  // report here) may be null (no rdma_cm): no grant is issued then. None is owned.
+  GrantManager(Registry* registry, cm::CmManager* cm, dataplane::Listener* listener, cm::TokenStore* tokens,
+               Options options);
   ~GrantManager() override;
   GrantManager(const GrantManager&) = delete;
   GrantManager& operator=(const GrantManager&) = delete;
@@ -150,7 +154,7 @@ class GrantManager final : public cm::GrantConnections {
   // the CmManager quiesces; the registry and the CM layer then release the windows and connections.
   void Shutdown();
 
-  // cm::GrantConnections (on a CM dispatcher).
+  // dataplane::GrantConnections (on a CM dispatcher).
   void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) override;
   void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) override;
 
@@ -188,6 +192,8 @@ class GrantManager final : public cm::GrantConnections {
     fabric::MwType window_type = fabric::MwType::kType2;
   };
   absl::StatusOr<Plan> Check(const v1::IssueGrantRequest& request, const std::string& prefix) const;
+  // The data-plane listener's addresses, which a grant names; why not (no rdma_cm, no listener).
+  absl::StatusOr<std::vector<v1::SocketAddress>> Endpoints() const;
   // Commits a checked plan, unless the ticket it was checked under went stale (*stale set, nothing done).
   absl::StatusOr<v1::IssuedGrant> Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints,
                                          uint64_t ticket, bool* stale);
@@ -251,6 +257,7 @@ class GrantManager final : public cm::GrantConnections {
 
   Registry* const registry_;
   cm::CmManager* const cm_;
+  dataplane::Listener* const listener_;
   cm::TokenStore* const tokens_;
   const Options options_;
   GrantHub hub_;

@@ -4,7 +4,7 @@
 // and pinned bytes by tenant, data-plane connections, the NIC's counters, RLIMIT_MEMLOCK).
 //
 // Hooks: ObserveRpc from the RPC layer (server/rpc/call.h, Env::observe_rpc) on the thread that ends the
-// call; the data-plane callbacks (cm::DataPlaneObserver) on the CM dispatchers; the CM and grant events
+// call; the data-plane callbacks (dataplane::Observer) on the CM dispatchers; the CM and grant events
 // through a watcher on each hub, whose wake callback drains it on the publisher's thread. Each takes only
 // a counter's leaf lock. Label values are bounded: methods and codes are fixed sets, tenants come from
 // the config, rdmad's own channels are named and users' channels are all "user".
@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
+#include "server/dataplane/listener.h"
 #include "server/fabric/fabric.h"
 #include "server/grants/manager.h"
 #include "server/metrics/metrics.h"
@@ -32,7 +33,7 @@
 
 namespace rdmad::metrics {
 
-class RdmadMetrics final : public cm::DataPlaneObserver {
+class RdmadMetrics final : public dataplane::Observer {
  public:
   // What the scrape-time families read; each may be null (its families are then left out).
   struct Sources {

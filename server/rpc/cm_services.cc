@@ -237,7 +237,8 @@ class TokensService final : public v1::ConnectTokens::Service {
                            v1::ConnectToken* resp) override {
     Call c(*e_, *ctx, "IssueConnectToken");
     if (!c.See(req->pd(), "pd").Reserve({{Quota::kTokens, 1}}).ok()) return c.Refuse(resp);
-    return c.Reply(e_->cm->IssueConnectToken(*req), resp);
+    if (e_->data_plane == nullptr) return c.Reply(absl::UnavailableError("rdma_cm is unavailable on this host"), resp);
+    return c.Reply(e_->data_plane->IssueConnectToken(*req), resp);
   }
 
  private:

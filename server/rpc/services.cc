@@ -99,10 +99,11 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
     }
     Registry* r = e_->registry;
     cm::CmManager* cm = e_->cm;
-    Done<v1::DeletePdResponse> reply = c.Replier<v1::DeletePdResponse>(reactor, resp,
-                                        [cm, name = req->name()](const v1::DeletePdResponse&) {
-                                          if (cm != nullptr) cm->RevokeTokensOn(name);  // they could never connect
-                                        });
+    dataplane::Listener* data_plane = e_->data_plane;
+    Done<v1::DeletePdResponse> reply =
+        c.Replier<v1::DeletePdResponse>(reactor, resp, [data_plane, name = req->name()](const v1::DeletePdResponse&) {
+          if (data_plane != nullptr) data_plane->RevokeTokensOn(name);  // they could never connect
+        });
     // CM ids live in the PD too (the CM manager keeps them, above the registry): none may be left, and
     // none is created until the PD is gone or stays.
     if (cm != nullptr) {

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 #include "server/cm/manager.h"
+#include "server/dataplane/listener.h"
 #include "server/grants/manager.h"
 #include "server/auth/policy.h"
 #include "server/registry/registry.h"
@@ -35,6 +36,7 @@ namespace rdmad {
 struct Env {
   Registry* registry = nullptr;          // required
   cm::CmManager* cm = nullptr;           // the rdma_cm services: required by MakeCmServices
+  dataplane::Listener* data_plane = nullptr;  // connect tokens (IssueConnectToken, DeletePd's revocation)
   grants::GrantManager* grants = nullptr;  // optional for MakeServices (DeletePd, DeregisterMr, ReregisterMr
                                            // ask it about grants), required by MakeGrantServices
   tenancy::Gate* gate = nullptr;         // required: who may see and use what

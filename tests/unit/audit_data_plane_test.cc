@@ -23,6 +23,7 @@
 #include "server/cm/token.h"
 #include "server/common/status.h"
 #include "server/common/sync.h"
+#include "server/dataplane/listener.h"
 #include "server/grants/manager.h"
 #include "tests/support/eventually.h"
 #include "tests/support/temp_dir.h"
@@ -78,14 +79,16 @@ class AuditDataPlaneTest : public ::testing::Test {
     fabric->set_cm(fake_cm_.get());
     device_ = fabric->devices()[0];
     registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
-    cm::CmManager::Options cm_options;
-    cm_options.listen = {{kAddr, kPort}};
-    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
-    cm_->set_audit(&sink_);
+    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), cm::CmManager::Options());
     ASSERT_TRUE(cm_->Start().ok());
+    dataplane::Listener::Options data_plane;
+    data_plane.listen = {{kAddr, kPort}};
+    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), &tokens_, data_plane);
+    listener_->set_audit(&sink_);
+    ASSERT_TRUE(listener_->Start().ok());
     grants::GrantManager::Options options;
     options.pool_size = 2;
-    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), &tokens_, options);
+    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), listener_.get(), &tokens_, options);
     grants_->set_audit(&sink_);
     sink_.cm = cm_.get();
     sink_.grants = grants_.get();
@@ -150,6 +153,7 @@ class AuditDataPlaneTest : public ::testing::Test {
   std::unique_ptr<audit::AuditLog> log_;
   ProbingSink sink_;
   cm::TokenStore tokens_;
+  std::unique_ptr<dataplane::Listener> listener_;  // outlives cm_, whose dispatchers call it
   std::shared_ptr<fake::FakeLedger> ledger_;
   std::unique_ptr<fake::FakeCm> fake_cm_;
   fabric::Device* device_ = nullptr;
@@ -227,7 +231,7 @@ TEST_F(AuditDataPlaneTest, EveryWayAGrantEndsIsRecordedOnce) {
 TEST_F(AuditDataPlaneTest, APlainConnectTokensAccept) {
   v1::IssueConnectTokenRequest issue;
   issue.set_pd(pd_);
-  absl::StatusOr<v1::ConnectToken> token = cm_->IssueConnectToken(issue);
+  absl::StatusOr<v1::ConnectToken> token = listener_->IssueConnectToken(issue);
   ASSERT_TRUE(token.ok()) << token.status();
   clients_.emplace_back();
   (void)clients_.back().Dial(*fake_cm_, device_, token->token());

@@ -17,6 +17,7 @@
 #include "server/cm/token.h"
 #include "server/common/status.h"
 #include "server/common/sync.h"
+#include "server/dataplane/listener.h"
 #include "tests/support/server_status.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
@@ -42,11 +43,14 @@ class CmManagerTest : public ::testing::Test {
     registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
     CmManager::Options options;
     options.workers = 2;
-    options.listen = std::move(listen);
     options.events.watcher_capacity = watcher_capacity;
     if (tweak) tweak(options);
-    manager_ = std::make_unique<CmManager>(fake_cm_.get(), registry_.get(), &tokens_, options);
+    manager_ = std::make_unique<CmManager>(fake_cm_.get(), registry_.get(), options);
     ASSERT_TRUE(manager_->Start().ok());
+    dataplane::Listener::Options data_plane;
+    data_plane.listen = std::move(listen);
+    listener_ = std::make_unique<dataplane::Listener>(manager_.get(), &tokens_, data_plane);
+    ASSERT_TRUE(listener_->Start().ok());
     v1::CreatePdRequest pd;
     pd.set_device("rxe0");
     pd_ = registry_->CreatePd(pd).value().name();
@@ -55,6 +59,7 @@ class CmManagerTest : public ::testing::Test {
     if (!manager_) return;
     manager_->Quiesce();
     manager_.reset();
+    listener_.reset();
     registry_.reset();
     EXPECT_THAT(fake_cm_->violations(), IsEmpty());
     EXPECT_EQ(fake_cm_->live().ids, 0);
@@ -155,6 +160,7 @@ class CmManagerTest : public ::testing::Test {
   }
 
   TokenStore tokens_;
+  std::unique_ptr<dataplane::Listener> listener_;  // outlives manager_, whose dispatchers call it
   std::shared_ptr<fake::FakeLedger> ledger_;
   std::unique_ptr<fake::FakeCm> fake_cm_;
   std::unique_ptr<Registry> registry_;
@@ -411,7 +417,7 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   Build({{kAddr, 7471}});
   v1::IssueConnectTokenRequest issue;
   issue.set_pd(pd_);
-  absl::StatusOr<v1::ConnectToken> token = manager_->IssueConnectToken(issue);
+  absl::StatusOr<v1::ConnectToken> token = listener_->IssueConnectToken(issue);
   ASSERT_TRUE(token.ok()) << token.status();
   ASSERT_EQ(token->endpoints_size(), 1);
   EXPECT_EQ(token->endpoints(0).port(), 7471u);
@@ -549,7 +555,7 @@ TEST_F(CmManagerTest, BadInputsNameTheField) {
   EXPECT_TRUE(IsError(manager_->GetCmId("cmids/0"), absl::StatusCode::kInvalidArgument, "name"));
   v1::IssueConnectTokenRequest issue;
   issue.set_pd(pd_);
-  absl::StatusOr<v1::ConnectToken> no_listener = manager_->IssueConnectToken(issue);
+  absl::StatusOr<v1::ConnectToken> no_listener = listener_->IssueConnectToken(issue);
   EXPECT_EQ(no_listener.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(no_listener.status().message()), HasSubstr("rdma_listen"));
 }
@@ -633,11 +639,21 @@ TEST(CmManagerWithoutRdmaCm, AnswersUnavailableRatherThanEmpty) {
                                                        ledger),
                     Registry::Options());
   TokenStore tokens;
-  CmManager manager(nullptr, &registry, &tokens, CmManager::Options());
+  CmManager manager(nullptr, &registry, CmManager::Options());
   ASSERT_TRUE(manager.Start().ok());
   EXPECT_EQ(manager.ListChannels().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(manager.ListCmIds(v1::ListCmIdsRequest()).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(manager.GetChannel("channels/1").status().code(), absl::StatusCode::kUnavailable);
+  // The data-plane listener has nothing to open, and says why there are no endpoints and no tokens.
+  dataplane::Listener::Options options;
+  options.listen = {{kAddr, 7471}};
+  dataplane::Listener listener(&manager, &tokens, options);
+  ASSERT_TRUE(listener.Start().ok());
+  EXPECT_EQ(listener.Endpoints().status().code(), absl::StatusCode::kUnavailable);
+  v1::IssueConnectTokenRequest issue;
+  issue.set_pd("pds/1");
+  EXPECT_EQ(listener.IssueConnectToken(issue).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(tokens.Outstanding(), 0u);
 }
 
 }  // namespace
@@ -719,7 +735,7 @@ TEST_F(CmManagerTest, TheDataPlaneConnectRequestEventCarriesTheTokenIdButNotItsS
   auto w = Watch(EventFilter{"", "", {"RDMA_CM_EVENT_CONNECT_REQUEST"}});
   v1::IssueConnectTokenRequest issue;
   issue.set_pd(pd_);
-  absl::StatusOr<v1::ConnectToken> token = manager_->IssueConnectToken(issue);
+  absl::StatusOr<v1::ConnectToken> token = listener_->IssueConnectToken(issue);
   ASSERT_TRUE(token.ok()) << token.status();
   Client client;
   client.Dial(*fake_cm_, token->token(), 7471);

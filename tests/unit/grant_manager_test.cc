@@ -23,6 +23,7 @@
 #include "server/cm/token.h"
 #include "server/common/status.h"
 #include "server/common/sync.h"
+#include "server/dataplane/listener.h"
 #include "server/grants/manager.h"
 #include "tests/support/eventually.h"
 #include "tests/support/server_status.h"
@@ -63,16 +64,18 @@ class GrantManagerTest : public ::testing::Test {
     fabric->set_cm(fake_cm_.get());
     device_ = fabric->devices()[0];
     registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
-    cm::CmManager::Options cm_options;
-    cm_options.listen = {{kAddr, kPort}};
-    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
+    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), cm::CmManager::Options());
     ASSERT_TRUE(cm_->Start().ok());
+    dataplane::Listener::Options data_plane;
+    data_plane.listen = {{kAddr, kPort}};
+    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), &tokens_, data_plane);
+    ASSERT_TRUE(listener_->Start().ok());
     GrantManager::Options options;
     options.quarantine = quarantine;
     options.pool_size = 2;
     if (fake_clock_) options.clock = [this] { return Now(); };
     if (max_grants_ != 0) options.max_grants = max_grants_;
-    grants_ = std::make_unique<GrantManager>(registry_.get(), cm_.get(), &tokens_, options);
+    grants_ = std::make_unique<GrantManager>(registry_.get(), cm_.get(), listener_.get(), &tokens_, options);
     v1::CreatePdRequest pd;
     pd.set_device("rxe0");
     pd_ = registry_->CreatePd(pd).value().name();
@@ -176,6 +179,7 @@ class GrantManagerTest : public ::testing::Test {
   Mutex clock_mu_;
   absl::Time now_ ABSL_GUARDED_BY(clock_mu_) = absl::FromUnixSeconds(1800000000);
   cm::TokenStore tokens_;
+  std::unique_ptr<dataplane::Listener> listener_;  // outlives cm_, whose dispatchers call it
   std::shared_ptr<fake::FakeLedger> ledger_;
   std::unique_ptr<fake::FakeCm> fake_cm_;
   fabric::Device* device_ = nullptr;
@@ -527,7 +531,7 @@ TEST_F(GrantManagerTest, ACompletionArrivingAfterTheManagerIsGoneRunsNothingOfIt
   auto answered = std::make_shared<std::atomic<bool>>(false);
   grants_->Revoke(g.name(), [answered](absl::StatusOr<v1::Grant>) { *answered = true; });
   ASSERT_TRUE(Eventually([&] { return ledger_->QueuedCompletions() > 0; }));
-  cm_->set_grant_connections(nullptr);  // the client's DISCONNECTED (TearDown) must not reach it either
+  listener_->set_grant_connections(nullptr);  // the client's DISCONNECTED (TearDown) must not reach it either
   grants_->Shutdown();
   grants_.reset();
   ledger_->ReleaseCompletions();

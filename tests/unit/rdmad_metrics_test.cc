@@ -13,6 +13,7 @@
 #include "server/cm/token.h"
 #include "server/common/sync.h"
 #include "server/config.h"
+#include "server/dataplane/listener.h"
 #include "server/grants/manager.h"
 #include "server/metrics/rdmad_metrics.h"
 #include "server/tenancy/gate.h"
@@ -38,13 +39,15 @@ class RdmadMetricsTest : public ::testing::Test {
     fabric->set_cm(fake_cm_.get());
     fabric_ = fabric.get();
     registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
-    cm::CmManager::Options cm_options;
-    cm_options.listen = {{"10.0.2.15", 7471}};  // grants need the data-plane listener
-    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
+    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), cm::CmManager::Options());
     ASSERT_TRUE(cm_->Start().ok());
+    dataplane::Listener::Options data_plane;
+    data_plane.listen = {{"10.0.2.15", 7471}};  // grants need the data-plane listener
+    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), &tokens_, data_plane);
+    ASSERT_TRUE(listener_->Start().ok());
     grants::GrantManager::Options options;
     options.pool_size = 0;
-    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), &tokens_, options);
+    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), listener_.get(), &tokens_, options);
     TenantConfig t;
     t.name = "t";
     t.principals = {"spiffe://t"};
@@ -67,6 +70,7 @@ class RdmadMetricsTest : public ::testing::Test {
   std::unique_ptr<fake::FakeCm> fake_cm_;
   fabric::Fabric* fabric_ = nullptr;
   cm::TokenStore tokens_;
+  std::unique_ptr<dataplane::Listener> listener_;  // outlives cm_, whose dispatchers call it
   RdmadMetrics metrics_;  // before the managers: they are destroyed first (rdmad_metrics.h)
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<cm::CmManager> cm_;

@@ -259,7 +259,7 @@ class RecoveryTest : public ::testing::Test {
     tokens_ = std::make_unique<cm::TokenStore>(token_options);
     grants::GrantManager::Options grant_options;
     grant_options.state = store_.get();
-    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), nullptr, tokens_.get(), grant_options);
+    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), nullptr, nullptr, tokens_.get(), grant_options);
     lost_grants_ = grants_->Recover(snap->grants);
   }
   // A crash as far as the store is concerned: nothing is removed from it (the registry's destructor

@@ -1,0 +1,161 @@
+// dataplane::Listener: opening the listeners, each connect request's token check, and the tokens of
+// IssueConnectToken. Threads: see listener.h.
+#include "server/dataplane/listener.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/common/status.h"
+
+namespace rdmad::dataplane {
+namespace {
+
+// "10.0.2.2:40000", "[fe80::1]:40000": the client, for the audit trail.
+std::string PeerOf(const fabric::SockAddr& a) {
+  if (a.host.find(':') != std::string::npos) return absl::StrCat("[", a.host, "]:", a.port);
+  return absl::StrCat(a.host, ":", a.port);
+}
+
+// The request is refused with OVER_QUOTA, its token (if it was one) left unused.
+cm::Redemption OverQuota(const cm::Redemption& r, const absl::Status& why) {
+  cm::Redemption out;
+  out.reason = cm::RejectReason::kOverQuota;
+  out.token_id = r.token_id;
+  out.detail = std::string(why.message());
+  return out;
+}
+
+}  // namespace
+
+Listener::Listener(cm::CmManager* cm, cm::TokenStore* tokens, Options options)
+    : cm_(cm), tokens_(tokens), options_(std::move(options)) {}
+
+absl::Status Listener::Start() {
+  if (!cm_->available()) return absl::OkStatus();
+  for (const fabric::SockAddr& addr : options_.listen) {
+    RDMAD_RETURN_IF_ERROR(cm_->ListenDataPlane(addr, options_.backlog, this).status());
+  }
+  listening_ = !options_.listen.empty();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::SocketAddress>> Listener::Endpoints() const {
+  if (!cm_->available()) return absl::UnavailableError("rdma_cm is unavailable on this host");
+  if (!listening_) return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
+  std::vector<v1::SocketAddress> out;
+  for (const fabric::SockAddr& a : options_.listen) {
+    v1::SocketAddress e;
+    e.set_address(a.host);
+    e.set_port(a.port);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::ConnectToken> Listener::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
+  RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, Endpoints());
+  cm::Claims claims;
+  claims.pd = request.pd();
+  const absl::Duration ttl = request.ttl_ms() ? absl::Milliseconds(request.ttl_ms()) : options_.default_token_ttl;
+  absl::StatusOr<cm::Issued> issued = tokens_->Issue(claims, ttl);
+  if (!issued.ok()) return WithField(issued.status(), FieldOf(issued.status()) == "ttl" ? "ttl_ms" : "");
+  v1::ConnectToken out;
+  out.set_name(issued->id);
+  out.set_token(issued->bytes);
+  out.set_expire_time_unix_nanos(absl::ToUnixNanos(issued->expiry));
+  for (v1::SocketAddress& e : endpoints) *out.add_endpoints() = std::move(e);
+  RDMAD_LOG_INFO("%s issued for %s", issued->id.c_str(), request.pd().c_str());
+  return out;
+}
+
+size_t Listener::RevokeTokensOn(const std::string& pd) {
+  return tokens_->RevokeWhere([&pd](const cm::Claims& c) { return c.pd == pd; });
+}
+
+std::string Listener::Shown(const std::string& private_data) const {
+  // Watchers learn which token was presented, never its secret; private data that is no token, not at all.
+  cm::DecodedToken t = cm::DecodeToken(private_data);
+  if (!t.ok()) return "";
+  cm::Token shown = *t.token;
+  shown.secret.fill(0);
+  return cm::EncodeToken(shown);
+}
+
+cm::DataPlaneDecision Listener::OnRequest(const cm::DataPlaneRequest& request) {
+  // Look before redeeming: a tenant at its connections quota, or rdmad at its limit, is refused with the
+  // token left unused.
+  cm::Redemption r = tokens_->Peek(request.private_data);
+  if (r.accepted() && admit_) {
+    if (absl::Status s = admit_(*r.claims); !s.ok()) r = OverQuota(r, s);
+  }
+  if (r.accepted()) {
+    if (absl::Status s = cm_->CheckDataPlaneConnections(); !s.ok()) r = OverQuota(r, s);
+  }
+  if (r.accepted()) r = tokens_->Redeem(request.private_data);
+  // The audit record: the id, the client's address, the token and what it named.
+  audit::Event record;
+  record.resource = request.cm_id;
+  record.peer = PeerOf(request.remote);
+  cm::DataPlaneDecision decision;
+  if (!r.accepted()) {
+    // Logged and audited by the sink (rdmad's RejectLimiter, server/audit/reject_summary.h): any peer can
+    // send these at line rate, so they are counted per address and reason and summarized per interval.
+    if (audit_ != nullptr) {
+      record.method = "data-plane reject";
+      record.reason = std::string(cm::RejectReasonName(r.reason));
+      record.code = r.reason == cm::RejectReason::kOverQuota ? "RESOURCE_EXHAUSTED" : "PERMISSION_DENIED";
+      record.detail = absl::StrCat(cm::RejectReasonName(r.reason), ": ", r.detail,
+                                   r.token_id ? absl::StrCat(" (", cm::TokenName(r.token_id), ")") : std::string());
+      audit_->Record(record);
+    } else {
+      RDMAD_LOG_INFO("%s: data-plane connect from %s rejected: %s (%s)", request.cm_id.c_str(), record.peer.c_str(),
+                     std::string(cm::RejectReasonName(r.reason)).c_str(), r.detail.c_str());
+    }
+    if (observer_ != nullptr) observer_->OnDataPlaneRejected(r.reason);
+    decision.reject_data = cm::EncodeReject(r.reject());
+    decision.error = absl::StrCat("rejected: ", cm::RejectReasonName(r.reason));
+    return decision;
+  }
+  decision.accept = true;
+  decision.pd = r.claims->pd;
+  decision.tag = r.claims->grant;
+  decision.reject_data = cm::EncodeReject(cm::Reject{cm::RejectReason::kInternal, 0});
+  record.principal = r.claims->principal;
+  record.detail = r.claims->grant.empty()
+                      ? absl::StrCat(cm::TokenName(r.token_id), " for ", r.claims->pd)
+                      : absl::StrCat(r.claims->grant, " (", cm::TokenName(r.token_id), ", ", r.claims->pd, ")");
+  decision.accepted = [this, record = std::move(record)](absl::Status s) mutable {
+    if (!s.ok()) {
+      if (observer_ != nullptr) observer_->OnDataPlaneRejected(cm::RejectReason::kInternal);
+      if (audit_ != nullptr) {
+        record.method = "data-plane reject";
+        record.code = absl::StatusCodeToString(s.code());
+        record.errno_value = ErrnoOf(s);
+        record.detail = absl::StrCat(cm::RejectReasonName(cm::RejectReason::kInternal), ": ", s.message(), " (",
+                                     record.detail, ")");
+        audit_->Record(record);
+      }
+      return;
+    }
+    if (observer_ != nullptr) observer_->OnDataPlaneAccepted();
+    if (audit_ != nullptr) {
+      record.method = "data-plane accept";
+      audit_->Record(record);
+    }
+  };
+  return decision;
+}
+
+void Listener::OnEstablished(const std::string& cm_id, const std::string& tag, const std::string& qp) {
+  GrantConnections* grants = grants_.load();
+  if (!tag.empty() && grants != nullptr) grants->OnConnected(tag, cm_id, qp);
+}
+
+void Listener::OnGone(const std::string& cm_id, const std::string& tag, absl::AnyInvocable<void() &&> release) {
+  GrantConnections* grants = grants_.load();
+  if (grants == nullptr) return std::move(release)();
+  grants->OnGone(tag, cm_id, std::move(release));
+}
+
+}  // namespace rdmad::dataplane

@@ -1,0 +1,115 @@
+// dataplane::Listener: rdmad's data-plane listener, the one door through which clients reach registered
+// memory. It opens a listening CM id per "rdma_listen" address and decides each connect request by the token
+// in its private data: a bad, spent, expired or revoked token is rejected with its reason; a tenant past its
+// connections quota, or rdmad past its connections limit, is refused with the token left unused; a good
+// token is redeemed and the connection accepted on the token's PD. A token that names a grant makes the
+// connection that grant's: the grant layer hears when it is established and when it goes.
+// It also issues the plain connect tokens of IssueConnectToken and revokes those of a deleted PD.
+//
+// Layers: the CmManager (server/cm/) owns the listener ids and every connection, as rdma_cm ids like any
+// other; this unit holds the policy, through cm::DataPlaneHandler. The grant layer (server/grants/) sits
+// above and is called back through GrantConnections.
+//
+// Threads: Start on the daemon's start-up thread, after CmManager::Start and before the gRPC server
+// serves. The DataPlaneHandler methods run on the CM dispatchers (the listener's channels/1 for requests,
+// the connection's worker channel after), with no lock of the CmManager held; they take no lock of their
+// own beyond the token store's and the audit sink's. Endpoints, IssueConnectToken and RevokeTokensOn run on
+// gRPC threads. The setters are called before Start (set_grant_connections also with nullptr, at any time,
+// by tests).
+#ifndef RDMAD_SERVER_DATAPLANE_LISTENER_H_
+#define RDMAD_SERVER_DATAPLANE_LISTENER_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rdmad/v1/rdmad.pb.h"
+#include "server/audit/sink.h"
+#include "server/cm/manager.h"
+#include "server/cm/token.h"
+#include "server/fabric/cm.h"
+
+namespace rdmad::dataplane {
+
+// What the grant layer (server/grants/) hears about connections whose token named a grant. Called on the
+// connection's dispatcher: must not block.
+class GrantConnections {
+ public:
+  virtual ~GrantConnections() = default;
+  // ESTABLISHED: `qp` is the connection's QueuePair in the registry, in RTS.
+  virtual void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) = 0;
+  // The connection is gone or failed (DISCONNECTED, a connect error, or rdmad could not accept it). The
+  // id and its QP are destroyed once `release` was called (from any thread, exactly once): the grant
+  // layer first takes back whatever it bound on the QP.
+  virtual void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) = 0;
+};
+
+// What the metrics (server/metrics/) hear: each connect request accepted (rdma_accept done) or rejected, with
+// the reason sent. Called on the listener's or the worker's dispatcher: must not block.
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void OnDataPlaneAccepted() = 0;
+  virtual void OnDataPlaneRejected(cm::RejectReason reason) = 0;
+};
+
+class Listener final : public cm::DataPlaneHandler {
+ public:
+  struct Options {
+    std::vector<fabric::SockAddr> listen;  // "rdma_listen"; none: no listener, grants and tokens refused
+    int backlog = 128;
+    absl::Duration default_token_ttl = absl::Seconds(30);  // IssueConnectToken's, for ttl_ms 0
+  };
+
+  // Neither is owned; both outlive the Listener.
+  Listener(cm::CmManager* cm, cm::TokenStore* tokens, Options options);
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // Opens a listener per address (after CmManager::Start). Without rdma_cm there is nothing to open: OK.
+  absl::Status Start();
+
+  // The addresses clients connect to: UNAVAILABLE without rdma_cm, FAILED_PRECONDITION without a listener
+  // (no "rdma_listen").
+  absl::StatusOr<std::vector<v1::SocketAddress>> Endpoints() const;
+  // A plain connect token for the request's PD (no grant): connections it admits get a QP on that PD.
+  absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
+  // After DeletePd: the outstanding tokens on that PD can never connect; revoke them, so that a client
+  // presenting one is told TOKEN_REVOKED instead of INTERNAL. Returns how many.
+  size_t RevokeTokensOn(const std::string& pd);
+
+  // The grant layer (not owned; null: connections for a grant are released at once).
+  void set_grant_connections(GrantConnections* grants) { grants_.store(grants); }
+  // The audit trail: one record per accept and reject (not owned).
+  void set_audit(audit::AuditSink* sink) { audit_ = sink; }
+  // The metrics' counts of accepts and rejects (not owned).
+  void set_observer(Observer* observer) { observer_ = observer; }
+  // Asked before a good token is redeemed: a refusal (the tenant's connections quota) rejects the request
+  // with OVER_QUOTA and leaves the token unused. It may call the CmManager's const methods.
+  void set_admit_connection(std::function<absl::Status(const cm::Claims&)> admit) { admit_ = std::move(admit); }
+
+  // cm::DataPlaneHandler.
+  std::string Shown(const std::string& private_data) const override;
+  cm::DataPlaneDecision OnRequest(const cm::DataPlaneRequest& request) override;
+  void OnEstablished(const std::string& cm_id, const std::string& tag, const std::string& qp) override;
+  void OnGone(const std::string& cm_id, const std::string& tag, absl::AnyInvocable<void() &&> release) override;
+
+ private:
+  cm::CmManager* const cm_;
+  cm::TokenStore* const tokens_;
+  const Options options_;
+  std::atomic<GrantConnections*> grants_{nullptr};
+  audit::AuditSink* audit_ = nullptr;
+  Observer* observer_ = nullptr;
+  std::function<absl::Status(const cm::Claims&)> admit_;
+  std::atomic<bool> listening_{false};  // Start opened every listener
+};
+
+}  // namespace rdmad::dataplane
+
+#endif  // RDMAD_SERVER_DATAPLANE_LISTENER_H_
