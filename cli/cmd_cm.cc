@@ -204,8 +204,7 @@ struct EventsOptions {
            },
            "only these types (repeat or comma-separate): established, disconnected, connect-request, ...")
         ->delimiter(',')
-        ->transform(Transform<std::vector<std::string>>("TYPE", ParseEventTypes,
-                                                         [](const std::vector<std::string>& types) { return types.front(); }));
+        ->transform(Transform("TYPE", ParseEventTypes, [](const std::vector<std::string>& types) { return types.front(); }));
     sub->add_flag("-f,--follow", follow, "keep streaming new events until rdmad ends the stream (Ctrl-C to stop)");
     after = sub->add_option_function<uint64_t>("--after", [this](uint64_t n) { request.set_after_sequence(n); },
                                                "replay the retained events after this sequence first (default: 1, or 0 = "

@@ -5,7 +5,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace rdmad::cli {
@@ -80,28 +79,8 @@ void Registry::Named(const std::string& verb, Kind kind, const std::string& desc
 
 // ---- typed flags
 
-namespace {
-
-std::string Decimal(uint64_t n) { return absl::StrCat(n); }
-std::string Same(const std::string& s) { return s; }
-
-}  // namespace
-
-CLI::Validator SizeFlag() {
-  return Transform<uint64_t>("SIZE", [](const std::string& t) { return ParseSize(t); }, Decimal);
-}
-
-CLI::Validator TextFlag(const std::string& what, absl::StatusOr<std::string> (*parse)(absl::string_view)) {
-  return Transform<std::string>(what, parse, Same);
-}
-
-CLI::Validator NameFlag(Kind kind) {
-  return Transform<std::string>(
-      "NAME", [kind](const std::string& t) { return NormalizeName(kind, t); }, Same);
-}
-
 CLI::Validator DurationFlag(int64_t max_ms) {
-  return Transform<int64_t>(
+  return Transform(
       "DURATION",
       [max_ms](const std::string& t) -> absl::StatusOr<int64_t> {
         absl::StatusOr<std::chrono::milliseconds> d = ParseTimeout(t);
@@ -109,33 +88,7 @@ CLI::Validator DurationFlag(int64_t max_ms) {
         if (d->count() > max_ms) return absl::InvalidArgumentError(absl::StrCat("'", t, "' is too long"));
         return d->count();
       },
-      [](int64_t ms) { return absl::StrCat(ms); });
-}
-
-CLI::Validator UintFlag(uint64_t max) {
-  return Transform<uint64_t>("N", [max](const std::string& t) { return ParseUint(t, max); }, Decimal);
-}
-
-CLI::Validator AccessFlag() {
-  return Transform<std::vector<v1::Access>>(
-      "ACCESS", [](const std::string& t) { return ParseAccess(t); },
-      [](const std::vector<v1::Access>& access) {
-        std::string text;
-        for (v1::Access a : access) text += (text.empty() ? "" : ",") + AccessName(a);
-        return text.empty() ? std::string("none") : text;
-      });
-}
-
-CLI::Validator AddressFlag() {
-  return Transform<v1::SocketAddress>(
-      "ADDRESS:PORT", [](const std::string& t) { return ParseSocketAddress(t); },
-      [](const v1::SocketAddress& a) { return SocketAddressString(a); });
-}
-
-CLI::Validator FormatFlag() {
-  return Transform<Format>(
-      "FORMAT", [](const std::string& t) { return ParseFormat(t); },
-      [](Format f) { return f == Format::kTable ? "table" : f == Format::kWide ? "wide" : f == Format::kJson ? "json" : "name"; });
+      Decimal);
 }
 
 CLI::Option* AddName(CLI::App* sub, std::string* name, Kind kind, bool required) {

@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/output.h"
 #include "cli/parse.h"
@@ -130,30 +131,40 @@ void RegisterAuditCommands(Registry& r);
 void RegisterReadCommands(Registry& r);
 void RegisterServerCommands(Registry& r);
 
-// ---- typed flags: CLI11 transforms that turn the text into the value's canonical form (or fail, naming it)
+// ---- typed flags: CLI11 validators that check a flag's text with a parser of cli/parse.h (its error is the
+// flag's error) and, where the command uses the value's canonical text, replace the text with it
 
-// A transform from what `parse` makes of the text: the text becomes `show(value)`, or the parse error is the
-// flag's error.
-template <typename T, typename Parse, typename Show>
-CLI::Validator Transform(const std::string& what, Parse parse, Show show) {
+// `parse` checks the text; with `show`, the text becomes show(value).
+template <typename Parse, typename Show = std::nullptr_t>
+CLI::Validator Transform(const std::string& what, Parse parse, Show show = nullptr) {
   return CLI::Validator(
       [parse, show](std::string& text) -> std::string {
-        absl::StatusOr<T> value = parse(text);
+        auto value = parse(text);
         if (!value.ok()) return std::string(value.status().message());
-        text = show(*value);
+        if constexpr (!std::is_null_pointer_v<Show>) text = show(*value);
         return "";
       },
       what);
 }
+inline std::string Decimal(uint64_t n) { return absl::StrCat(n); }
+inline std::string Same(std::string text) { return text; }
+
 // The text becomes what `parse` makes of it: "0a:0b" -> its bytes (ParseHexBytes), "fe80::1" -> the full GID.
-CLI::Validator TextFlag(const std::string& what, absl::StatusOr<std::string> (*parse)(absl::string_view));
-CLI::Validator SizeFlag();                   // "4KiB" -> "4096"
-CLI::Validator NameFlag(Kind kind);          // "17", "mr/17" -> "mrs/17"
+inline CLI::Validator TextFlag(const std::string& what, absl::StatusOr<std::string> (*parse)(absl::string_view)) {
+  return Transform(what, parse, Same);
+}
+inline CLI::Validator SizeFlag() { return Transform("SIZE", ParseSize, Decimal); }  // "4KiB" -> "4096"
+inline CLI::Validator NameFlag(Kind kind) {                                          // "17", "mr/17" -> "mrs/17"
+  return Transform("NAME", [kind](const std::string& t) { return NormalizeName(kind, t); }, Same);
+}
+inline CLI::Validator UintFlag(uint64_t max) {  // "0x11" -> "17" (decimal or 0x hex, never octal)
+  return Transform("N", [max](const std::string& t) { return ParseUint(t, max); }, Decimal);
+}
 CLI::Validator DurationFlag(int64_t max_ms);  // "1m30s" -> "90000" (milliseconds, positive, at most max_ms)
-CLI::Validator UintFlag(uint64_t max);       // "0x11" -> "17" (decimal or 0x hex, never octal)
-CLI::Validator AccessFlag();                 // checks "local-write,remote-read" (ParseAccess)
-CLI::Validator AddressFlag();                // checks "10.0.2.15:7471", "[fe80::1]:7471"
-CLI::Validator FormatFlag();                 // "JSON" -> "json"
+// Checked only: the command parses the text again (AccessList, ParseSocketAddress, ParseFormat).
+inline CLI::Validator AccessFlag() { return Transform("ACCESS", ParseAccess); }  // "local-write,remote-read"
+inline CLI::Validator AddressFlag() { return Transform("ADDRESS:PORT", ParseSocketAddress); }  // "[fe80::1]:7471"
+inline CLI::Validator FormatFlag() { return Transform("FORMAT", ParseFormat); }  // table, wide, json or name
 // The NAME positional of a kind (normalized).
 CLI::Option* AddName(CLI::App* sub, std::string* name, Kind kind, bool required = true);
 // A duration flag into milliseconds (0: not given) that fits a request's uint32 field.
