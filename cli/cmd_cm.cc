@@ -179,7 +179,7 @@ struct CreateTokenOptions {
     if (!token.ok()) return ctx.Fail(token.status());
     ctx.err() << "note: the token is a secret: it admits one connection to " << request.pd()
               << " until it expires; give it only to that peer (the private data of its connect request)\n";
-    return PrintResult(ctx, *token, {token->name()}, Chomp(TokenText(*token, request.pd(), wire::WallNow())));
+    return PrintResult(ctx, *token, {token->name()}, TokenText(*token, request.pd(), wire::WallNow()));
   }
 };
 

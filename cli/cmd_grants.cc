@@ -89,7 +89,7 @@ struct GrantOptions {
     }
     v1::IssuedGrant shown = *issued;
     if (!token_file.empty()) shown.clear_token();  // in the file only
-    return PrintResult(ctx, shown, {g.name()}, Chomp(IssuedGrantText(*issued, wire::WallNow(), token_file)));
+    return PrintResult(ctx, shown, {g.name()}, IssuedGrantText(*issued, wire::WallNow(), token_file));
   }
 };
 

@@ -96,8 +96,7 @@ struct ReregMrOptions {
     pd_flag = sub->add_option("--pd", pd, "new protection domain on the same device (CHANGE_PD)")
                   ->transform(NameFlag(Kind::kPd));
     source.Flags(sub, "new source: ");
-    sub->add_flag("--revoke-grants", revoke_grants,
-                  "revoke the region's live grants first (without it rdmad refuses while any is live)");
+    AddRevokeGrants(sub, &revoke_grants, "the region's live grants");
   }
   absl::Status Validate() {
     request.clear_flags();
@@ -145,7 +144,7 @@ struct DeleteMrOptions {
 
   void Flags(CLI::App* sub) {
     AddName(sub, &name, Kind::kMr);
-    sub->add_flag("--revoke-grants", revoke_grants, "revoke its live grants first (without it rdmad refuses while any is live)");
+    AddRevokeGrants(sub, &revoke_grants, "its live grants");
   }
   int Run(Context& ctx) const {
     absl::Status s = ctx.client().DeregisterMr(name, revoke_grants);

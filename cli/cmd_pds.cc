@@ -24,13 +24,12 @@ struct CreatePdOptions {
 struct DeletePdOptions {
   std::string name;
   bool cascade = false;
-  bool revoke_grants = false;  // revoke the live grants on its regions first (rdmad refuses while any is live)
+  bool revoke_grants = false;
 
   void Flags(CLI::App* sub) {
     AddName(sub, &name, Kind::kPd);
     sub->add_flag("--cascade", cascade, "release its windows, regions and queue pairs first");
-    sub->add_flag("--revoke-grants", revoke_grants,
-                  "revoke the live grants on its regions first (without it rdmad refuses while any is live)");
+    AddRevokeGrants(sub, &revoke_grants, "the live grants on its regions");
   }
   int Run(Context& ctx) const {
     auto res = ctx.client().DeletePd(name, cascade, revoke_grants);

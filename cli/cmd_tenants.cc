@@ -6,7 +6,7 @@ namespace rdmad::cli {
 namespace {
 
 int Describe(Context& ctx, const std::string& name) {
-  return Done(ctx, ctx.client().GetTenant(name), [](const v1::Tenant& t) { return Chomp(TenantText(t)); });
+  return Done(ctx, ctx.client().GetTenant(name), [](const v1::Tenant& t) { return TenantText(t); });
 }
 
 struct WhoAmIOptions {
@@ -14,7 +14,7 @@ struct WhoAmIOptions {
   int Run(Context& ctx) const {
     auto caller = ctx.client().WhoAmI();
     if (!caller.ok()) return ctx.Fail(caller.status());
-    return PrintResult(ctx, *caller, {caller->principal()}, Chomp(CallerText(*caller)));
+    return PrintResult(ctx, *caller, {caller->principal()}, CallerText(*caller));
   }
 };
 

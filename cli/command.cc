@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace rdmad::cli {
@@ -132,7 +133,7 @@ int PrintResult(Context& ctx, const google::protobuf::Message& result, const std
       for (const std::string& n : names) ctx.out() << n << "\n";
       break;
     case Format::kTable:
-    case Format::kWide: ctx.out() << message << "\n"; break;
+    case Format::kWide: ctx.out() << message << (absl::EndsWith(message, "\n") ? "" : "\n"); break;
   }
   return kExitOk;
 }

@@ -167,6 +167,10 @@ inline CLI::Validator AddressFlag() { return Transform("ADDRESS:PORT", ParseSock
 inline CLI::Validator FormatFlag() { return Transform("FORMAT", ParseFormat); }  // table, wide, json or name
 // The NAME positional of a kind (normalized).
 CLI::Option* AddName(CLI::App* sub, std::string* name, Kind kind, bool required = true);
+// --revoke-grants (delete mr, delete pd, rereg mr): revoke `which` first; without it rdmad refuses while any is live.
+inline CLI::Option* AddRevokeGrants(CLI::App* sub, bool* revoke, const std::string& which) {
+  return sub->add_flag("--revoke-grants", *revoke, "revoke " + which + " first (without it rdmad refuses while any is live)");
+}
 // A duration flag into milliseconds (0: not given) that fits a request's uint32 field.
 CLI::Option* AddMillis(CLI::App* sub, const std::string& flag, std::function<void(uint32_t)> set, const std::string& help);
 std::vector<v1::Access> AccessList(const std::string& text);  // of a text AccessFlag() accepted
@@ -177,7 +181,8 @@ absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::str
 
 // ---- printing
 
-// One result of a change: -o json the message, -o name `names`, else `message`.
+// One result of a change: -o json the message, -o name `names`, else `message` (and a newline, unless it ends in
+// one: the texts of output.h do).
 int PrintResult(Context& ctx, const google::protobuf::Message& result, const std::vector<std::string>& names,
                 const std::string& message);
 // A change's result named by its own name(): rdmad's error, or PrintResult with message(result).
@@ -200,11 +205,6 @@ NamedRunFn Deletes(absl::Status (client::Client::*call)(const std::string&)) {
     absl::Status status = (ctx.client().*call)(name);
     return status.ok() ? PrintResult(ctx, Response(), {name}, name + " deleted") : ctx.Fail(status);
   };
-}
-// Text for people with -o table and wide (describe, whoami): ends without a newline for PrintResult.
-inline std::string Chomp(std::string text) {
-  if (!text.empty() && text.back() == '\n') text.pop_back();
-  return text;
 }
 
 // `get KIND [NAME]`: the list (a List* call and its answer's repeated field) or one item (a Get* call). Printed

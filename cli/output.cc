@@ -30,6 +30,13 @@ std::string EnumName(const Descriptor* descriptor, int value, absl::string_view 
   return std::string(name);
 }
 
+// "10.0.2.15:7471, [fe80::1]:7471", or <none>.
+std::string Endpoints(const google::protobuf::RepeatedPtrField<v1::SocketAddress>& endpoints) {
+  std::vector<std::string> out;
+  for (const v1::SocketAddress& a : endpoints) out.push_back(SocketAddressString(a));
+  return out.empty() ? kNone : absl::StrJoin(out, ", ");
+}
+
 }  // namespace
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
@@ -135,15 +142,9 @@ std::string FormatUnixNanos(int64_t nanos) {
 }
 
 std::string TokenText(const v1::ConnectToken& token, const std::string& pd, absl::Time now) {
-  const absl::Time expiry = absl::FromUnixNanos(token.expire_time_unix_nanos());
-  const absl::Duration left = absl::Ceil(expiry - now, absl::Seconds(1));
-  std::vector<std::string> endpoints;
-  for (const v1::SocketAddress& a : token.endpoints()) endpoints.push_back(SocketAddressString(a));
-  return absl::StrCat(token.name(), " issued for ", pd, " (expires ",
-                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", expiry, absl::UTCTimeZone()), ", ",
-                      left > absl::ZeroDuration() ? absl::StrCat("in ", absl::FormatDuration(left)) : "expired",
-                      ")\nendpoints: ", endpoints.empty() ? kNone : absl::StrJoin(endpoints, ", "),
-                      "\ntoken: ", HexBytes(token.token()), "\n");
+  const int64_t expiry = token.expire_time_unix_nanos();
+  return absl::StrCat(token.name(), " issued for ", pd, " (expires ", FormatExpiry(expiry), ", ", ExpiresIn(expiry, now),
+                      ")\nendpoints: ", Endpoints(token.endpoints()), "\ntoken: ", HexBytes(token.token()), "\n");
 }
 
 // ---- JSON
@@ -235,16 +236,14 @@ std::string ExpiresIn(int64_t nanos, absl::Time now) {
 
 std::string IssuedGrantText(const v1::IssuedGrant& issued, absl::Time now, const std::string& token_file) {
   const v1::Grant& g = issued.grant();
-  std::vector<std::string> endpoints;
-  for (const v1::SocketAddress& a : issued.endpoints()) endpoints.push_back(SocketAddressString(a));
-  const std::string left = ExpiresIn(g.expire_time_unix_nanos(), now);
   std::string out = absl::StrCat(g.name(), " issued to ", g.principal().empty() ? kNone : g.principal(),
                                  ": ", g.mr(), " offset ", FormatSize(g.offset()), " length ", FormatSize(g.length()),
                                  ", ", AccessString(g.access()), ", scope ", GrantScopeString(g.scope()));
   if (g.expire_time_unix_nanos() != 0) {
-    absl::StrAppend(&out, " (expires ", FormatExpiry(g.expire_time_unix_nanos()), ", ", left, ")");
+    absl::StrAppend(&out, " (expires ", FormatExpiry(g.expire_time_unix_nanos()), ", ",
+                    ExpiresIn(g.expire_time_unix_nanos(), now), ")");
   }
-  absl::StrAppend(&out, "\nendpoints: ", endpoints.empty() ? kNone : absl::StrJoin(endpoints, ", "), "\n");
+  absl::StrAppend(&out, "\nendpoints: ", Endpoints(issued.endpoints()), "\n");
   if (token_file.empty()) {
     absl::StrAppend(&out, "token: ", HexBytes(issued.token()), "\n");
   } else {
