@@ -26,6 +26,7 @@
 #include "rdmad/v1/rdmad.grpc.pb.h"
 #include "server/cm/token.h"
 #include "tests/conformance/cm_peer.h"
+#include "tests/support/eventually.h"
 
 extern char** environ;
 
@@ -120,24 +121,28 @@ std::vector<v1::CmId> ListIds() {
 }
 // Waits (bounded) for the connect request that reached `listener`; returns the new id's name ("" if none).
 std::string WaitConnectRequest(const std::string& listener) {
-  for (int i = 0; i < 2000; ++i) {
-    for (const v1::CmId& id : ListIds()) {
-      if (id.listener() == listener && id.state() == v1::CM_CONNECT_REQUEST) return id.name();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return "";
+  std::string found;
+  test::Eventually(
+      [&] {
+        for (const v1::CmId& id : ListIds()) {
+          if (id.listener() == listener && id.state() == v1::CM_CONNECT_REQUEST) found = id.name();
+        }
+        return !found.empty();
+      },
+      absl::Seconds(20), absl::Milliseconds(10));
+  return found;
 }
 
 // Waits (bounded) until rdmad holds no accepted data-plane connection; returns how many are left.
 int WaitDataPlaneConnectionsGone() {
   int left = 0;
-  for (int i = 0; i < 3000; ++i) {
-    left = 0;
-    for (const auto& id : ListIds()) left += id.data_plane() && !id.listener().empty();
-    if (left == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test::Eventually(
+      [&] {
+        left = 0;
+        for (const auto& id : ListIds()) left += id.data_plane() && !id.listener().empty();
+        return left == 0;
+      },
+      absl::Seconds(30), absl::Milliseconds(10));
   return left;
 }
 
@@ -180,32 +185,25 @@ class Watch {
   }
   // Waits (bounded) until an event of `type` for `id` was seen; returns it (empty type if none).
   v1::CmEvent WaitFor(const std::string& id, const std::string& type, int seconds = 20) {
-    for (int i = 0; i < seconds * 100; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (const auto& e : events_) {
-          if (e.cm_id() == id && e.type() == type) return e;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return v1::CmEvent();
+    return WaitForAny(id, {type}, seconds);
   }
   // As WaitFor, for the first event of `id` whose type is one of `types`.
   v1::CmEvent WaitForAny(const std::string& id, const std::vector<std::string>& types, int seconds = 20) {
-    for (int i = 0; i < seconds * 100; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (const auto& e : events_) {
-          if (e.cm_id() != id) continue;
-          for (const auto& t : types) {
-            if (e.type() == t) return e;
+    v1::CmEvent found;
+    test::Eventually(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu_);
+          for (const auto& e : events_) {
+            if (e.cm_id() != id) continue;
+            for (const auto& t : types) {
+              if (e.type() == t) found = e;
+            }
+            if (!found.type().empty()) return true;
           }
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return v1::CmEvent();
+          return false;
+        },
+        absl::Seconds(seconds), absl::Milliseconds(10));
+    return found;
   }
   int CountType(const std::string& type) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -366,13 +364,14 @@ TEST(CmConformance, DataPlaneListenerAcceptsATokenOnAWorkerChannelAndReleasesOnD
   CmPeer::Result r = peer->Dial(Addr(), 7471, token);
   ASSERT_EQ(r.outcome, CmPeer::Outcome::kEstablished) << r.event << " " << r.error;
   std::string accepted;
-  for (int i = 0; i < 2000 && accepted.empty(); ++i) {
-    for (const auto& id : ListIds()) {
-      if (!before.count(id.name()) && id.data_plane() && id.state() == v1::CM_CONNECTED) accepted = id.name();
-    }
-    if (accepted.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_FALSE(accepted.empty());
+  ASSERT_TRUE(test::Eventually(
+      [&] {
+        for (const auto& id : ListIds()) {
+          if (!before.count(id.name()) && id.data_plane() && id.state() == v1::CM_CONNECTED) accepted = id.name();
+        }
+        return !accepted.empty();
+      },
+      absl::Seconds(20), absl::Milliseconds(10)));
   v1::CmId id = GetId(accepted);
   v1::GetChannelRequest gc;
   gc.set_name(id.channel());
@@ -389,11 +388,12 @@ TEST(CmConformance, DataPlaneListenerAcceptsATokenOnAWorkerChannelAndReleasesOnD
   EXPECT_EQ(peer->Disconnect(), "");
   peer.reset();
   grpc::Status gone;
-  for (int i = 0; i < 2000; ++i) {
-    GetId(accepted, &gone);
-    if (gone.error_code() == grpc::StatusCode::NOT_FOUND) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test::Eventually(
+      [&] {
+        GetId(accepted, &gone);
+        return gone.error_code() == grpc::StatusCode::NOT_FOUND;
+      },
+      absl::Seconds(20), absl::Milliseconds(10));
   EXPECT_EQ(gone.error_code(), grpc::StatusCode::NOT_FOUND);
   DeletePd(pd);
 }
@@ -581,10 +581,9 @@ TEST(CmConformance, AWatcherThatNeverReadsIsCutOffWithACountWhileAnotherKeepsUp)
   // on rdmad's side. (Not its ESTABLISHED: on rxe a lost RTU followed by the peer's DREQ takes rdmad's id
   // from REP_SENT straight to DISCONNECTED, as ib_cm does, so a connection can rightly have none.)
   int requests = 0;
-  for (int i = 0; i < 1000 && requests < kConnections; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    requests = keeping_up.CountType("RDMA_CM_EVENT_CONNECT_REQUEST");
-  }
+  test::Eventually(
+      [&] { return (requests = keeping_up.CountType("RDMA_CM_EVENT_CONNECT_REQUEST")) >= kConnections; },
+      absl::Seconds(10), absl::Milliseconds(10));
   EXPECT_GE(requests, kConnections);
   std::printf("[          ] the stalled watcher read %d events before its cut; the other saw %d CONNECT_REQUEST, "
               "%d ESTABLISHED\n",
@@ -603,18 +602,19 @@ TEST(CmConformance, HundredConnectionsSpreadOverTheWorkersAndAllGoAfterDisconnec
     ASSERT_EQ(r.outcome, CmPeer::Outcome::kEstablished) << i << ": " << r.event << " " << r.error;
   }
   std::map<std::string, int> per_channel;
-  for (int i = 0; i < 2000; ++i) {
-    per_channel.clear();
-    int connected = 0;
-    for (const auto& id : ListIds()) {
-      if (id.data_plane() && !id.listener().empty() && id.state() == v1::CM_CONNECTED) {
-        connected++;
-        per_channel[id.channel()]++;
-      }
-    }
-    if (connected == kConnections) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test::Eventually(
+      [&] {
+        per_channel.clear();
+        int connected = 0;
+        for (const auto& id : ListIds()) {
+          if (id.data_plane() && !id.listener().empty() && id.state() == v1::CM_CONNECTED) {
+            connected++;
+            per_channel[id.channel()]++;
+          }
+        }
+        return connected == kConnections;
+      },
+      absl::Seconds(20), absl::Milliseconds(10));
   int total = 0;
   for (const auto& [ch, n] : per_channel) total += n;
   EXPECT_EQ(total, kConnections);

@@ -18,6 +18,7 @@
 #include "server/common/status.h"
 #include "server/common/sync.h"
 #include "server/dataplane/listener.h"
+#include "tests/support/eventually.h"
 #include "tests/support/server_status.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
@@ -99,15 +100,18 @@ class CmManagerTest : public ::testing::Test {
   }
   // Waits (bounded) for the next event the watcher gets.
   static absl::StatusOr<v1::CmEvent> NextEvent(Watcher& w) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      if (std::optional<v1::CmEvent> e = w.Next()) return *e;
-      if (std::optional<absl::Status> closed = w.Closed()) {
-        return closed->ok() ? absl::OutOfRangeError("the stream ended cleanly") : *closed;
+    absl::StatusOr<v1::CmEvent> out = absl::DeadlineExceededError("no event within 10 s");
+    test::Eventually([&] {
+      if (std::optional<v1::CmEvent> e = w.Next()) {
+        out = *e;
+      } else if (std::optional<absl::Status> closed = w.Closed()) {
+        out = closed->ok() ? absl::OutOfRangeError("the stream ended cleanly") : *closed;
+      } else {
+        return false;
       }
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return absl::DeadlineExceededError("no event within 10 s");
+      return true;
+    });
+    return out;
   }
   static absl::StatusOr<v1::CmEvent> NextOfType(Watcher& w, const std::string& type) {
     for (int i = 0; i < 64; ++i) {
@@ -404,12 +408,9 @@ struct Client {
     return e.empty() ? fabric::CmEvent{} : std::move(e.front());
   }
   std::vector<fabric::CmEvent> Wait() {
-    for (int i = 0; i < 10000; ++i) {
-      std::vector<fabric::CmEvent> e = channel->Drain();
-      if (!e.empty()) return e;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return {};
+    std::vector<fabric::CmEvent> e;
+    test::Eventually([&] { return !(e = channel->Drain()).empty(); });
+    return e;
   }
 };
 
@@ -427,16 +428,14 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   EXPECT_EQ(answer.type, fabric::CmEventType::kConnectResponse);  // a client without a QP: it finishes itself
   ASSERT_TRUE(good.id->Accept("").ok());
   // The accepted id lives on a worker channel with a QP on the token's PD.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   std::string accepted;
-  while (accepted.empty() && absl::Now() < deadline) {
+  ASSERT_TRUE(test::Eventually([&] {
     const std::vector<v1::CmId> all = manager_->ListCmIds(v1::ListCmIdsRequest()).value();
     for (const v1::CmId& id : all) {
       if (id.data_plane() && !id.listener().empty() && id.state() == v1::CM_CONNECTED) accepted = id.name();
     }
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  ASSERT_FALSE(accepted.empty());
+    return !accepted.empty();
+  }));
   v1::CmId id = manager_->GetCmId(accepted).value();
   EXPECT_EQ(manager_->GetChannel(id.channel()).value().role(), v1::CHANNEL_WORKER);
   EXPECT_EQ(registry_->GetQp(id.qp()).value().pd(), pd_);
@@ -460,8 +459,7 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   }
   // The client leaves: rdmad releases the connection (id and QP).
   good.id.reset();
-  const absl::Time gone_by = absl::Now() + absl::Seconds(10);
-  while (manager_->GetCmId(accepted).ok() && absl::Now() < gone_by) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(test::Eventually([&] { return !manager_->GetCmId(accepted).ok(); }));
   EXPECT_TRUE(IsError(manager_->GetCmId(accepted), absl::StatusCode::kNotFound, "name"));
   EXPECT_TRUE(IsError(registry_->GetQp(id.qp()), absl::StatusCode::kNotFound, "name"));
   ExpectUsageMatchesTheList("after the client left");
