@@ -7,35 +7,29 @@ namespace {
 constexpr char kRdmactlVersion[] = "0.1.0";
 constexpr char kApiVersion[] = "rdmad.v1";
 
-struct HealthOptions {
-  void Flags(CLI::App*) {}
-  int Run(Context& ctx) const {
-    if (absl::Status s = ctx.client().Health(); !s.ok()) return ctx.Fail(s);
-    json::Health health;
-    health.set_server(ctx.server());
-    health.set_status("SERVING");
-    ctx.out() << (ctx.format() == Format::kJson ? ToJson(health) : "rdmad at " + ctx.server() + " is serving\n");
-    return kExitOk;
-  }
-};
+int Health(Context& ctx) {
+  if (absl::Status s = ctx.client().Health(); !s.ok()) return ctx.Fail(s);
+  json::Health health;
+  health.set_server(ctx.server());
+  health.set_status("SERVING");
+  ctx.out() << (ctx.format() == Format::kJson ? ToJson(health) : "rdmad at " + ctx.server() + " is serving\n");
+  return kExitOk;
+}
 
-struct VersionOptions {
-  void Flags(CLI::App*) {}
-  int Run(Context& ctx) const {
-    json::Version version;
-    version.set_rdmactl(kRdmactlVersion);
-    version.set_api(kApiVersion);
-    ctx.out() << (ctx.format() == Format::kJson ? ToJson(version)
-                                                 : std::string("rdmactl ") + kRdmactlVersion + " (API " + kApiVersion + ")\n");
-    return kExitOk;
-  }
-};
+int Version(Context& ctx) {
+  json::Version version;
+  version.set_rdmactl(kRdmactlVersion);
+  version.set_api(kApiVersion);
+  ctx.out() << (ctx.format() == Format::kJson ? ToJson(version)
+                                               : std::string("rdmactl ") + kRdmactlVersion + " (API " + kApiVersion + ")\n");
+  return kExitOk;
+}
 
 }  // namespace
 
 void RegisterServerCommands(Registry& r) {
-  r.Add<HealthOptions>(r.Verb("health"));
-  r.Add<VersionOptions>(r.Verb("version"));
+  r.OnRun(r.Verb("health"), Health);
+  r.OnRun(r.Verb("version"), Version);
 }
 
 }  // namespace rdmad::cli

@@ -9,14 +9,11 @@ int Describe(Context& ctx, const std::string& name) {
   return Done(ctx, ctx.client().GetTenant(name), [](const v1::Tenant& t) { return TenantText(t); });
 }
 
-struct WhoAmIOptions {
-  void Flags(CLI::App*) {}
-  int Run(Context& ctx) const {
-    auto caller = ctx.client().WhoAmI();
-    if (!caller.ok()) return ctx.Fail(caller.status());
-    return PrintResult(ctx, *caller, {caller->principal()}, CallerText(*caller));
-  }
-};
+int WhoAmI(Context& ctx) {
+  auto caller = ctx.client().WhoAmI();
+  if (!caller.ok()) return ctx.Fail(caller.status());
+  return PrintResult(ctx, *caller, {caller->principal()}, CallerText(*caller));
+}
 
 }  // namespace
 
@@ -28,7 +25,7 @@ void RegisterTenantCommands(Registry& r) {
             &client::Client::GetTenant});
   r.Named("describe", Kind::kTenant, "A tenant: every quota (used, limit), its principals, file roots, devices and PDs",
           Describe);
-  r.Add<WhoAmIOptions>(r.Verb("whoami"));
+  r.OnRun(r.Verb("whoami"), WhoAmI);
 }
 
 }  // namespace rdmad::cli

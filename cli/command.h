@@ -95,7 +95,7 @@ class Registry {
   CLI::App* Verb(const std::string& name);
   // `verb NOUN`: called by the kind's singular (plural: by its plural), the other an alias.
   CLI::App* Noun(const std::string& verb, Kind kind, const std::string& description, bool plural = false);
-  // What runs when `sub` is the command chosen.
+  // What runs when `sub` is the command chosen (a command without flags: health, version, whoami).
   void OnRun(CLI::App* sub, RunFn run);
   // Binds a new Options to `sub`: Flags(sub) now; Validate() then Run(ctx) when it is chosen.
   template <typename Options>
