@@ -77,6 +77,10 @@ TEST(EventuallyTest, TrueOnceThePredicateIsElseItsLastAnswer) {
   EXPECT_TRUE(Eventually([&] { return ++calls == 3; }));
   EXPECT_EQ(calls, 3);
   EXPECT_FALSE(Eventually([] { return false; }, absl::Milliseconds(20)));
+  int slow = 0;  // asked at the start, every 10 ms, and once more at the deadline: a few times, not 50
+  EXPECT_FALSE(Eventually([&] { return ++slow < 0; }, absl::Milliseconds(50), absl::Milliseconds(10)));
+  EXPECT_GE(slow, 2);
+  EXPECT_LE(slow, 8);
 }
 
 }  // namespace
