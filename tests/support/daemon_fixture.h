@@ -20,6 +20,9 @@
 // Options::identify reads the names from the metadata. The Config's admins, tenants and quotas then apply as
 // to any caller.
 //
+// The Config is rdmad's defaults but for listen (the socket), rdma_listen and shutdown_deadline_s (10 s): so
+// the audit log is stdout unless the test names a file (or "" for none).
+//
 // The fake CM and the ledger outlive the daemon; the destructor (or Stop) drains it (shutdown_deadline_s).
 //
 // Threads: the test's thread starts, stops and configures it; the daemon's threads serve.

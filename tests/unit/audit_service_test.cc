@@ -1,6 +1,7 @@
-// The Audit service (server/rpc/audit_service.h) over an in-process gRPC server, read with the client
-// library's WatchAudit: admins only (the check is the caller's lambda), the retained history first with
-// from_oldest, live records after, FAILED_PRECONDITION when the log is off, UNAVAILABLE at shutdown.
+// The Audit service (server/rpc/audit_service.h) of a whole rdmad in-process (tests/support/daemon_fixture.h),
+// read with the client library's WatchAudit: admins only (a tenant's caller is refused), the retained history
+// first with from_oldest, live records after, FAILED_PRECONDITION when the log is off, UNAVAILABLE at
+// shutdown.
 #include "server/rpc/audit_service.h"
 
 #include <atomic>
@@ -18,13 +19,15 @@
 #include "client/client.h"
 #include "server/audit/audit_log.h"
 #include "server/common/sync.h"
-#include "tests/support/temp_dir.h"
+#include "server/config.h"
+#include "tests/support/daemon_fixture.h"
+#include "tests/support/eventually.h"
 
 namespace rdmad {
 namespace {
 
 using namespace std::chrono_literals;
-using ::rdmad::test::TempDir;
+using ::rdmad::test::Eventually;
 using ::testing::HasSubstr;
 
 audit::Event Sample(int i) {
@@ -35,42 +38,35 @@ audit::Event Sample(int i) {
   return e;
 }
 
+constexpr char kAdmin[] = "ops";
+constexpr char kTenant[] = "spiffe://t/user";  // in tenant t
+
 class AuditServiceTest : public ::testing::Test {
  protected:
-  void Start(audit::AuditLog* log) {
-    services_ = MakeAuditServices(log, [this](const grpc::ServerContextBase&) {
-      return admin_.load() ? absl::OkStatus() : absl::PermissionDeniedError("WatchAudit is for admins only");
-    });
-    grpc::ServerBuilder builder;
-    for (auto& s : services_) builder.RegisterService(s.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    client_ = std::make_unique<client::Client>(server_->InProcessChannel(grpc::ChannelArguments()), 2000ms);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 2s);
-  }
-  // The fixture owns the log so that it outlives the server (shut down in TearDown): a stream's OnDone runs
-  // on a gRPC thread after its client saw the end, and still unsubscribes from the log's hub.
-  audit::AuditLog* OpenLog() {
-    absl::StatusOr<std::unique_ptr<audit::AuditLog>> log = audit::AuditLog::Open(dir_.Sub("audit.log"), {});
-    EXPECT_TRUE(log.ok()) << log.status();
-    if (log.ok()) log_ = std::move(*log);
-    return log_.get();
+  // Starts rdmad with an audit log (`with_log`) or without, and a client calling as `caller`: the admin, or
+  // a tenant's principal. The log, or null.
+  audit::AuditLog* Start(bool with_log, const std::string& caller = kAdmin) {
+    Config& config = rdmad_.config();
+    config.admins = {kAdmin};
+    TenantConfig t;
+    t.name = "t";
+    t.principals = {kTenant};
+    config.tenants = {t};
+    config.audit = with_log ? rdmad_.dir().Sub("audit.log") : "";  // rdmad's default is stdout
+    absl::Status started = rdmad_.Start();
+    EXPECT_TRUE(started.ok()) << started;
+    client_ = std::make_unique<client::Client>(rdmad_.ChannelAs(caller), 2000ms);
+    return rdmad_.layers().audit;
   }
 
-  TempDir dir_;
-  std::unique_ptr<audit::AuditLog> log_;
-  std::atomic<bool> admin_{true};
-  std::vector<std::unique_ptr<grpc::Service>> services_;
-  std::unique_ptr<grpc::Server> server_;
+  // The daemon owns the log, which outlives its server: a stream's OnDone runs on a gRPC thread after its
+  // client saw the end, and still unsubscribes from the log's hub.
+  test::DaemonFixture rdmad_;
   std::unique_ptr<client::Client> client_;
 };
 
 TEST_F(AuditServiceTest, OnlyAdminsMayWatch) {
-  audit::AuditLog* log = OpenLog();
-  Start(log);
-  admin_ = false;
+  Start(/*with_log=*/true, kTenant);
   int got = 0;
   absl::Status s = client_->WatchAudit(v1::WatchAuditRequest(), [&](const v1::AuditRecord&) { return ++got, true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
@@ -79,8 +75,8 @@ TEST_F(AuditServiceTest, OnlyAdminsMayWatch) {
 }
 
 TEST_F(AuditServiceTest, ReplaysFromOldestThenFollowsLive) {
-  audit::AuditLog* log = OpenLog();
-  Start(log);
+  audit::AuditLog* log = Start(/*with_log=*/true);
+  ASSERT_NE(log, nullptr);
   log->Record(Sample(1));
   log->Record(Sample(2));
 
@@ -101,8 +97,7 @@ TEST_F(AuditServiceTest, ReplaysFromOldestThenFollowsLive) {
     MutexLock lock(&mu);
     return got.size();
   };
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (count() < 2 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(Eventually([&] { return count() >= 2; })) << "the replay did not arrive";
   log->Record(Sample(3));
   log->Record(Sample(4));
   watcher.join();
@@ -126,16 +121,15 @@ TEST_F(AuditServiceTest, ReplaysFromOldestThenFollowsLive) {
 }
 
 TEST_F(AuditServiceTest, ShutdownEndsTheStreamUnavailable) {
-  audit::AuditLog* log = OpenLog();
-  Start(log);
+  audit::AuditLog* log = Start(/*with_log=*/true);
+  ASSERT_NE(log, nullptr);
   log->Record(Sample(1));
   std::atomic<int> got{0};
   absl::Status end;
   v1::WatchAuditRequest req;
   req.set_from_oldest(true);
   std::thread watcher([&] { end = client_->WatchAudit(req, [&](const v1::AuditRecord&) { return ++got, true; }); });
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (got.load() < 1 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(Eventually([&] { return got.load() >= 1; })) << "the replay did not arrive";
   log->Shutdown();
   watcher.join();
   EXPECT_EQ(got.load(), 1);
@@ -143,7 +137,7 @@ TEST_F(AuditServiceTest, ShutdownEndsTheStreamUnavailable) {
 }
 
 TEST_F(AuditServiceTest, LogOffIsFailedPrecondition) {
-  Start(nullptr);
+  Start(/*with_log=*/false);
   absl::Status s = client_->WatchAudit(v1::WatchAuditRequest(), [](const v1::AuditRecord&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_EQ(client::Detail(s).field(), "audit");

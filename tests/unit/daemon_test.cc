@@ -19,47 +19,23 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "server/config.h"
-#include "tests/support/temp_dir.h"
-#include "tests/unit/fake_cm.h"
+#include "tests/support/daemon_fixture.h"
 #include "tests/unit/fake_fabric.h"
 
 namespace rdmad {
 namespace {
 
-constexpr char kAddr[] = "10.0.2.15";
-
+// The tests start and drain the Daemon themselves: the fixture gives the options (the fake fabric on a unix
+// socket in a TempDir, its fake clock) and the client, and keeps the fakes alive past the daemon.
 class DaemonTest : public ::testing::Test {
  protected:
-  // In /tmp: the socket's path stays short enough for sockaddr_un.
-  test::TempDir dir_{test::TempDir::Options{.base = "/tmp", .prefix = "rdmad-daemon-test."}};
-  const std::string socket_ = dir_.Sub("rdmad.sock");
+  Daemon::Options Options() { return rdmad_.Options(); }
+  client::Client Connect() { return rdmad_.Client(); }
+  int64_t NowNs() { return absl::ToUnixNanos(rdmad_.clock().Now()); }
 
-  Daemon::Options Options() {
-    Daemon::Options o;
-    o.config.listen = {"unix:" + socket_};
-    o.config.rdma_listen = {absl::StrCat(kAddr, ":7471")};
-    o.config.shutdown_deadline_s = 10;
-    o.open_fabric = [this]() -> absl::StatusOr<std::unique_ptr<fabric::Fabric>> {
-      auto fabric =
-          std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_);
-      cm_ = std::make_unique<fake::FakeCm>(fabric->devices(), std::map<std::string, std::string>{{kAddr, "rxe0"}});
-      fabric->set_cm(cm_.get());
-      return std::unique_ptr<fabric::Fabric>(std::move(fabric));
-    };
-    o.clock = [this] { return absl::FromUnixNanos(now_ns_.load()); };
-    return o;
-  }
-
-  client::Client Connect() {
-    client::Client::Options o;
-    o.target = "unix:" + socket_;
-    o.timeout = std::chrono::milliseconds(10000);
-    return client::Client(o);
-  }
-
-  std::shared_ptr<fake::FakeLedger> ledger_ = std::make_shared<fake::FakeLedger>();
-  std::unique_ptr<fake::FakeCm> cm_;  // outlives the daemon: declared before it in each test
-  std::atomic<int64_t> now_ns_{absl::ToUnixNanos(absl::FromUnixSeconds(2'000'000'000))};
+  test::DaemonFixture rdmad_;
+  const std::string socket_ = rdmad_.socket();
+  std::shared_ptr<fake::FakeLedger> ledger_ = rdmad_.ledger();
 };
 
 TEST_F(DaemonTest, ServesDrainsInOrderAndReleasesEverything) {
@@ -93,7 +69,7 @@ TEST_F(DaemonTest, ServesDrainsInOrderAndReleasesEverything) {
   grant_req.set_principal("reader");
   absl::StatusOr<v1::IssuedGrant> grant = rdmad.IssueGrant(grant_req);
   ASSERT_TRUE(grant.ok()) << grant.status();
-  EXPECT_EQ(grant->grant().expire_time_unix_nanos(), now_ns_.load() + absl::ToInt64Nanoseconds(absl::Seconds(5)));
+  EXPECT_EQ(grant->grant().expire_time_unix_nanos(), NowNs() + absl::ToInt64Nanoseconds(absl::Seconds(5)));
 
   std::vector<std::string> stages;
   (*daemon)->Drain(absl::Now() + absl::Seconds(10), [&](const char* stage) { stages.push_back(stage); });

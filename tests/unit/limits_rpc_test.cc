@@ -1,5 +1,5 @@
-// The caps on what callers may hold, through the real gRPC services (server/rpc/) over the fake fabric and
-// the fake rdma_cm, the caller named by a test-only metadata header as in tenancy_test:
+// The caps on what callers may hold, through a whole rdmad in-process (tests/support/daemon_fixture.h) over
+// the fake fabric and the fake rdma_cm, the caller named per call by the fixture (as in tenancy_test):
 //   - a tenant's watch_streams quota and the rdmad-wide limit watch_streams, on WatchEvents, WatchGrants and
 //     WatchAudit: an admitted stream says so at once with the initial metadata "rdmad-watch: open", a
 //     refused one ends at once with RESOURCE_EXHAUSTED naming the quota or limit, and a closed stream frees
@@ -7,8 +7,8 @@
 //   - BindMw whose bounds region (a device that does not enforce window bounds) would pass the tenant's
 //     pinned_bytes quota: refused before anything is pinned;
 //   - the rdmad-wide limit grants on IssueGrant and IssueGrants, admins included.
-// Threads: the test's thread drives the clients; the in-process server's callback threads run the handlers
-// and the watch streams' reactors; the fixture owns everything and tears it down after the server.
+// Threads: the test's thread drives the clients; the daemon's gRPC callback threads run the handlers and the
+// watch streams' reactors; the fixture drains the daemon in TearDown, after closing the streams.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -19,20 +19,12 @@
 #include <gtest/gtest.h>
 
 #include "rdmad/v1/rdmad.grpc.pb.h"
-#include "server/audit/audit_log.h"
-#include "server/auth/policy.h"
-#include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "server/config.h"
-#include "server/grants/manager.h"
 #include "server/registry/registry.h"
-#include "server/rpc/audit_service.h"
-#include "server/rpc/services.h"
 #include "server/tenancy/gate.h"
+#include "tests/support/daemon_fixture.h"
 #include "tests/support/eventually.h"
-#include "tests/support/temp_dir.h"
-#include "tests/unit/fake_client.h"
-#include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
 
 namespace rdmad {
@@ -42,7 +34,6 @@ using ::rdmad::test::Eventually;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kAddr[] = "10.0.2.15";
 constexpr char kAdmin[] = "ops";
 constexpr char kWatcher[] = "spiffe://t/w";  // tenant w: watch_streams 2
 constexpr char kPinner[] = "spiffe://t/p";   // tenant p: pinned_bytes 16384
@@ -117,79 +108,26 @@ enum class Kind { kGrants, kEvents, kAudit };
 class LimitsRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    config_ = Tenants();
-    ledger_ = std::make_shared<fake::FakeLedger>();
-    // rxe0 does not enforce window bounds (the fake's default, as rxe): every bind registers a bounds region.
-    auto fabric = std::make_unique<fake::FakeFabric>(
-        std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_);
-    fake_cm_ = std::make_unique<fake::FakeCm>(fabric->devices(), std::map<std::string, std::string>{{kAddr, "rxe0"}});
-    fabric->set_cm(fake_cm_.get());
-    Registry::Options registry_options;
-    registry_options.mw_bounds_region = MwBoundsRegion::kAuto;
-    registry_ = std::make_unique<Registry>(std::move(fabric), registry_options);
-    cm::CmManager::Options cm_options;
-    cm_options.listen = {{kAddr, 7471}};
-    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
-    ASSERT_TRUE(cm_->Start().ok());
-    grants::GrantManager::Options grant_options;
-    grant_options.max_grants = kGrantLimit;
-    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), &tokens_, grant_options);
-    policy_ = std::make_unique<auth::Policy>(config_);
-    tenancy::Gate::Deps deps{registry_.get(), cm_.get(), grants_.get(), &tokens_};
-    deps.max_watch_streams = kWatchLimit;
-    gate_ = std::make_unique<tenancy::Gate>(policy_.get(), deps);
-    absl::StatusOr<std::unique_ptr<audit::AuditLog>> log = audit::AuditLog::Open(dir_.Sub("audit.log"), {});
-    ASSERT_TRUE(log.ok()) << log.status();
-    audit_ = std::move(log).value();
-
-    env_.registry = registry_.get();
-    env_.cm = cm_.get();
-    env_.grants = grants_.get();
-    env_.gate = gate_.get();
-    env_.identify = [](const grpc::ServerContextBase& ctx) {
-      auth::Peer p;
-      p.transport = "tls";
-      p.authenticated = true;
-      auto it = ctx.client_metadata().find("x-test-principal");
-      if (it != ctx.client_metadata().end()) p.principal = std::string(it->second.data(), it->second.size());
-      p.address = "inproc";
-      return p;
-    };
-    services_ = MakeServices(&env_);
-    for (auto& s : MakeCmServices(&env_)) services_.push_back(std::move(s));
-    for (auto& s : MakeGrantServices(&env_)) services_.push_back(std::move(s));
-    // WatchAudit as rdmad wires it: admins only, a slot of the rdmad-wide limit.
-    auto require_admin = [this](const grpc::ServerContextBase& ctx) -> absl::Status {
-      absl::StatusOr<auth::Caller> caller = gate_->Admit(env_.identify(ctx));
-      if (!caller.ok()) return caller.status();
-      return caller->admin ? absl::OkStatus() : absl::PermissionDeniedError("admins only");
-    };
-    OpenWatchSlot open_watch = [this](const grpc::ServerContextBase&) -> absl::StatusOr<std::shared_ptr<void>> {
-      auth::Caller admin;
-      admin.admin = true;
-      absl::StatusOr<tenancy::Gate::WatchSlot> slot = gate_->OpenWatch(admin);
-      if (!slot.ok()) return slot.status();
-      return std::shared_ptr<void>(std::make_shared<tenancy::Gate::WatchSlot>(std::move(slot).value()));
-    };
-    for (auto& s : MakeAuditServices(audit_.get(), require_admin, open_watch)) services_.push_back(std::move(s));
-    grpc::ServerBuilder builder;
-    for (auto& s : services_) builder.RegisterService(s.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    channel_ = server_->InProcessChannel(grpc::ChannelArguments());
+    const Config tenants = Tenants();
+    Config& config = rdmad_.config();
+    config.admins = tenants.admins;
+    config.tenants = tenants.tenants;
+    config.limits.grants = kGrantLimit;
+    config.limits.watch_streams = kWatchLimit;
+    config.audit = rdmad_.dir().Sub("audit.log");  // WatchAudit: admins only, a slot of the rdmad-wide limit
+    // rxe0 does not enforce window bounds (the fake's default, as rxe): every bind registers a bounds region
+    // (mw_bounds_region "auto").
+    ASSERT_TRUE(rdmad_.Start().ok());
+    ledger_ = rdmad_.ledger();
+    registry_ = rdmad_.layers().registry;
+    tokens_ = rdmad_.layers().tokens;
+    gate_ = rdmad_.layers().gate;
+    channel_ = rdmad_.Channel();
   }
   void TearDown() override {
     for (Stream& s : streams_) s.Close();
     streams_.clear();
-    grants_->Shutdown();
-    cm_->Quiesce();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    server_.reset();
-    services_.clear();
-    audit_.reset();
-    grants_.reset();
-    cm_.reset();
-    registry_.reset();
+    rdmad_.Stop();
     EXPECT_THAT(ledger_->violations(), IsEmpty());
     fake::FakeLedger::Counts c = ledger_->live();
     EXPECT_EQ(c.mrs + c.mws + c.qps, 0);
@@ -198,8 +136,7 @@ class LimitsRpcTest : public ::testing::Test {
   // A context as `principal`. A deadline bounds every wait: a stream that never says whether it was admitted
   // ends with DEADLINE_EXCEEDED (and so counts as refused) instead of hanging the test.
   static std::unique_ptr<grpc::ClientContext> As(const std::string& principal) {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->AddMetadata("x-test-principal", principal);
+    auto ctx = test::DaemonFixture::As(principal);
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     return ctx;
   }
@@ -298,20 +235,11 @@ class LimitsRpcTest : public ::testing::Test {
     return static_cast<size_t>(all.grants_size());
   }
 
-  test::TempDir dir_;
-  Config config_;
+  test::DaemonFixture rdmad_;
   std::shared_ptr<fake::FakeLedger> ledger_;
-  std::unique_ptr<fake::FakeCm> fake_cm_;
-  std::unique_ptr<Registry> registry_;
-  cm::TokenStore tokens_;
-  std::unique_ptr<cm::CmManager> cm_;
-  std::unique_ptr<grants::GrantManager> grants_;
-  std::unique_ptr<auth::Policy> policy_;
-  std::unique_ptr<tenancy::Gate> gate_;
-  std::unique_ptr<audit::AuditLog> audit_;
-  Env env_;
-  std::vector<std::unique_ptr<grpc::Service>> services_;
-  std::unique_ptr<grpc::Server> server_;
+  Registry* registry_ = nullptr;
+  cm::TokenStore* tokens_ = nullptr;
+  tenancy::Gate* gate_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::vector<Stream> streams_;
 };
@@ -407,7 +335,7 @@ TEST_F(LimitsRpcTest, TheRdmadWideGrantsLimitRefusesIssueGrantPastItForEveryCall
         << who << ": " << s.error_code() << ": " << s.error_message();
   }
   EXPECT_EQ(ListGrants(), 3u);
-  EXPECT_EQ(tokens_.Outstanding(), 3u);
+  EXPECT_EQ(tokens_->Outstanding(), 3u);
 
   v1::RevokeGrantRequest revoke;
   revoke.set_name(first.grant().name());

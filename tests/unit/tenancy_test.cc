@@ -1,6 +1,6 @@
-// Tenancy through the real gRPC services (server/rpc/, server/tenancy/gate.h) over the fake fabric and the
-// fake rdma_cm: two tenants and an admin, the caller named by a test-only metadata header (the identity
-// layer, server/auth/, is tested on its own). Tenant b gets NOT_FOUND, with the message of a missing
+// Tenancy through a whole rdmad in-process (tests/support/daemon_fixture.h; server/rpc/, server/tenancy/gate.h)
+// over the fake fabric and the fake rdma_cm: two tenants and an admin, the caller named per call by the
+// fixture (the identity layer, server/auth/, is tested on its own). Tenant b gets NOT_FOUND, with the message of a missing
 // resource, for every one of a's resources in Get, List, Watch and every mutation; quotas stop creations
 // exactly at the limit with nothing half created; the per-connection rate limit; unknown principals;
 // the audit hook sees each mutation.
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,15 +17,19 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
+#include "server/audit/audit_log.h"
 #include "server/auth/policy.h"
-#include "server/cm/manager.h"
 #include "server/cm/token.h"
+#include "server/common/sync.h"
 #include "server/config.h"
-#include "server/grants/manager.h"
+#include "server/daemon.h"
 #include "server/registry/registry.h"
-#include "server/rpc/services.h"
 #include "server/tenancy/gate.h"
+#include "tests/support/daemon_fixture.h"
+#include "tests/support/eventually.h"
 #include "tests/unit/fake_client.h"
 #include "tests/unit/fake_cm.h"
 #include "tests/unit/fake_fabric.h"
@@ -68,71 +73,49 @@ struct Record {
 class TenancyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    config_ = TwoTenants();
-    ledger_ = std::make_shared<fake::FakeLedger>();
-    auto fabric = std::make_unique<fake::FakeFabric>(
-        std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_);
-    fake_cm_ = std::make_unique<fake::FakeCm>(fabric->devices(), std::map<std::string, std::string>{{kAddr, "rxe0"}});
-    fabric->set_cm(fake_cm_.get());
-    device_ = fabric->devices()[0];
-    registry_ = std::make_unique<Registry>(std::move(fabric), Registry::Options());
-    cm::CmManager::Options cm_options;
-    cm_options.listen = {{kAddr, 7471}};
-    cm_ = std::make_unique<cm::CmManager>(fake_cm_.get(), registry_.get(), &tokens_, cm_options);
-    ASSERT_TRUE(cm_->Start().ok());
-    grants_ = std::make_unique<grants::GrantManager>(registry_.get(), cm_.get(), &tokens_, grants::GrantManager::Options());
-    policy_ = std::make_unique<auth::Policy>(config_);
-    gate_ = std::make_unique<tenancy::Gate>(policy_.get(),
-                                            tenancy::Gate::Deps{registry_.get(), cm_.get(), grants_.get(), &tokens_});
-    cm_->set_admit_connection([this](const cm::Claims& c) { return gate_->AdmitConnection(c.pd); });
-    cm_->set_cm_id_gone([this](const std::string& id) { gate_->ForgetCmId(id); });
-    env_.registry = registry_.get();
-    env_.cm = cm_.get();
-    env_.grants = grants_.get();
-    env_.gate = gate_.get();
-    env_.identify = [](const grpc::ServerContextBase& ctx) {
-      auth::Peer p;
-      p.transport = "tls";
-      p.authenticated = true;
-      auto it = ctx.client_metadata().find("x-test-principal");
-      if (it != ctx.client_metadata().end()) p.principal = std::string(it->second.data(), it->second.size());
-      auto conn = ctx.client_metadata().find("x-test-connection");
-      p.address = conn == ctx.client_metadata().end() ? "inproc" : std::string(conn->second.data(), conn->second.size());
-      return p;
-    };
-    env_.audit = [this](const auth::Caller& c, const std::string& method, const std::string& resource,
-                        const absl::Status& s) {
+    const Config tenants = TwoTenants();
+    rdmad_.config().admins = tenants.admins;
+    rdmad_.config().tenants = tenants.tenants;
+    rdmad_.config().audit = rdmad_.dir().Sub("audit.log");
+    ASSERT_TRUE(rdmad_.Start().ok());
+    ledger_ = rdmad_.ledger();
+    fake_cm_ = rdmad_.cm();
+    device_ = rdmad_.device();
+    const Daemon::Layers layers = rdmad_.layers();
+    registry_ = layers.registry;
+    policy_ = layers.policy;
+    gate_ = layers.gate;
+    channel_ = rdmad_.Channel();
+    // The calls' audit records (not the data plane's or the grants' ends), as the audit log publishes them:
+    // on the recording call's thread, before that call answers.
+    audit_watcher_ = layers.audit->hub().Subscribe(audit::AuditFilter(), 0);
+    audit_watcher_->set_wake([this] {
       MutexLock lock(&audit_mu_);
-      audit_.push_back({c.principal, c.tenant, method, resource, s.code()});
-    };
-    services_ = MakeServices(&env_);
-    for (auto& s : MakeCmServices(&env_)) services_.push_back(std::move(s));
-    for (auto& s : MakeGrantServices(&env_)) services_.push_back(std::move(s));
-    grpc::ServerBuilder builder;
-    for (auto& s : services_) builder.RegisterService(s.get());
-    server_ = builder.BuildAndStart();
-    channel_ = server_->InProcessChannel(grpc::ChannelArguments());
+      while (std::optional<v1::AuditRecord> r = audit_watcher_->Next()) {
+        if (absl::StartsWith(r->method(), "data-plane") || r->method() == "grant ended") continue;
+        audit_.push_back({r->principal(), r->tenant(), r->method(), r->resource(), CodeNamed(r->code())});
+      }
+    });
   }
   void TearDown() override {
-    grants_->Shutdown();
-    cm_->Quiesce();
-    server_->Shutdown();
-    server_.reset();
-    services_.clear();
-    grants_.reset();
-    cm_.reset();
-    registry_.reset();
+    rdmad_.Stop();
+    audit_watcher_.reset();
     EXPECT_THAT(ledger_->violations(), IsEmpty());
     fake::FakeLedger::Counts c = ledger_->live();
     EXPECT_EQ(c.mrs + c.mws + c.qps, 0);
   }
+  // "NOT_FOUND" -> absl::StatusCode::kNotFound.
+  static absl::StatusCode CodeNamed(const std::string& name) {
+    for (int c = 0; c <= static_cast<int>(absl::StatusCode::kUnauthenticated); ++c) {
+      if (absl::StatusCodeToString(static_cast<absl::StatusCode>(c)) == name) return static_cast<absl::StatusCode>(c);
+    }
+    ADD_FAILURE() << "an audit record's code " << name;
+    return absl::StatusCode::kUnknown;
+  }
 
   // A context as `principal` (a fresh connection name each time unless given).
   std::unique_ptr<grpc::ClientContext> As(const std::string& principal, const std::string& connection = "") {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->AddMetadata("x-test-principal", principal);
-    ctx->AddMetadata("x-test-connection", connection.empty() ? "conn-" + std::to_string(++conns_) : connection);
-    return ctx;
+    return test::DaemonFixture::As(principal, connection.empty() ? "conn-" + std::to_string(++conns_) : connection);
   }
 
   std::string CreatePd(const std::string& who) {
@@ -159,20 +142,15 @@ class TenancyTest : public ::testing::Test {
     return v1::MemoryRegions::NewStub(channel_)->RegisterMr(As(who).get(), req, mr);
   }
 
-  Config config_;
+  test::DaemonFixture rdmad_;
   std::shared_ptr<fake::FakeLedger> ledger_;
-  std::unique_ptr<fake::FakeCm> fake_cm_;
+  fake::FakeCm* fake_cm_ = nullptr;
   fabric::Device* device_ = nullptr;
-  std::unique_ptr<Registry> registry_;
-  cm::TokenStore tokens_;
-  std::unique_ptr<cm::CmManager> cm_;
-  std::unique_ptr<grants::GrantManager> grants_;
-  std::unique_ptr<auth::Policy> policy_;
-  std::unique_ptr<tenancy::Gate> gate_;
-  Env env_;
-  std::vector<std::unique_ptr<grpc::Service>> services_;
-  std::unique_ptr<grpc::Server> server_;
+  Registry* registry_ = nullptr;
+  auth::Policy* policy_ = nullptr;
+  tenancy::Gate* gate_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<audit::AuditWatcher> audit_watcher_;
   int conns_ = 0;
   Mutex audit_mu_;
   std::vector<Record> audit_;
@@ -712,21 +690,20 @@ TEST_F(TenancyTest, DataPlaneConnectionsOverTheQuotaAreRejectedWithTheTokenLeftU
   // Once the first connection is gone, the second token (not used up) connects.
   one.Leave();
   auto ids = v1::CmIds::NewStub(channel_);
-  for (int i = 0; i < 5000; ++i) {
+  // Until rdmad has seen the connection go (DISCONNECTED, on its dispatcher): d lists no CM id.
+  bool listed = true;
+  auto none_left = [&] {
     v1::ListCmIdsResponse list;
-    ASSERT_TRUE(ids->ListCmIds(As("spiffe://t/d").get(), v1::ListCmIdsRequest(), &list).ok());
-    if (list.cm_ids_size() == 0) break;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+    listed = ids->ListCmIds(As("spiffe://t/d").get(), v1::ListCmIdsRequest(), &list).ok();
+    return !listed || list.cm_ids_size() == 0;
+  };
+  EXPECT_TRUE(test::Eventually(none_left)) << "the first connection's id is still listed";
+  ASSERT_TRUE(listed);
   test::FakeClient again;
   EXPECT_EQ(again.Dial(*fake_cm_, device, second.token()).type, fabric::CmEventType::kEstablished);
   again.Leave();
-  for (int i = 0; i < 5000; ++i) {
-    v1::ListCmIdsResponse list;
-    ASSERT_TRUE(ids->ListCmIds(As("spiffe://t/d").get(), v1::ListCmIdsRequest(), &list).ok());
-    if (list.cm_ids_size() == 0) break;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+  EXPECT_TRUE(test::Eventually(none_left)) << "the second connection's id is still listed";
+  ASSERT_TRUE(listed);
   v1::DeletePdRequest d;
   d.set_name(pd);
   d.set_cascade(true);
