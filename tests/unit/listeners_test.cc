@@ -28,7 +28,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -46,6 +45,7 @@
 #include "server/auth/tls_files.h"
 #include "server/common/status.h"
 #include "server/config.h"
+#include "tests/support/eventually.h"
 #include "tests/support/temp_dir.h"
 
 namespace rdmad::auth {
@@ -90,6 +90,7 @@ class IdentityService final : public Health::Service {
   grpc::Status Check(grpc::ServerContext* ctx, const HealthCheckRequest* req, HealthCheckResponse* resp) override {
     if (req->service() == "block") {
       blocked_address_ = ctx->peer();
+      blocked_ctx_ = ctx;
       entered_.Notify();
       release_.WaitForNotification();
       blocked_peer_ = peers_->Identify(*ctx);
@@ -117,11 +118,14 @@ class IdentityService final : public Health::Service {
     return blocked_peer_;
   }
   const std::string& blocked_address() const { return blocked_address_; }
+  // Whether gRPC has seen the blocked call's client go (its connection closed): the call is cancelled.
+  bool blocked_cancelled() const { return blocked_ctx_ != nullptr && blocked_ctx_->IsCancelled(); }
 
  private:
   const PeerDirectory* peers_;
   Notification entered_, release_, finished_;
   std::string blocked_address_;
+  grpc::ServerContext* blocked_ctx_ = nullptr;  // set before entered_, alive until release_
   Peer blocked_peer_;
 };
 
@@ -392,15 +396,16 @@ TEST(ListenersTls, BadFilesAtStartUp) {
   EXPECT_EQ(std::system(("test -z \"$(ls -A '" + d.path() + "')\"").c_str()), 0) << "copies left in " << d.path();
 }
 
-// Polls `check` (a fresh connection each time) for up to 6 s; the time it took, or -1.
+// Polls `check` (a fresh connection each time, every 100 ms) for up to 6 s; the time it took, or -1.
 double Within(const std::function<bool()>& check) {
   auto start = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(6)) {
-    if (check()) return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return -1;
+  if (!test::Eventually(check, absl::Seconds(6), absl::Milliseconds(100))) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+// gRPC re-reads the certificate files it serves every second (the copies in Listeners' TLS directory): a
+// change that must not take effect is watched through more than two of those refreshes.
+constexpr absl::Duration kRefreshes = absl::Milliseconds(2500);
 
 TEST(ListenersTls, ReloadTakesEffectOnlyWhenAsked) {
   ShortDir d;
@@ -414,7 +419,9 @@ TEST(ListenersTls, ReloadTakesEffectOnlyWhenAsked) {
   WriteAll(d.path() + "/server.pem", ReadAll(Cert("server2.pem")));
   WriteAll(d.path() + "/server.key", ReadAll(Cert("server2.key")));
   WriteAll(d.path() + "/ca.pem", ReadAll(Cert("other-ca.pem")));
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // > 2 of gRPC's 1 s refreshes
+  // Through > 2 of gRPC's refreshes, the old certificates keep working at every look.
+  EXPECT_FALSE(test::Eventually([&] { return !old_works(); }, kRefreshes, absl::Milliseconds(100)))
+      << "the configured files changed without a reload, and that took effect";
   EXPECT_TRUE(old_works()) << "the configured files changed without a reload, and that took effect";
 
   absl::StatusOr<std::string> r = s.listeners().Reload();
@@ -452,7 +459,10 @@ TEST(ListenersTls, BadReloadChangesNothing) {
   EXPECT_EQ(FieldOf(r.status()), "tls.cert");
 
   EXPECT_EQ(ReadAll(s.listeners().tls()->dir() + "/identity.pem"), identity);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Through gRPC's next refreshes, the certificates in use keep working at every look.
+  EXPECT_FALSE(test::Eventually([&] { return !Call(TlsChannel(s.tcp(), "spiffe", "ca")).status.ok(); }, kRefreshes,
+                                absl::Milliseconds(100)))
+      << "a refused reload took effect";
   EXPECT_TRUE(Call(TlsChannel(s.tcp(), "spiffe", "ca")).status.ok());
 }
 
@@ -628,7 +638,8 @@ TEST(ListenersUnix, AFinishedConnectionsFdIsNotReusedUnderARunningCall) {
 
   kill(child.pid, SIGKILL);
   Finish(child);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // gRPC sees the connection close
+  EXPECT_TRUE(test::Eventually([&] { return s.service().blocked_cancelled(); }))
+      << "gRPC did not see the dead client's connection close";
   for (int i = 0; i < 8; ++i) {
     Seen seen = Call(Plain("unix:" + path));  // a new channel, a new connection, each time
     ASSERT_TRUE(seen.status.ok()) << seen.status.error_message();
