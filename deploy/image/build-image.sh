@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds rdmad's container image from Debian packages alone (no registry but Debian's mirror is needed):
+# Builds rdmad's container image from Debian packages alone (no registry; the Debian mirror is the one this
+# machine's apt uses, or DEBIAN_MIRROR):
 # mmdebstrap makes a Debian 12 root (variant essential by default: the Essential:yes set, so the image has
 # a shell, coreutils and ldd for the probes and the sidecar's application; minbase adds apt and its
 # libraries, 17 MB more, which an image that is never upgraded in place does not use), adds only the
@@ -15,7 +16,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 tag=rdmad:dev variant=essential out=$repo/out/image tar_only=0 cache=$repo/out/image-cache
-suite=bookworm mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=bookworm mirror=${DEBIAN_MIRROR:-}
 while (($#)); do
   case $1 in
     --tag) tag=$2; shift 2 ;;
@@ -27,6 +28,28 @@ while (($#)); do
     *) echo "build-image: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+# The mirror this machine's apt uses for $suite (DEBIAN_MIRROR overrides it): the first URI of a deb822
+# stanza (/etc/apt/sources.list.d/*.sources) whose Suites name $suite itself, else the first one-line
+# "deb URI $suite ..." entry. No mirror is named here: the image comes from where the host's packages do.
+apt_mirror() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -r $f ]] || continue
+    awk -v suite="$suite" '
+      /^[[:space:]]*$/ { if (uri != "" && hit && deb) { print uri; found = 1; exit } uri = ""; hit = 0; deb = 0; next }
+      tolower($1) == "types:" { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
+      tolower($1) == "uris:" { uri = $2 }
+      tolower($1) == "suites:" { for (i = 2; i <= NF; i++) if ($i == suite) hit = 1 }
+      END { if (!found && uri != "" && hit && deb) print uri }' "$f"
+  done | head -n 1
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+    awk -v suite="$suite" '$1 == "deb" { u = ($2 ~ /^\[/) ? 3 : 2; if ($(u + 1) == suite) { print $u; exit } }'
+}
+if [[ -z $mirror ]]; then
+  mirror=$(apt_mirror | head -n 1)
+  [[ -n $mirror ]] || { echo "build-image: no apt source for $suite on this machine: set DEBIAN_MIRROR" >&2; exit 2; }
+fi
 
 bins=("$repo/bazel-bin/server/rdmad" "$repo/bazel-bin/cli/rdmactl")
 for b in "${bins[@]}"; do
