@@ -46,12 +46,11 @@ TEST(DaemonFixtureTest, CallsAreFromThisProcessUnlessNamed) {
   EXPECT_EQ(a.role(), v1::ROLE_TENANT);
 
   v1::Caller named;
-  grpc::Status s =
-      v1::Tenants::NewStub(rdmad.Channel())->WhoAmI(DaemonFixture::As("spiffe://t/a").get(), v1::WhoAmIRequest(), &named);
+  auto tenants = v1::Tenants::NewStub(rdmad.Channel());
+  grpc::Status s = tenants->WhoAmI(DaemonFixture::As("spiffe://t/a").get(), v1::WhoAmIRequest(), &named);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(named.tenant(), "a");
-  s = v1::Tenants::NewStub(rdmad.Channel())->WhoAmI(DaemonFixture::As("spiffe://t/nobody").get(),
-                                                     v1::WhoAmIRequest(), &named);
+  s = tenants->WhoAmI(DaemonFixture::As("spiffe://t/nobody").get(), v1::WhoAmIRequest(), &named);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
   ASSERT_NE(rdmad.layers().gate, nullptr);
 }

@@ -1,9 +1,9 @@
 // Tenancy through a whole rdmad in-process (tests/support/daemon_fixture.h; server/rpc/, server/tenancy/gate.h)
 // over the fake fabric and the fake rdma_cm: two tenants and an admin, the caller named per call by the
-// fixture (the identity layer, server/auth/, is tested on its own). Tenant b gets NOT_FOUND, with the message of a missing
-// resource, for every one of a's resources in Get, List, Watch and every mutation; quotas stop creations
+// fixture (the identity layer, server/auth/, is tested on its own). Tenant b gets NOT_FOUND, with the message
+// of a missing resource, for every one of a's resources in Get, List, Watch and every mutation; quotas stop creations
 // exactly at the limit with nothing half created; the per-connection rate limit; unknown principals;
-// the audit hook sees each mutation.
+// the audit log records each mutation.
 #include <stdlib.h>
 #include <unistd.h>
 
