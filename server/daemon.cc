@@ -385,10 +385,11 @@ void Daemon::Drain(absl::Time deadline, const std::function<void(const char*)>& 
   step("releasing resources");
   // The CM manager before the grant manager: until its dispatchers have stopped, a connection's event can
   // still call into the grant manager (OnConnected, OnGone), which must be alive then. Then the grants'
-  // thread stops; the windows it holds are the registry's.
+  // thread stops; the windows it holds are the registry's. The data-plane listener after the grant manager,
+  // which tells it on the way out that it takes no more connection reports.
   i->cm.reset();  // dispatchers stop; CM ids (their QPs first), then event channels
-  i->data_plane.reset();
   i->grants.reset();
+  i->data_plane.reset();
   i->registry.reset();   // windows, regions, QPs, PDs, devices
   i->listeners.reset();  // the TLS copies
   RDMAD_LOG_INFO("stopped; every resource released");
