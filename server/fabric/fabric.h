@@ -146,17 +146,33 @@ struct QpEndpoint {
 
 enum class QpState { kReset, kInit, kRtr, kRts, kSqd, kSqe, kError, kUnknown };
 
+// Completion callbacks of posted work. They run on the thread that calls Device::DrainCompletions (the
+// device's dispatcher) or Device::PollFor (the poster's, briefly), exactly once for every post that returned OK, never for one that failed.
+using BindDone = absl::AnyInvocable<void(absl::StatusOr<uint32_t> rkey) &&>;
+using WorkDone = absl::AnyInvocable<void(absl::Status status) &&>;
+
+// A SEND posted with a type 2 bind, right behind it on the same send queue and fenced (IBV_SEND_FENCE):
+// the responder executes work requests of one send queue in order, so the SEND leaves only once the bind
+// has taken effect, and a bind that fails moves the QP to the error state, which flushes the SEND. So a
+// message that carries the window's new key never reaches the peer before the key is valid, and never if
+// the bind failed.
+struct SendAfterBind {
+  // The SEND's bytes (at most kMaxInlineSend) for the window's new rkey, called once at post time, on the
+  // posting thread with no lock of the fabric held; empty: no SEND is posted (and `done` is not called).
+  absl::AnyInvocable<std::string(uint32_t rkey) &&> message;
+  // The SEND's completion; or, if the bind was posted but the SEND could not be, the post's error, once.
+  WorkDone done;
+};
+
 struct BindSpec {
   Mr* mr = nullptr;       // the MR the window is bound to (with length 0: a type 1 unbind)
   uint64_t addr = 0;      // virtual address of the first byte, inside mr
   uint64_t length = 0;
   uint32_t access = 0;    // kRemoteRead | kRemoteWrite | kRemoteAtomic | kZeroBased
+  // Type 2 only (may be null): a SEND posted behind the bind (see SendAfterBind). Its callbacks are moved
+  // out by PostBind; if the bind's post fails, neither is called.
+  SendAfterBind* then = nullptr;
 };
-
-// Completion callbacks of posted work. They run on the thread that calls Device::DrainCompletions (the
-// device's dispatcher) or Device::PollFor (the poster's, briefly), exactly once for every post that returned OK, never for one that failed.
-using BindDone = absl::AnyInvocable<void(absl::StatusOr<uint32_t> rkey) &&>;
-using WorkDone = absl::AnyInvocable<void(absl::Status status) &&>;
 
 // An RC queue pair with its own completion queue, attached to its device's completion channel. Binds and
 // invalidations are posted signaled; nothing waits for them: their completion is delivered through

@@ -1,5 +1,6 @@
 // GrantManager: the life of a grant's key. Activation (the client connected: take a window, bind it over
-// the granted range, send the key once the bind's completion succeeded) and its end (kill the key at the
+// the granted range on the client's QP with the key's SEND fenced behind the bind, or, for a window bound
+// elsewhere, send the key once the bind's completion succeeded) and its end (kill the key at the
 // NIC, answer the revokers, say goodbye to the client, release its connection). Every step is a callback
 // of the one before, on a CM dispatcher or a device dispatcher; none waits and none holds mu_ across a
 // call out. Threads: see manager.h.
@@ -26,7 +27,7 @@ constexpr int kMaxActivationAttempts = 4;
 
 }  // namespace
 
-std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type) const {
+std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type, const Key* key) const {
   const Entry::Book& b = e.book.Get(mu_);
   wire::GrantMessage m;
   m.type = type;
@@ -34,9 +35,9 @@ std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type) c
   m.grant_id = e.id;
   m.expiry_unix_nanos = absl::ToUnixNanos(b.expiry);
   if (type == wire::GrantMessageType::kActive) {
-    m.remote_addr = b.remote_addr;
+    m.remote_addr = key ? key->remote_addr : b.remote_addr;
     m.length = b.info.length();
-    m.rkey = b.rkey;
+    m.rkey = key ? key->rkey : b.rkey;
     m.access = b.access_bits;
   } else {
     m.reason = static_cast<uint8_t>(b.info.end_reason() != v1::GRANT_END_UNSPECIFIED ? b.info.end_reason()
@@ -134,6 +135,18 @@ void GrantManager::Activate(uint64_t id) {
       hold = std::move(admitted).value();
     }
   }
+  // A type 2 window is bound on the client's own QP: its key goes out in the same post, fenced behind the
+  // bind (Registry::KeyMessage), so it never leaves before the bind took effect, nor if the bind fails.
+  std::unique_ptr<Registry::KeyMessage> key_message;
+  if (type == fabric::MwType::kType2) {
+    key_message = std::make_unique<Registry::KeyMessage>();
+    key_message->message = [this, id](uint32_t rkey, uint64_t remote_addr) {
+      return KeyWithBind(id, Key{rkey, remote_addr});
+    };
+    key_message->done = [name](absl::Status s) {
+      if (!s.ok()) RDMAD_LOG_WARN("%s: sending the key failed: %s", name.c_str(), std::string(s.message()).c_str());
+    };
+  }
   registry_->BindMwAsync(
       bind,
       Guarded([this, id, window, hold = std::move(hold)](absl::StatusOr<v1::MemoryWindow> bound) mutable {
@@ -141,7 +154,20 @@ void GrantManager::Activate(uint64_t id) {
         if (!bound.ok()) return OnBound(id, window, bound.status());
         OnBound(id, window, Key{bound->rkey(), bound->binding().remote_addr()});
       }),
-      "grants");
+      "grants", std::move(key_message));
+}
+
+std::string GrantManager::KeyWithBind(uint64_t id, Key key) {
+  MutexLock lock(&mu_);
+  auto it = grants_.find(id);
+  if (it == grants_.end()) return "";
+  Entry& e = *it->second;
+  Entry::Book& b = e.book.Get(mu_);
+  if (b.pending_end != v1::GRANT_END_UNSPECIFIED || b.info.state() != v1::GRANT_ACTIVATING) return "";
+  auto pool = pools_.find(b.info.pd());
+  if (pool != pools_.end() && pool->second.KeyQuarantined(key.rkey, options_.clock())) return "";
+  b.key_sent = true;
+  return Message(e, wire::GrantMessageType::kActive, &key);
 }
 
 void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> key) {
@@ -149,7 +175,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
   absl::AnyInvocable<void() &&> release;
   std::string cm_id, message;
   v1::Grant info;
-  bool retry = false, kill = false, failed = false;
+  bool retry = false, kill = false, failed = false, sent_with_bind = false;
   {
     MutexLock lock(&mu_);
     auto it = grants_.find(id);
@@ -157,13 +183,15 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
     Entry& e = *it->second;
     const absl::Time now = options_.clock();
     auto pool = pools_.find(e.book.Get(mu_).info.pd());
+    sent_with_bind = e.book.Get(mu_).key_sent;  // checked against the quarantine when it went out
+    e.book.Get(mu_).key_sent = false;
     if (!key.ok()) {
       // A failed bind leaves the window unbound: it rests in quarantine with the revoked ones.
       if (!window.empty() && pool != pools_.end()) pool->second.Quarantine(window, now);
       FinishEndLocked(e, v1::END_ACTIVATION_FAILED, std::string(key.status().message()), &waiters, &release);
       message = Message(e, wire::GrantMessageType::kFailed);
       failed = true;
-    } else if (!window.empty() && pool != pools_.end() && pool->second.KeyQuarantined(key->rkey, now)) {
+    } else if (!sent_with_bind && !window.empty() && pool != pools_.end() && pool->second.KeyQuarantined(key->rkey, now)) {
       // This key value was revoked in the PD a moment ago: never hand it out again so soon. The window
       // goes back (unbound, quarantined) and another is tried; after a few, the grant fails rather than
       // give out a quarantined key.
@@ -222,7 +250,10 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
     for (auto& w : waiters) std::move(w)(info);
     return Farewell(cm_id, std::move(message), std::move(release));
   }
-  // The key, now that its bind completed. Sent inline; the client posted its receives before connecting.
+  // A type 2 window's key went out with its bind. Any other's is sent now that its bind completed (a type 1
+  // window is bound on rdmad's own bind QP, a region's key needs no bind). Sent inline; the client posted
+  // its receives before connecting.
+  if (sent_with_bind) return;
   cm_->Send(cm_id, std::move(message), [name = info.name()](absl::Status s) {
     if (!s.ok()) RDMAD_LOG_WARN("%s: sending the key failed: %s", name.c_str(), std::string(s.message()).c_str());
   });

@@ -170,6 +170,7 @@ class GrantManager final : public dataplane::GrantConnections {
       uint32_t rkey = 0;
       uint64_t remote_addr = 0;
       int activation_attempts = 0;
+      bool key_sent = false;    // the ACTIVE message went out with the bind in flight (KeyMessage)
       bool busy = false;        // an activation or an end is in flight
       bool ending = false;      // the in-flight operation is the end
       v1::GrantEndReason pending_end = v1::GRANT_END_UNSPECIFIED;  // asked for while busy activating
@@ -235,7 +236,12 @@ class GrantManager final : public dataplane::GrantConnections {
   void FlushAudit() ABSL_LOCKS_EXCLUDED(mu_);
   // After an end: the ENDED (or FAILED) message, then rdma_disconnect; or the release, if the client left.
   void Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release);
-  std::string Message(const Entry& e, wire::GrantMessageType type) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `key` (ACTIVE only; null: the entry's own): the key the message carries.
+  std::string Message(const Entry& e, wire::GrantMessageType type, const Key* key = nullptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ACTIVE message for a type 2 bind in flight (Registry::KeyMessage), or empty if no key may go out:
+  // the grant ended or is ending, or the key value is still in quarantine. Takes mu_.
+  std::string KeyWithBind(uint64_t id, Key key) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Expiry and stuck kills (the "grants" loop): one timer for the earliest of both indexes.
   void ScheduleLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -144,7 +144,8 @@ uint64_t Registry::BoundsRegionBytes(const v1::BindMwRequest& request) const {
   return PagesBytes(b.addr + request.offset(), request.length());
 }
 
-void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner) {
+void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner,
+                           std::unique_ptr<KeyMessage> then) {
   MwEntry* w = nullptr;
   MrEntry* mr = nullptr;
   QpEntry* user_qp = nullptr;
@@ -189,6 +190,9 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
       }
     } else if (!type1) {
       return InvalidArgument("qp", "is required for a type 2 window: it will be usable only on that QP");
+    }
+    if (then != nullptr && (type1 || user_qp == nullptr)) {
+      return InvalidArgument("qp", "a key's SEND goes with the bind only for a type 2 window bound on that QP");
     }
     if (user_qp == nullptr && !TakeLane(*w->pd)) {
       // Runs again, re-validated, when the PD's type 1 lane is free.
@@ -242,6 +246,15 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   spec.addr = addr;
   spec.length = request.length();
   spec.access = access;
+  fabric::SendAfterBind send;
+  if (then != nullptr) {
+    send.message = [message = std::move(then->message),
+                    remote_addr = request.zero_based() ? 0 : addr](uint32_t rkey) mutable {
+      return std::move(message)(rkey, remote_addr);
+    };
+    send.done = dispatch::Carry(std::move(then->done));
+    spec.then = &send;
+  }
   auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
   auto polled = std::make_shared<Polled>();
   fabric::Device& device = *w->pd->device;

@@ -206,7 +206,19 @@ class Registry {
   absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> GetMw(const std::string& name) const;
   absl::StatusOr<std::vector<v1::MemoryWindow>> ListMws(const v1::ListMwsRequest& request) const;
-  void BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner = "");
+  // A SEND that carries a type 2 window's new key, posted with its bind on the bind's QP and fenced behind
+  // it (fabric::SendAfterBind): it leaves only once the bind took effect, and never if the bind failed.
+  struct KeyMessage {
+    // The SEND's bytes for the window's new rkey and the address a peer reads it at (0 for a zero-based
+    // window). Called once, at post time, with no lock of the registry or the fabric held; empty: no SEND.
+    absl::AnyInvocable<std::string(uint32_t rkey, uint64_t remote_addr) &&> message;
+    // The SEND's completion, or why it was not posted; called only if `message` was.
+    fabric::WorkDone done;
+  };
+  // `then` (may be null): a KeyMessage, for a type 2 window bound on `request.qp` only (INVALID_ARGUMENT
+  // on "qp" otherwise).
+  void BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner = "",
+                   std::unique_ptr<KeyMessage> then = nullptr);
   absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request);
   // The bytes a bind of `request` would pin for its bounds region (whole pages; the tenant's pinned_bytes
   // quota counts them): 0 where the window's device needs none, or where the request names no window or

@@ -307,11 +307,51 @@ absl::Status Qp::PostBind(fabric::Mw& fmw, const fabric::BindSpec& spec, fabric:
   wr.bind_mw.mw = mw;
   wr.bind_mw.rkey = new_rkey;
   wr.bind_mw.bind_info = info;
-  return Post(wr, "ibv_post_send(BIND_MW)", [mw, new_rkey, done = std::move(done)](absl::Status s) mutable {
+  Finish bound = [mw, new_rkey, done = std::move(done)](absl::Status s) mutable {
     if (!s.ok()) return std::move(done)(s);
     mw->rkey = new_rkey;  // published only after the completion succeeded
     std::move(done)(new_rkey);
-  });
+  };
+  std::string message = spec.then != nullptr && spec.then->message ? std::move(spec.then->message)(new_rkey) : "";
+  if (message.empty()) return Post(wr, "ibv_post_send(BIND_MW)", std::move(bound));
+  if (message.size() > fabric::kMaxInlineSend) {
+    return absl::InvalidArgumentError(absl::StrCat("a SEND of ", message.size(), " bytes after a bind; at most ",
+                                                   fabric::kMaxInlineSend, " are sent inline"));
+  }
+  // The bind and the SEND in one ibv_post_send: the SEND fenced behind the bind (fabric.h, SendAfterBind).
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(message.data());
+  sge.length = static_cast<uint32_t>(message.size());
+  ibv_send_wr send{};
+  send.opcode = IBV_WR_SEND;
+  send.sg_list = &sge;
+  send.num_sge = 1;
+  send.send_flags = IBV_SEND_INLINE | IBV_SEND_FENCE | IBV_SEND_SIGNALED;
+  wr.next = &send;
+  wr.send_flags |= IBV_SEND_SIGNALED;
+  fabric::WorkDone unsent;  // the SEND's callback if only the bind was posted: told after the lock
+  absl::Status failed;
+  {
+    MutexLock lock(&mu_);
+    wr.wr_id = next_wr_id_++;
+    send.wr_id = next_wr_id_++;
+    // Registered before posting: the completions may be polled before ibv_post_send returns.
+    pending_.emplace(wr.wr_id, Pending{"ibv_post_send(BIND_MW)", std::move(bound)});
+    pending_.emplace(send.wr_id, Pending{"ibv_post_send(SEND after BIND_MW)", std::move(spec.then->done)});
+    ibv_send_wr* bad = nullptr;
+    if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) {
+      failed = FromReturn(bad == &send ? "ibv_post_send(SEND after BIND_MW)" : "ibv_post_send(BIND_MW)", ret);
+      auto s = pending_.find(send.wr_id);
+      unsent = std::move(s->second.finish);
+      pending_.erase(s);
+      if (bad != &send) {
+        pending_.erase(wr.wr_id);  // neither was posted: no callback runs
+        return failed;
+      }
+    }
+  }
+  if (unsent) std::move(unsent)(failed);
+  return absl::OkStatus();
 }
 
 absl::Status Qp::PostInvalidate(fabric::Mw& fmw, fabric::Mr& bound_to, fabric::WorkDone done) {

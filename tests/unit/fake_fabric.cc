@@ -417,13 +417,34 @@ class FakeQp final : public fabric::Qp {
   }
 
   absl::Status PostBind(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) override {
+    if (spec.then != nullptr && spec.then->message) {
+      // The bytes are asked for before the post, without the ledger's mutex (the key is the one the bind
+      // will give: the fake's windows step their key as ibv_inc_rkey does).
+      uint32_t next = 0;
+      {
+        std::lock_guard<std::mutex> lock(ledger_->mu_);
+        auto* fmw = dynamic_cast<FakeMw*>(&mw);
+        auto it = fmw ? ledger_->mws_.find(fmw->id()) : ledger_->mws_.end();
+        if (it != ledger_->mws_.end()) next = IncRkey(it->second.rkey);
+      }
+      std::string message = std::move(spec.then->message)(next);
+      std::lock_guard<std::mutex> lock(ledger_->mu_);
+      ledger_->Call("bind");
+      if (message.empty()) return PostBindLocked(mw, spec, std::move(done));
+      if (message.size() > fabric::kMaxInlineSend) return ErrnoError("ibv_post_send", EINVAL);
+      if (StalledLocked()) {
+        RDMAD_RETURN_IF_ERROR(StallLocked("ibv_post_send(BIND_MW)", std::move(done)));
+        return StallLocked("ibv_post_send(SEND after BIND_MW)", std::move(spec.then->done));
+      }
+      RDMAD_RETURN_IF_ERROR(PostBindLocked(mw, spec, std::move(done)));
+      // Behind the bind on the same send queue: flushed if the bind failed (the QP went to ERROR).
+      ledger_->Call("send");
+      return SendLocked(message, std::move(spec.then->done));
+    }
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("bind");
     if (StalledLocked()) return StallLocked("ibv_post_send(BIND_MW)", std::move(done));
-    absl::StatusOr<uint32_t> r = BindLocked(dynamic_cast<FakeMw*>(&mw), spec);
-    if (!r.ok() && r.status().code() != absl::StatusCode::kAborted) return r.status();  // the post failed
-    ledger_->Complete(DeviceLocked(), [done = std::move(done), r]() mutable { std::move(done)(r); });
-    return absl::OkStatus();
+    return PostBindLocked(mw, spec, std::move(done));
   }
   absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& bound_to, fabric::WorkDone done) override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
@@ -442,6 +463,25 @@ class FakeQp final : public fabric::Qp {
     ledger_->Call("send");
     if (bytes.size() > fabric::kMaxInlineSend) return ErrnoError("ibv_post_send", EINVAL);
     if (StalledLocked()) return StallLocked("ibv_post_send(SEND)", std::move(done));
+    return SendLocked(bytes, std::move(done));
+  }
+
+  // ModifyQpToError's.
+  void ToError() {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    state_ = fabric::QpState::kError;
+    ledger_->FlushStalledLocked(local_.qpn);
+  }
+
+ private:
+  // Callers hold the ledger mutex.
+  absl::Status PostBindLocked(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) {
+    absl::StatusOr<uint32_t> r = BindLocked(dynamic_cast<FakeMw*>(&mw), spec);
+    if (!r.ok() && r.status().code() != absl::StatusCode::kAborted) return r.status();  // the post failed
+    ledger_->Complete(DeviceLocked(), [done = std::move(done), r]() mutable { std::move(done)(r); });
+    return absl::OkStatus();
+  }
+  absl::Status SendLocked(const std::string& bytes, fabric::WorkDone done) {
     absl::Status s;
     const bool error = state_ == fabric::QpState::kError || ledger_->forced_error_qpns_.count(local_.qpn) > 0;
     if (error || state_ != fabric::QpState::kRts) {
@@ -454,14 +494,6 @@ class FakeQp final : public fabric::Qp {
     return absl::OkStatus();
   }
 
-  // ModifyQpToError's.
-  void ToError() {
-    std::lock_guard<std::mutex> lock(ledger_->mu_);
-    state_ = fabric::QpState::kError;
-    ledger_->FlushStalledLocked(local_.qpn);
-  }
-
- private:
   // Callers hold the ledger mutex. StallQp's: work posted now waits until the QP goes to the error state.
   bool StalledLocked() const {
     return ledger_->stalled_qpns_.count(local_.qpn) > 0 && state_ != fabric::QpState::kError;

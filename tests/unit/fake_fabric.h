@@ -30,7 +30,8 @@
 // the MR the window is bound to (as the verbs backend does); type 2 is LOCAL_INV on the QP it is bound on.
 //
 // SEND model: PostSend on a QP in RTS succeeds and is recorded (Sent); elsewhere its completion fails
-// (flushed) and the QP goes to ERROR.
+// (flushed) and the QP goes to ERROR. A SEND posted with a bind (fabric::SendAfterBind) is posted right
+// after it on the same QP: recorded if the bind took effect, flushed if it failed.
 //
 // QP model: created in INIT (as the verbs backend does); Connect moves it to RTS; a failed bind or
 // invalidate completion moves it to ERROR (as a real completion error does), and so does ModifyQpToError

@@ -521,6 +521,58 @@ TEST_F(GrantManagerTest, AKeyKillStuckOnTheClientsQueueDisconnectsTheClientPastT
 
 }
 
+// Activation in one step: on the client's QP the key's SEND is posted with the window's bind, fenced behind
+// it, so it is on the wire before rdmad has even seen the bind complete, and carries the key the bind gives.
+TEST_F(GrantManagerTest, TheKeyLeavesWithItsBindInOnePostBeforeTheBindCompletes) {
+  Build();
+  (void)Activate(Request());  // the pool's first window, and the connection path, warmed up
+  absl::StatusOr<v1::IssuedGrant> issued = grants_->Issue(Request());
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  ledger_->HoldCompletions();
+  ledger_->ClearEvents();
+  clients_.emplace_back();
+  ASSERT_EQ(clients_.back().Dial(*fake_cm_, device_, issued->token()).type, fabric::CmEventType::kEstablished);
+  const std::string name = issued->grant().name();
+  // The bind and the SEND were posted; neither completion has been seen, so the grant is still ACTIVATING.
+  ASSERT_TRUE(Eventually([&] { return ledger_->events_of({"send"}).size() == 1; }));
+  EXPECT_EQ(grants_->Get(name).value().state(), v1::GRANT_ACTIVATING);
+  const std::vector<std::string> posted = ledger_->events_of({"bind_mw", "send"});
+  ASSERT_EQ(posted.size(), 2u);
+  EXPECT_EQ(posted[0].rfind("bind_mw ", 0), 0u) << posted[0];  // the bind first, then the SEND
+  ledger_->ReleaseCompletions();
+  ASSERT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVE; }));
+  const v1::Grant g = grants_->Get(name).value();
+  const std::vector<wire::GrantMessage> got = Messages(g);
+  ASSERT_EQ(got.size(), 1u);  // once: not again when the bind's completion arrives
+  EXPECT_EQ(got[0].type, wire::GrantMessageType::kActive);
+  const v1::MemoryWindow w = registry_->GetMw(g.window()).value();
+  EXPECT_EQ(got[0].rkey, w.rkey());
+  EXPECT_EQ(got[0].remote_addr, w.binding().remote_addr());
+  EXPECT_EQ(got[0].length, 8192u);
+}
+
+// The safety of the one step: a bind that fails (its completion in error, the QP with it) flushes the SEND
+// behind it, so the key never reaches the client, and the grant ends ACTIVATION_FAILED.
+TEST_F(GrantManagerTest, ABindThatFailsNeverLetsItsKeyOut) {
+  Build();
+  (void)Activate(Request());
+  absl::StatusOr<v1::IssuedGrant> issued = grants_->Issue(Request());
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  ledger_->FailNextBind();
+  ledger_->ClearEvents();
+  const int sends = ledger_->calls("send");
+  clients_.emplace_back();
+  ASSERT_EQ(clients_.back().Dial(*fake_cm_, device_, issued->token()).type, fabric::CmEventType::kEstablished);
+  const std::string name = issued->grant().name();
+  ASSERT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ENDED; }));
+  const v1::Grant g = grants_->Get(name).value();
+  EXPECT_EQ(g.end_reason(), v1::END_ACTIVATION_FAILED);
+  // The key's SEND, posted with the bind, and the FAILED goodbye: both flushed, nothing reached the client.
+  EXPECT_TRUE(Eventually([&] { return ledger_->calls("send") - sends == 2; }));
+  EXPECT_TRUE(ledger_->events_of({"send"}).empty());
+  EXPECT_TRUE(ledger_->events_of({"bind_mw"}).empty());
+}
+
 // rdmad destroys the grant manager before the CM manager and the registry: a completion of the manager's that
 // arrives afterwards (here an invalidation held in the fabric) must find nothing of it to run. Without the
 // lifeline, ASan reports the callback's heap-use-after-free.
