@@ -138,7 +138,7 @@ void RegisterServerCommands(Registry& r);
 template <typename Parse, typename Show = std::nullptr_t>
 CLI::Validator Transform(const std::string& what, Parse parse, Show show = nullptr) {
   return CLI::Validator(
-      [parse, show](std::string& text) -> std::string {
+      [=](std::string& text) -> std::string {  // `show` captured only where used
         auto value = parse(text);
         if (!value.ok()) return std::string(value.status().message());
         if constexpr (!std::is_null_pointer_v<Show>) text = show(*value);
