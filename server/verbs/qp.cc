@@ -56,6 +56,23 @@ ibv_qp_init_attr InitAttr(ibv_cq* cq) {
   return init;
 }
 
+// A SEND of `bytes` over `sge`, copied at post time (IBV_SEND_INLINE: no registered buffer needed), or
+// INVALID_ARGUMENT if it is too long to be sent inline (`what` says which SEND).
+absl::StatusOr<ibv_send_wr> InlineSend(const std::string& bytes, ibv_sge* sge, const char* what) {
+  if (bytes.size() > fabric::kMaxInlineSend) {
+    return absl::InvalidArgumentError(absl::StrCat("a SEND of ", bytes.size(), " bytes", what, "; at most ",
+                                                   fabric::kMaxInlineSend, " are sent inline"));
+  }
+  sge->addr = reinterpret_cast<uintptr_t>(bytes.data());
+  sge->length = static_cast<uint32_t>(bytes.size());
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_INLINE;
+  return wr;
+}
+
 }  // namespace
 
 absl::Status Qp::CreateCq() {
@@ -314,19 +331,10 @@ absl::Status Qp::PostBind(fabric::Mw& fmw, const fabric::BindSpec& spec, fabric:
   };
   std::string message = spec.then != nullptr && spec.then->message ? std::move(spec.then->message)(new_rkey) : "";
   if (message.empty()) return Post(wr, "ibv_post_send(BIND_MW)", std::move(bound));
-  if (message.size() > fabric::kMaxInlineSend) {
-    return absl::InvalidArgumentError(absl::StrCat("a SEND of ", message.size(), " bytes after a bind; at most ",
-                                                   fabric::kMaxInlineSend, " are sent inline"));
-  }
   // The bind and the SEND in one ibv_post_send: the SEND fenced behind the bind (fabric.h, SendAfterBind).
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(message.data());
-  sge.length = static_cast<uint32_t>(message.size());
-  ibv_send_wr send{};
-  send.opcode = IBV_WR_SEND;
-  send.sg_list = &sge;
-  send.num_sge = 1;
-  send.send_flags = IBV_SEND_INLINE | IBV_SEND_FENCE | IBV_SEND_SIGNALED;
+  RDMAD_ASSIGN_OR_RETURN(ibv_send_wr send, InlineSend(message, &sge, " after a bind"));
+  send.send_flags |= IBV_SEND_FENCE | IBV_SEND_SIGNALED;
   wr.next = &send;
   wr.send_flags |= IBV_SEND_SIGNALED;
   fabric::WorkDone unsent;  // the SEND's callback if only the bind was posted: told after the lock
@@ -372,18 +380,8 @@ absl::Status Qp::PostInvalidate(fabric::Mw& fmw, fabric::Mr& bound_to, fabric::W
 }
 
 absl::Status Qp::PostSend(const std::string& bytes, fabric::WorkDone done) {
-  if (bytes.size() > fabric::kMaxInlineSend) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a SEND of ", bytes.size(), " bytes; at most ", fabric::kMaxInlineSend, " are sent inline"));
-  }
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(bytes.data());
-  sge.length = static_cast<uint32_t>(bytes.size());
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_SEND;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_INLINE;  // copied at post time: no registered buffer needed
+  RDMAD_ASSIGN_OR_RETURN(ibv_send_wr wr, InlineSend(bytes, &sge, ""));
   return Post(wr, "ibv_post_send(SEND)", std::move(done));
 }
 
