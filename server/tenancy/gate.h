@@ -161,7 +161,7 @@ class Gate {
   uint64_t OpenWatches() const;
   uint64_t OpenWatches(const std::string& tenant) const;
 
-  // The data-plane listener, before redeeming a good token on `pd` (CmManager::set_admit_connection):
+  // The data-plane listener, before redeeming a good token on `pd` (dataplane::Listener::set_admit_connection):
   // RESOURCE_EXHAUSTED if the PD's tenant is at its connections quota. The request's own id is not counted
   // yet (its PD is set once the token is redeemed, on the same listener thread, so the next request counts it).
   absl::Status AdmitConnection(const std::string& pd);
