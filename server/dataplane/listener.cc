@@ -42,7 +42,9 @@ absl::Status Listener::Start() {
 
 absl::StatusOr<std::vector<v1::SocketAddress>> Listener::Endpoints() const {
   if (!cm_->available()) return absl::UnavailableError("rdma_cm is unavailable on this host");
-  if (!listening_) return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
+  if (!listening_) {
+    return absl::FailedPreconditionError("rdmad has no data-plane listener (set \"rdma_listen\" in its config)");
+  }
   std::vector<v1::SocketAddress> out;
   for (const fabric::SockAddr& a : options_.listen) {
     v1::SocketAddress e;

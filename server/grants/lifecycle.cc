@@ -191,7 +191,8 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
       FinishEndLocked(e, v1::END_ACTIVATION_FAILED, std::string(key.status().message()), &waiters, &release);
       message = Message(e, wire::GrantMessageType::kFailed);
       failed = true;
-    } else if (!sent_with_bind && !window.empty() && pool != pools_.end() && pool->second.KeyQuarantined(key->rkey, now)) {
+    } else if (!sent_with_bind && !window.empty() && pool != pools_.end() &&
+               pool->second.KeyQuarantined(key->rkey, now)) {
       // This key value was revoked in the PD a moment ago: never hand it out again so soon. The window
       // goes back (unbound, quarantined) and another is tried; after a few, the grant fails rather than
       // give out a quarantined key.
