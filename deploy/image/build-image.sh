@@ -33,21 +33,24 @@ done
 # stanza (/etc/apt/sources.list.d/*.sources) whose Suites name $suite itself, else the first one-line
 # "deb URI $suite ..." entry. No mirror is named here: the image comes from where the host's packages do.
 apt_mirror() {
-  local f
+  local f found=""
   for f in /etc/apt/sources.list.d/*.sources; do
-    [[ -r $f ]] || continue
-    awk -v suite="$suite" '
+    [[ -r $f && -z $found ]] || continue
+    found=$(awk -v suite="$suite" '
       /^[[:space:]]*$/ { if (uri != "" && hit && deb) { print uri; found = 1; exit } uri = ""; hit = 0; deb = 0; next }
       tolower($1) == "types:" { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
       tolower($1) == "uris:" { uri = $2 }
       tolower($1) == "suites:" { for (i = 2; i <= NF; i++) if ($i == suite) hit = 1 }
-      END { if (!found && uri != "" && hit && deb) print uri }' "$f"
-  done | head -n 1
-  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-    awk -v suite="$suite" '$1 == "deb" { u = ($2 ~ /^\[/) ? 3 : 2; if ($(u + 1) == suite) { print $u; exit } }'
+      END { if (!found && uri != "" && hit && deb) print uri }' "$f")
+  done
+  if [[ -z $found ]]; then
+    found=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+      awk -v suite="$suite" '$1 == "deb" { u = ($2 ~ /^\[/) ? 3 : 2; if ($(u + 1) == suite) { print $u; exit } }') || true
+  fi
+  echo "$found"
 }
 if [[ -z $mirror ]]; then
-  mirror=$(apt_mirror | head -n 1)
+  mirror=$(apt_mirror)
   [[ -n $mirror ]] || { echo "build-image: no apt source for $suite on this machine: set DEBIAN_MIRROR" >&2; exit 2; }
 fi
 
