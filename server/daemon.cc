@@ -227,7 +227,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   i->cm = std::make_unique<cm::CmManager>(fab->cm(), i->registry.get(), cm_options);
   RDMAD_RETURN_IF_ERROR(i->cm->Start());
   // The data-plane listener opens once everything it calls is wired (below, before the gRPC server starts).
-  i->data_plane = std::make_unique<dataplane::Listener>(i->cm.get(), i->tokens.get(), data_plane_options);
+  i->data_plane = std::make_unique<dataplane::Listener>(i->cm.get(), i->registry.get(), i->tokens.get(),
+                                                          data_plane_options);
   i->data_plane->set_observer(&i->rdmad_metrics);
 
   grants::GrantManager::Options grant_options;

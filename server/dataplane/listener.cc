@@ -28,8 +28,8 @@ cm::Redemption OverQuota(const cm::Redemption& r, const absl::Status& why) {
 
 }  // namespace
 
-Listener::Listener(cm::CmManager* cm, cm::TokenStore* tokens, Options options)
-    : cm_(cm), tokens_(tokens), options_(std::move(options)) {}
+Listener::Listener(cm::CmManager* cm, const Registry* registry, cm::TokenStore* tokens, Options options)
+    : cm_(cm), registry_(registry), tokens_(tokens), options_(std::move(options)) {}
 
 absl::Status Listener::Start() {
   if (!cm_->available()) return absl::OkStatus();
@@ -56,6 +56,8 @@ absl::StatusOr<std::vector<v1::SocketAddress>> Listener::Endpoints() const {
 }
 
 absl::StatusOr<v1::ConnectToken> Listener::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {
+  if (!cm_->available()) return absl::UnavailableError("rdma_cm is unavailable on this host");
+  RDMAD_RETURN_IF_ERROR(registry_->CheckPd(request.pd(), "pd"));
   RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, Endpoints());
   cm::Claims claims;
   claims.pd = request.pd();

@@ -33,6 +33,7 @@
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
 #include "server/fabric/cm.h"
+#include "server/registry/registry.h"
 
 namespace rdmad::dataplane {
 
@@ -66,8 +67,8 @@ class Listener final : public cm::DataPlaneHandler {
     absl::Duration default_token_ttl = absl::Seconds(30);  // IssueConnectToken's, for ttl_ms 0
   };
 
-  // Neither is owned; both outlive the Listener.
-  Listener(cm::CmManager* cm, cm::TokenStore* tokens, Options options);
+  // None is owned; all outlive the Listener. The registry checks the PD a connect token names.
+  Listener(cm::CmManager* cm, const Registry* registry, cm::TokenStore* tokens, Options options);
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
@@ -101,6 +102,7 @@ class Listener final : public cm::DataPlaneHandler {
 
  private:
   cm::CmManager* const cm_;
+  const Registry* const registry_;
   cm::TokenStore* const tokens_;
   const Options options_;
   std::atomic<GrantConnections*> grants_{nullptr};

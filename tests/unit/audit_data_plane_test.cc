@@ -83,7 +83,7 @@ class AuditDataPlaneTest : public ::testing::Test {
     ASSERT_TRUE(cm_->Start().ok());
     dataplane::Listener::Options data_plane;
     data_plane.listen = {{kAddr, kPort}};
-    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), &tokens_, data_plane);
+    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), registry_.get(), &tokens_, data_plane);
     listener_->set_audit(&sink_);
     ASSERT_TRUE(listener_->Start().ok());
     grants::GrantManager::Options options;

@@ -50,7 +50,7 @@ class CmManagerTest : public ::testing::Test {
     ASSERT_TRUE(manager_->Start().ok());
     dataplane::Listener::Options data_plane;
     data_plane.listen = std::move(listen);
-    listener_ = std::make_unique<dataplane::Listener>(manager_.get(), &tokens_, data_plane);
+    listener_ = std::make_unique<dataplane::Listener>(manager_.get(), registry_.get(), &tokens_, data_plane);
     ASSERT_TRUE(listener_->Start().ok());
     v1::CreatePdRequest pd;
     pd.set_device("rxe0");
@@ -422,6 +422,17 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   ASSERT_TRUE(token.ok()) << token.status();
   ASSERT_EQ(token->endpoints_size(), 1);
   EXPECT_EQ(token->endpoints(0).port(), 7471u);
+  // A token only for a PD that exists: none is issued for a malformed name, another kind's or a missing PD.
+  const size_t outstanding = tokens_.Outstanding();
+  for (const auto& [pd, code] : std::vector<std::pair<std::string, absl::StatusCode>>{
+           {"pds/x", absl::StatusCode::kInvalidArgument},
+           {"mrs/1", absl::StatusCode::kInvalidArgument},
+           {"pds/999", absl::StatusCode::kNotFound}}) {
+    v1::IssueConnectTokenRequest bad;
+    bad.set_pd(pd);
+    EXPECT_TRUE(IsError(listener_->IssueConnectToken(bad), code, "pd")) << pd;
+  }
+  EXPECT_EQ(tokens_.Outstanding(), outstanding);
 
   Client good;
   fabric::CmEvent answer = good.Dial(*fake_cm_, token->token(), 7471);
@@ -645,7 +656,7 @@ TEST(CmManagerWithoutRdmaCm, AnswersUnavailableRatherThanEmpty) {
   // The data-plane listener has nothing to open, and says why there are no endpoints and no tokens.
   dataplane::Listener::Options options;
   options.listen = {{kAddr, 7471}};
-  dataplane::Listener listener(&manager, &tokens, options);
+  dataplane::Listener listener(&manager, &registry, &tokens, options);
   ASSERT_TRUE(listener.Start().ok());
   EXPECT_EQ(listener.Endpoints().status().code(), absl::StatusCode::kUnavailable);
   v1::IssueConnectTokenRequest issue;

@@ -68,7 +68,7 @@ class GrantManagerTest : public ::testing::Test {
     ASSERT_TRUE(cm_->Start().ok());
     dataplane::Listener::Options data_plane;
     data_plane.listen = {{kAddr, kPort}};
-    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), &tokens_, data_plane);
+    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), registry_.get(), &tokens_, data_plane);
     ASSERT_TRUE(listener_->Start().ok());
     GrantManager::Options options;
     options.quarantine = quarantine;

@@ -43,7 +43,7 @@ class RdmadMetricsTest : public ::testing::Test {
     ASSERT_TRUE(cm_->Start().ok());
     dataplane::Listener::Options data_plane;
     data_plane.listen = {{"10.0.2.15", 7471}};  // grants need the data-plane listener
-    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), &tokens_, data_plane);
+    listener_ = std::make_unique<dataplane::Listener>(cm_.get(), registry_.get(), &tokens_, data_plane);
     ASSERT_TRUE(listener_->Start().ok());
     grants::GrantManager::Options options;
     options.pool_size = 0;
