@@ -286,11 +286,18 @@ TEST_F(GrantManagerTest, MrAndPdRemovalRefusedWhileGrantsLiveUnlessAskedToRevoke
   list.set_mr("mrs/01");
   EXPECT_TRUE(IsError(grants_->List(list).status(), absl::StatusCode::kInvalidArgument, "mr"));
   EXPECT_TRUE(IsError(grants_->CheckMrFilter(mr_), absl::StatusCode::kNotFound, "mr"));
-  // The PD's pool windows go with a Retire of the PD; then DeletePd without cascade succeeds.
+  // The PD's pool windows go with a Retire of the PD; then DeletePd without cascade succeeds, guarded as the
+  // RPC guards it: not while the PD has CM ids (a grant's connection leaves the registry's QPs before its id,
+  // and with it the QP, is destroyed).
   EXPECT_TRUE(Retire("", pd_, false).ok());
   v1::DeletePdRequest del;
   del.set_name(pd_);
-  EXPECT_TRUE(Eventually([&] { return registry_->DeletePd(del).ok(); }));
+  EXPECT_TRUE(Eventually([&] {
+    if (!cm_->BeginPdRemoval(pd_).ok()) return false;
+    const bool deleted = registry_->DeletePd(del).ok();
+    cm_->EndPdRemoval(pd_);
+    return deleted;
+  }));
 }
 
 TEST_F(GrantManagerTest, LeasesExpireAndRenewalsExtendThem) {
