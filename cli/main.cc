@@ -4,7 +4,10 @@
 #include <vector>
 
 #include "cli/rdmactl.h"
+#include "client/channel.h"
 
 int main(int argc, char** argv) {
+  // Outlives every channel: rdmactl exits with gRPC ended and its threads joined.
+  rdmad::client::GrpcRuntime grpc;
   return rdmad::cli::Rdmactl(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
 }

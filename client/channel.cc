@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <grpc/grpc.h>
+
 #include "absl/strings/match.h"
 
 namespace rdmad::client {
@@ -47,5 +49,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& target, c
   if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(options), args);
 }
+
+GrpcRuntime::GrpcRuntime() { grpc_init(); }
+
+GrpcRuntime::~GrpcRuntime() { grpc_shutdown_blocking(); }
 
 }  // namespace rdmad::client

@@ -32,6 +32,19 @@ struct TlsOptions {
 // channel itself connects lazily, on the first call (a refused handshake is then UNAVAILABLE).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& target, const TlsOptions& tls);
 
+// gRPC's library held open for a short-lived process's whole run (a command-line tool: one in main, before
+// any channel). Its destructor, after the last channel has gone, ends the library and waits for its
+// threads (grpc_shutdown_blocking). Without it the last channel's end may leave that to a thread of gRPC's
+// own, still running when the process exits, with OpenSSL's per-thread state of a TLS handshake not yet
+// freed (LeakSanitizer reports it). Not copyable; one per process.
+class GrpcRuntime {
+ public:
+  GrpcRuntime();
+  ~GrpcRuntime();
+  GrpcRuntime(const GrpcRuntime&) = delete;
+  GrpcRuntime& operator=(const GrpcRuntime&) = delete;
+};
+
 }  // namespace rdmad::client
 
 #endif  // RDMAD_CLIENT_CHANNEL_H_
