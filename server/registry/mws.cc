@@ -1,7 +1,8 @@
 // Memory windows: allocate, get, list, bind, invalidate, deallocate. A bind or an invalidation is posted
 // and finishes on the device's dispatcher when its completion arrives; nothing waits for it. Type 1
 // operations of a PD take its lane (they share the PD's bind QP); type 2 ones run on the caller's QP.
-// Threads: see registry.h. No fabric call is made with mu_ held.
+// Threads: see registry.h. No fabric call is made with mu_ held. A bind that needs a bounds region is
+// posted by a pin worker, which pins the region first: no other thread pins.
 #include <unistd.h>
 
 #include <cinttypes>
@@ -220,50 +221,68 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   if (queued) return;
   if (!refused.ok()) return std::move(done)(refused);
 
-  // Without the lock: the bind QP (type 1), the bounds region where the device needs one (the PD's device
-  // and the options never change), the post. The completion finishes it.
-  absl::StatusOr<fabric::Qp*> qp = user_qp ? user_qp->get() : PrepareBindQp(*w->pd);
-  if (!qp.ok()) return FinishBind(w, mr, user_qp, request, addr, qp.status(), std::move(done));
+  auto work = std::make_shared<ReservedBind>(ReservedBind{w, mr, user_qp, request, addr, access, mr_access, parent,
+                                                          bounds_region, std::move(then), std::move(done)});
+  if (!bounds_region) return PostReservedBind(*work);
+  // A bounds region is a pin (ibv_reg_mr over the range): on the pin workers, like every registration, so
+  // no gRPC thread or CM dispatcher waits on one. The bind is posted (and its completion polled) there.
+  if (workers_->Post([this, work] { PostReservedBind(*work); })) return;
+  // Shutting down: the task was dropped unrun; the reservation is undone and the caller answered.
+  FinishBind(w, mr, user_qp, request, addr, absl::UnavailableError("rdmad is shutting down"),
+             std::move(work->done));
+}
+
+// The reservation holder's part of a bind, without the lock: the bind QP (type 1), the bounds region where
+// the device needs one (the PD's device and the options never change), the post. The completion finishes
+// it (FinishBind).
+void Registry::PostReservedBind(ReservedBind& b) {
+  MwEntry* const w = b.w;
+  absl::StatusOr<fabric::Qp*> qp = b.user_qp ? b.user_qp->get() : PrepareBindQp(*w->pd);
+  if (!qp.ok()) return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, qp.status(), std::move(b.done));
   fabric::BindSpec spec;
-  spec.mr = parent;
-  if (bounds_region) {
+  spec.mr = b.parent;
+  if (b.bounds_region) {
     // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration: checked
     // before anything is pinned, as RegisterMr does.
-    if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(addr), request.length(), "length");
+    if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(b.addr), b.request.length(), "length");
         !room.ok()) {
-      return FinishBind(w, mr, user_qp, request, addr, WithContext(room, "its bounds region"), std::move(done));
+      return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, WithContext(room, "its bounds region"),
+                        std::move(b.done));
     }
     absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds = w->pd->pd->RegMr(
-        reinterpret_cast<void*>(addr), request.length(), mr_access & (fabric::kLocalWrite | fabric::kMwBind));
+        reinterpret_cast<void*>(b.addr), b.request.length(), b.mr_access & (fabric::kLocalWrite | fabric::kMwBind));
     if (!bounds.ok()) {
-      absl::Status s = WithContext(options_.memlock.Explain(bounds.status(), request.length(), "length"),
-                                   absl::StrCat("binding ", request.name(), ": bounds region"));
-      return FinishBind(w, mr, user_qp, request, addr, s, std::move(done));
+      absl::Status s = WithContext(options_.memlock.Explain(bounds.status(), b.request.length(), "length"),
+                                   absl::StrCat("binding ", b.request.name(), ": bounds region"));
+      return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, s, std::move(b.done));
     }
     spec.mr = bounds->get();
     w->binding_bounds_mr = std::move(bounds).value();  // the reservation holds it until FinishBind
   }
-  spec.addr = addr;
-  spec.length = request.length();
-  spec.access = access;
+  spec.addr = b.addr;
+  spec.length = b.request.length();
+  spec.access = b.access;
   fabric::SendAfterBind send;
-  if (then != nullptr) {
-    send.message = [message = std::move(then->message),
-                    remote_addr = request.zero_based() ? 0 : addr](uint32_t rkey) mutable {
+  if (b.then != nullptr) {
+    send.message = [message = std::move(b.then->message),
+                    remote_addr = b.request.zero_based() ? 0 : b.addr](uint32_t rkey) mutable {
       return std::move(message)(rkey, remote_addr);
     };
-    send.done = dispatch::Carry(std::move(then->done));
+    send.done = dispatch::Carry(std::move(b.then->done));
     spec.then = &send;
   }
-  auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
+  auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(b.done));
   auto polled = std::make_shared<Polled>();
   fabric::Device& device = *w->pd->device;
   const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
-  absl::Status posted = (*qp)->PostBind(*w->mw, spec, dispatch::Carry([=](absl::StatusOr<uint32_t> rkey) mutable {
-    Finished(*polled);
-    FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
-  }));
-  if (!posted.ok()) return FinishBind(w, mr, user_qp, request, addr, posted, std::move(*shared_done));
+  absl::Status posted = (*qp)->PostBind(
+      *w->mw, spec,
+      dispatch::Carry([this, w, mr = b.mr, user_qp = b.user_qp, request = b.request, addr = b.addr, shared_done,
+                       polled](absl::StatusOr<uint32_t> rkey) mutable {
+        Finished(*polled);
+        FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
+      }));
+  if (!posted.ok()) return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, posted, std::move(*shared_done));
   PollBriefly(device, key, polled);
 }
 

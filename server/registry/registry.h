@@ -293,6 +293,22 @@ class Registry {
   // Forgets a window's binding (links and cached binding); returns its bounds MR to release without mu_.
   std::unique_ptr<fabric::Mr> Unbind(MwEntry& mw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A bind reserved under mu_ (BindMwAsync), to be posted by the reservation's holder: on the caller's
+  // thread, or on a pin worker when the bind pins a bounds region.
+  struct ReservedBind {
+    MwEntry* w;
+    MrEntry* mr;
+    QpEntry* user_qp;  // null: the PD's bind QP (type 1)
+    v1::BindMwRequest request;
+    uint64_t addr;        // the window's first byte
+    uint32_t access;      // the window's access bits
+    uint32_t mr_access;   // the region's
+    fabric::Mr* parent;   // the region's registration (the reservation keeps it)
+    bool bounds_region;
+    std::unique_ptr<KeyMessage> then;
+    Done<v1::MemoryWindow> done;
+  };
+  void PostReservedBind(ReservedBind& bind) ABSL_LOCKS_EXCLUDED(mu_);
   void FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
                   absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done);
   // Invalidation's commit. `replaced`: the window was revoked by ReplaceWindow (its QP in error).

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -198,6 +199,30 @@ TEST_P(BoundsRegionTest, Type2WindowsAndThePdCascadeWorkWithoutABoundsRegion) {
     Ok(registry_->DeletePd(del));
     EXPECT_THAT(ledger_->violations(), IsEmpty());
     EXPECT_EQ(ledger_->live().mws, 0);
+  }
+}
+
+// Every pin happens on the pin workers: a bind that needs a bounds region registers it there (and posts the
+// bind from there); a gRPC thread or a CM dispatcher calling BindMwAsync never pins.
+TEST_P(BoundsRegionTest, TheBoundsRegionIsPinnedOnAPinWorkerNeverOnTheCallersThread) {
+  const std::thread::id me = std::this_thread::get_id();
+  for (const char* device : {kRxe, kEnforcing}) {
+    SCOPED_TRACE(device);
+    const std::string pd = NewPd(device);
+    const v1::MemoryRegion mr = NewMr(pd, 2 * kPage);
+    const std::string w1 = NewMw(pd, v1::TYPE_1);
+    const std::string w2 = NewMw(pd, v1::TYPE_2);
+    const std::string qp = NewQp(pd);
+    std::atomic<int> pins{0}, pins_here{0};
+    ledger_->SetRegMrHook([&] {
+      pins++;
+      if (std::this_thread::get_id() == me) pins_here++;
+    });
+    Ok(registry_->BindMw(Bind(w1, mr.name(), 0, kPage)));
+    Ok(registry_->BindMw(Bind(w2, mr.name(), kPage, kPage, qp)));
+    ledger_->SetRegMrHook(nullptr);
+    EXPECT_EQ(pins.load(), Expected(device) ? 2 : 0);
+    EXPECT_EQ(pins_here.load(), 0);
   }
 }
 

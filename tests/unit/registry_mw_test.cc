@@ -446,15 +446,20 @@ TEST_F(RegistryTest, ACompletionIsPolledOnThePostingThreadAndOneThatComesLaterIs
   const std::thread::id me = std::this_thread::get_id();
   std::thread::id answered_on;
   Notification bound;
+  std::thread::id pinned_on;
+  ledger_->SetRegMrHook([&] { pinned_on = std::this_thread::get_id(); });
   ledger_->DeferSignals(true);  // the completion is there before the dispatcher could wake
   registry_->BindMwAsync(BindReq(mw, mr, 0, kPage), [&](absl::StatusOr<v1::MemoryWindow> w) {
     EXPECT_OK(w.status());
     answered_on = std::this_thread::get_id();
     bound.Notify();
   });
-  ASSERT_TRUE(bound.HasBeenNotified());  // before BindMwAsync returned
+  // rxe0's binds pin a bounds region: a pin worker pins it, posts the bind, polls and answers (one hand-off).
+  bound.WaitForNotification();
   ledger_->DeferSignals(false);
-  EXPECT_EQ(answered_on, me);
+  ledger_->SetRegMrHook(nullptr);
+  EXPECT_NE(pinned_on, me);
+  EXPECT_EQ(answered_on, pinned_on);
   EXPECT_EQ(registry_->completion_counts().on_poster, 1u);
   EXPECT_EQ(registry_->completion_counts().on_dispatcher, 0u);
 
