@@ -508,8 +508,8 @@ int main(int argc, char** argv) {
               clients, Num(h_reg).c_str(), Num(h_dereg).c_str(), noop.c_str(), Num(h_noop).c_str(),
               Num(h_noop_idle).c_str());
   const double regs_k = static_cast<double>(bench.registrations(kLoaded));
-  std::printf("rdmad_state_commits_total: %s with %d clients (%s per registration), %s with 1 client; "
-              "rdmad_state_records_total: %s with %d clients (%s per commit)\n",
+  std::printf("rdmad_state_commits_total: %s with %d clients (%s per RegisterMr + DeregisterMr pair), %s with 1 "
+              "client; rdmad_state_records_total: %s with %d clients (%s per commit)\n",
               Num(commits, "%.0f").c_str(), clients, commits < 0 || regs_k == 0 ? "n/a" : Num(commits / regs_k).c_str(),
               Num(commits1, "%.0f").c_str(), Num(records, "%.0f").c_str(), clients,
               records < 0 || commits <= 0 ? "n/a" : Num(records / commits).c_str());
