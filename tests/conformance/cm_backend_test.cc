@@ -8,6 +8,10 @@
 // then Drain()); the only other thread is the destroy watchdog, which ends the process after 10 s.
 #include "tests/conformance/cm_backend_fixture.h"
 
+#include <cerrno>
+
+#include "server/verbs/pd.h"
+
 namespace rdmad::verbs::cmtest {
 namespace {
 
@@ -339,6 +343,119 @@ TEST_F(CmBackendTest, Type2WindowBindsOnCmQpAndThePeerReadsThroughIt) {
   }).ok());
   run_until(invalidated);
   EXPECT_TRUE(inv.ok()) << inv;
+}
+
+// A grant's activation posts the window's bind and the key's SEND in one ibv_post_send, the SEND fenced
+// behind the bind (docs/grants.md, "The key never leaves before its bind"). KeyAfterBind does that on the
+// accepting side of a connection on rxe0, with the dialing side's receive posted first (as a grant's client
+// posts one before connecting), over a region with or without MW_BIND, and reports what each side saw.
+struct KeyAfterBindResult {
+  absl::StatusOr<uint32_t> rkey = absl::UnknownError("no completion");
+  absl::Status sent = absl::UnknownError("no completion");
+  fabric::QpState server_state = fabric::QpState::kReset;
+  std::string received;  // the client's receive buffer, up to its first NUL
+};
+
+class KeyAfterBindTest : public CmBackendTest {
+ protected:
+  void KeyAfterBind(uint16_t port, bool region_allows_binds, KeyAfterBindResult* out) {
+    auto lchan = NewChannel(), achan = NewChannel();
+    ASSERT_TRUE(lchan && achan);
+    std::unique_ptr<CmId> listener;
+    End client, server;  // the grant's client dials; the server (rdmad's side) accepts, binds and sends
+    ASSERT_NO_FATAL_FAILURE(Establish(*lchan, *achan, port, &listener, &client, &server));
+
+    std::vector<char> inbox(256, 0);
+    ibv_mr* inbox_mr = ibv_reg_mr(static_cast<Pd*>(client.pd.get())->raw(), inbox.data(), inbox.size(),
+                                  IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(inbox_mr, nullptr) << "ibv_reg_mr: errno " << errno;
+    ibv_sge rsge{reinterpret_cast<uintptr_t>(inbox.data()), static_cast<uint32_t>(inbox.size() - 1),
+                 inbox_mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 0xC11E;
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    ASSERT_EQ(ibv_post_recv(client.qp()->raw(), &rwr, &rbad), 0);
+
+    std::vector<char> memory(4096, 'x');
+    const uint32_t access =
+        fabric::kLocalWrite | fabric::kRemoteRead | (region_allows_binds ? fabric::kMwBind : 0u);
+    auto mr = server.pd->RegMr(memory.data(), memory.size(), access);
+    ASSERT_TRUE(mr.ok()) << mr.status();
+    auto mw = server.pd->AllocMw(fabric::MwType::kType2);
+    ASSERT_TRUE(mw.ok()) << mw.status();
+
+    bool bind_done = false, send_done = false, message_asked = false;
+    fabric::SendAfterBind key;
+    key.message = [&](uint32_t r) {
+      message_asked = true;
+      return "KEY " + std::to_string(r);
+    };
+    key.done = [&](absl::Status st) {
+      out->sent = st;
+      send_done = true;
+    };
+    fabric::BindSpec spec;
+    spec.mr = mr->get();
+    spec.addr = reinterpret_cast<uintptr_t>(memory.data());
+    spec.length = memory.size();
+    spec.access = fabric::kRemoteRead;
+    spec.then = &key;
+    ASSERT_TRUE(server.qp()->PostBind(**mw, spec, [&](absl::StatusOr<uint32_t> r) {
+      out->rkey = r;
+      bind_done = true;
+    }).ok());
+    EXPECT_TRUE(message_asked);  // the SEND was posted, with the bind
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kWaitMs);
+    while (!(bind_done && send_done) && Clock::now() < deadline) {
+      if (Readable(device_->completion_fd(), 100)) device_->DrainCompletions();
+    }
+    EXPECT_TRUE(bind_done && send_done) << "bind done " << bind_done << ", send done " << send_done;
+    out->server_state = State(server);
+    // Time for the key to land, had it been sent (the client's completions are the device's too; the bytes
+    // are what counts).
+    const auto settle = Clock::now() + std::chrono::milliseconds(500);
+    while (Clock::now() < settle) {
+      if (Readable(device_->completion_fd(), 50)) device_->DrainCompletions();
+    }
+    out->received = std::string(inbox.data());
+    std::cout << "[   INFO   ] bind: " << out->rkey.status() << "; SEND: " << out->sent << "; received \""
+              << out->received << "\"" << std::endl;
+
+    if (out->rkey.ok()) {  // a bound type 2 window is invalidated before it goes
+      bool invalidated = false;
+      ASSERT_TRUE(server.qp()->PostInvalidate(**mw, **mr, [&](absl::Status) { invalidated = true; }).ok());
+      const auto until = Clock::now() + std::chrono::milliseconds(kWaitMs);
+      while (!invalidated && Clock::now() < until) {
+        if (Readable(device_->completion_fd(), 100)) device_->DrainCompletions();
+      }
+    }
+    mw->reset();
+    mr->reset();
+    Destroy(client.id, "client id");  // its QP, with the receive posted, before the buffer's registration
+    EXPECT_EQ(ibv_dereg_mr(inbox_mr), 0);
+  }
+};
+
+// The control: over a region that allows binds, the key arrives in the client's receive.
+TEST_F(KeyAfterBindTest, ABindAndItsKeysSendInOnePostDeliverTheKey) {
+  KeyAfterBindResult r;
+  ASSERT_NO_FATAL_FAILURE(KeyAfterBind(7483, /*region_allows_binds=*/true, &r));
+  ASSERT_TRUE(r.rkey.ok()) << r.rkey.status();
+  EXPECT_TRUE(r.sent.ok()) << r.sent;
+  EXPECT_EQ(r.received, "KEY " + std::to_string(*r.rkey));
+}
+
+// The bind fails for real on rxe (the region lacks MW_BIND: ibv_bind_mw(3)): it completes in error, the QP
+// goes to the error state, and the SEND fenced behind it is flushed: the key never reaches the client.
+TEST_F(KeyAfterBindTest, AFailedBindFlushesTheKeysSendFencedBehindIt) {
+  KeyAfterBindResult r;
+  ASSERT_NO_FATAL_FAILURE(KeyAfterBind(7485, /*region_allows_binds=*/false, &r));
+  EXPECT_FALSE(r.rkey.ok()) << "the bind succeeded on a region without MW_BIND";
+  EXPECT_FALSE(r.sent.ok()) << "the key's SEND completed although its bind failed";
+  EXPECT_EQ(r.server_state, fabric::QpState::kError);
+  EXPECT_EQ(r.received, "") << "the client received the key of a failed bind";
 }
 
 }  // namespace
