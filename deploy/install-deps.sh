@@ -15,6 +15,8 @@ PKGS=(
   libcpp-httplib-dev
   # the restart-recovery state store (server/state/, docs/operations.md#restart-recovery): SQLite (libsqlite3-0)
   libsqlite3-dev
+  # readiness under the systemd unit (Type=notify: server/main.cc's sd_notify): libsystemd (libsystemd0)
+  libsystemd-dev
   # tests and the Soft-RoCE guest
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils iproute2 util-linux procps
   ibverbs-utils rdmacm-utils perftest

@@ -15,8 +15,14 @@
 // their QPs first, then channels), then the registry (windows, regions, QPs, PDs, devices, in that order)
 // and removes its TLS copies: nothing is left behind. All within shutdown_deadline_s; a second signal or the
 // deadline forces the exit (the watchdog thread).
+//
+// systemd (deploy/rdmad.service, Type=notify): main tells the service manager through sd_notify(3) when
+// rdmad serves (READY=1, after Daemon::Start), when a SIGHUP reload runs (RELOADING=1, then READY=1), when
+// the drain starts (STOPPING=1) and which stage it is in (STATUS=). Without $NOTIFY_SOCKET these do nothing.
 #include <signal.h>
 #include <sys/resource.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -27,6 +33,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/common/log.h"
@@ -47,6 +54,23 @@ void RaiseMemlockLimit() {
     RDMAD_LOG_WARN("cannot lift RLIMIT_MEMLOCK (%s); registrations are limited to %llu bytes of pinned memory",
                    std::strerror(errno), static_cast<unsigned long long>(now.rlim_cur));
   }
+}
+
+// One sd_notify(3) message to the service manager; a no-op outside systemd (no $NOTIFY_SOCKET). A failure
+// to send is logged and otherwise ignored: serving does not depend on it.
+void Notify(const std::string& state) {
+  if (int r = sd_notify(0, state.c_str()); r < 0) {
+    RDMAD_LOG_WARN("sd_notify: %s", std::strerror(-r));
+  }
+}
+
+// The CLOCK_MONOTONIC time in microseconds: systemd 253+ ties a RELOADING=1 to the reload it started by it
+// (MONOTONIC_USEC=, needed with Type=notify-reload); systemd 252 (Debian 12) ignores the field.
+unsigned long long MonotonicMicros() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<unsigned long long>(ts.tv_sec) * 1000000ULL +
+         static_cast<unsigned long long>(ts.tv_nsec) / 1000;
 }
 
 int Run(int argc, char** argv) {
@@ -105,11 +129,16 @@ int Run(int argc, char** argv) {
     return config_error ? 2 : 1;
   }
   std::unique_ptr<Daemon> daemon = std::move(started).value();
+  // Serving: a Type=notify unit is "active" from here (systemctl start returns, After= units start).
+  const std::string serving = "STATUS=serving rdmad.v1 on " + absl::StrJoin(config.listen, ", ");
+  Notify("READY=1\n" + serving);
 
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
     if (sig != SIGHUP) break;
+    Notify("RELOADING=1\nSTATUS=reloading (SIGHUP: TLS certificates, audit log)\nMONOTONIC_USEC=" +
+           std::to_string(MonotonicMicros()));
     // SIGHUP: re-read the TLS files; if they fail their checks the certificates in use stay.
     absl::StatusOr<std::string> reloaded = daemon->ReloadTls();
     if (reloaded.ok()) {
@@ -122,16 +151,24 @@ int Run(int argc, char** argv) {
     if (absl::Status s = daemon->ReopenAudit(); !s.ok()) {
       RDMAD_LOG_ERROR("SIGHUP: audit log not reopened: %s", std::string(s.message()).c_str());
     }
+    // The reload is over, whatever it kept: rdmad serves throughout (the log says what failed).
+    Notify("READY=1\n" + serving);
   }
   // The drain (docs/operations.md#drain-and-shutdown), within shutdown_deadline_s. A second SIGTERM/SIGINT,
   // or the deadline, forces the exit (status 1): the kernel then releases every verbs object of the process.
   const absl::Time deadline = absl::Now() + absl::Seconds(config.shutdown_deadline_s);
   RDMAD_LOG_INFO("%s: draining (deadline %llds; a second SIGTERM forces the exit)", strsignal(sig),
                  static_cast<long long>(config.shutdown_deadline_s));
+  // systemd shows the unit "deactivating" from here, and each stage as its status.
+  Notify("STOPPING=1\nSTATUS=draining");
   Watchdog watchdog(signals, deadline);
-  daemon->Drain(deadline, [&watchdog](const char* stage) { watchdog.Stage(stage); });
+  daemon->Drain(deadline, [&watchdog](const char* stage) {
+    watchdog.Stage(stage);
+    Notify(std::string("STATUS=draining: ") + stage);
+  });
   daemon.reset();
   watchdog.Stop();
+  Notify("STATUS=drained, exiting");
   return 0;
 }
 
