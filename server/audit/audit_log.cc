@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/wire/wall_clock.h"
+#include "server/dispatch/handoffs.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 
@@ -74,14 +75,24 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path
 }
 
 AuditLog::AuditLog(std::string path, int fd, Options options)
-    : path_(std::move(path)), hub_(HubOptions(options)), fd_(fd) {}
+    : path_(std::move(path)),
+      hub_(HubOptions(options)),
+      own_journal_(options.journal != nullptr ? nullptr : std::make_unique<state::Journal>(nullptr)),
+      journal_(options.journal != nullptr ? options.journal : own_journal_.get()),
+      fd_(fd) {}
 
 AuditLog::~AuditLog() {
   Shutdown();
-  MutexLock lock(&mu_);
+  // Every line queued for this log is written before the descriptor goes (and the journal, if it is a
+  // shared one, never calls AppendLines on this log again).
+  journal_->Flush();
+  own_journal_.reset();
+  MutexLock lock(&fd_mu_);
   if (fd_ != STDOUT_FILENO && fd_ >= 0) close(fd_);
   fd_ = -1;
 }
+
+void AuditLog::Flush() { journal_->Flush(); }
 
 void AuditLog::Shutdown() { hub_.CloseAll(absl::UnavailableError("rdmad is shutting down")); }
 
@@ -105,7 +116,9 @@ std::string AuditLog::ToJson(const v1::AuditRecord& r) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-void AuditLog::Record(const Event& event) {
+void AuditLog::Record(const Event& event) { Submit(event); }
+
+state::Ticket AuditLog::Submit(const Event& event) {
   v1::AuditRecord r;
   r.set_principal(event.principal);
   r.set_tenant(event.tenant);
@@ -121,24 +134,34 @@ void AuditLog::Record(const Event& event) {
   r.set_sequence(next_sequence_++);
   r.set_time_unix_nanos(absl::ToUnixNanos(wire::WallNow()));
   r.set_json(ToJson(r));
-  const int err = fd_ >= 0 ? WriteAll(fd_, absl::StrCat(r.json(), "\n")) : EBADF;
+  // A queue push (the journal's writer writes it): under mu_, so the file has the records in sequence order.
+  state::Ticket written = journal_->SubmitLine(this, r.json(), r.sequence());
+  // Still under mu_: the streams get the records in sequence order, as the file does.
+  hub_.Publish(std::move(r));
+  return written;
+}
+
+absl::Status AuditLog::AppendLines(const std::string& lines, uint64_t first, uint64_t last) {
+  MutexLock lock(&fd_mu_);
+  const int err = fd_ >= 0 ? WriteAll(fd_, lines) : EBADF;
   if (err != 0) {
-    ++write_errors_;
+    write_errors_ += last - first + 1;
     if (!failing_) {
       RDMAD_LOG_ERROR("audit log %s: write failed: %s (errno %d, %s); record %llu and later ones may be missing "
                       "from it (still sent to WatchAudit streams)",
                       path_.c_str(), std::strerror(err), err, ErrnoName(err).c_str(),
-                      static_cast<unsigned long long>(r.sequence()));
+                      static_cast<unsigned long long>(first));
     }
     failing_ = true;
-  } else if (failing_) {
+    return ErrnoError("write", err, absl::StrCat("the audit log ", path_), "audit");
+  }
+  if (failing_) {
     failing_ = false;
     RDMAD_LOG_WARN("audit log %s: writing again from record %llu (%llu record(s) failed to be written)",
-                   path_.c_str(), static_cast<unsigned long long>(r.sequence()),
+                   path_.c_str(), static_cast<unsigned long long>(first),
                    static_cast<unsigned long long>(write_errors_));
   }
-  // Still under mu_: the streams get the records in sequence order, as the file does.
-  hub_.Publish(std::move(r));
+  return absl::OkStatus();
 }
 
 void AuditLog::RecordCall(const auth::Caller& caller, const std::string& method, const std::string& resource,
@@ -152,15 +175,20 @@ void AuditLog::RecordCall(const auth::Caller& caller, const std::string& method,
   e.errno_value = ErrnoOf(status);
   e.detail = std::string(status.message());
   e.peer = caller.peer;
-  Record(e);
+  state::Ticket written = Submit(e);
+  // On the RPC handler's own thread (a gRPC thread: no hand-off on the call's path, or outside any), its
+  // record is written (in the kernel) before the answer leaves; a failure was logged. An answer that left
+  // from another thread (a pin worker, a dispatcher: dispatch/handoffs.h) does not wait for the disk.
+  if (dispatch::Handoffs::Current() <= 0) written.Wait().IgnoreError();
 }
 
 absl::Status AuditLog::Reopen() {
   if (path_ == kStdout) return absl::OkStatus();
   RDMAD_ASSIGN_OR_RETURN(int fd, OpenFile(path_));
+  Flush();  // what was recorded before the rotation stays in the rotated file
   int old = -1;
   {
-    MutexLock lock(&mu_);
+    MutexLock lock(&fd_mu_);  // after the write under way, if any
     old = fd_;
     fd_ = fd;
   }
@@ -170,7 +198,7 @@ absl::Status AuditLog::Reopen() {
 }
 
 uint64_t AuditLog::write_errors() const {
-  MutexLock lock(&mu_);
+  MutexLock lock(&fd_mu_);
   return write_errors_;
 }
 

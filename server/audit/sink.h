@@ -4,9 +4,10 @@
 // implementation.
 //
 // Threads: Record is called from any thread (gRPC handlers, rdma_cm dispatchers, device dispatchers, the
-// grants loop). An implementation takes only its own locks and does not call back into its callers; it
-// makes one short write(2) per event. Callers do not hold their own locks across Record (see each
-// caller's file).
+// grants loop). An implementation takes only its own locks, does not call back into its callers and never
+// blocks on the disk: AuditLog numbers the event and queues its line on the state journal's writer
+// (server/state/journal.h), which writes it in order with the next group. Callers do not hold their own
+// locks across Record (see each caller's file).
 #ifndef RDMAD_SERVER_AUDIT_SINK_H_
 #define RDMAD_SERVER_AUDIT_SINK_H_
 

@@ -1,15 +1,22 @@
 // state::NameCounter: the numbers of one name kind ("pds" -> pds/1, pds/2, ...), never reused, across
-// restarts too. With a Store it reserves blocks: before handing out a number at or past the persisted
-// mark it persists mark = number + kBlock, so a restart (even after kill -9) starts at the mark, past
-// every number the previous process could have handed out. Without a Store it simply counts from `first`.
+// restarts too. With a Store it reserves blocks of kBlock numbers: no number at or past the durable mark is
+// handed out, so a restart (even after kill -9) starts at the mark, past every number the previous process
+// could have handed out. Without a Store it simply counts from `first`.
+//
+// The mark is written ahead through the store's journal (store.h Submit): when half of the current block
+// is handed out, the next block's mark is submitted (a queue push, no I/O, no wait), so by the time the
+// block is used up it is normally durable already. Next() waits for it only if it is not: the first name
+// of each kind after start-up, or a block used up faster than one group commit. That wait is the one disk
+// wait left under the owner's lock, at most once per kBlock names.
 //
 // Threads: not synchronized itself; the owner calls it under its own lock (ABSL_GUARDED_BY the owner's
-// mutex). Next() may write the store (one fsync per kBlock names).
+// mutex).
 #ifndef RDMAD_SERVER_STATE_NAMES_H_
 #define RDMAD_SERVER_STATE_NAMES_H_
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -32,9 +39,13 @@ class NameCounter {
   }
 
   uint64_t Next() {
-    if (store_ != nullptr && next_ >= limit_) {
-      const uint64_t limit = next_ + kBlock;
-      if (absl::Status s = store_->SetMark(kind_, limit); s.ok()) {
+    if (store_ == nullptr) return next_++;
+    if (next_ >= limit_) {
+      // The block is used up: the next one's mark must be durable before its first number goes out.
+      if (!ahead_.has_value()) Ahead(next_ + kBlock);
+      const uint64_t limit = *ahead_;
+      ahead_.reset();
+      if (absl::Status s = ahead_ticket_.Wait(); s.ok()) {
         limit_ = limit;
       } else {
         // The number is still handed out (the caller's operation succeeded at the fabric already); after a
@@ -43,6 +54,7 @@ class NameCounter {
                         kind_.c_str(), std::string(s.message()).c_str());
       }
     }
+    if (!ahead_.has_value() && next_ + kBlock / 2 >= limit_ && next_ < limit_) Ahead(limit_ + kBlock);
     return next_++;
   }
   // The next number Next() returns (peeking; e.g. to name what is about to be created).
@@ -52,7 +64,14 @@ class NameCounter {
   Store* const store_;
   const std::string kind_;
   uint64_t next_;
-  uint64_t limit_ = 0;
+  uint64_t limit_ = 0;                // numbers below it are durably reserved
+  std::optional<uint64_t> ahead_;     // the next block's mark, submitted, not yet taken into limit_
+  Ticket ahead_ticket_;               // its record
+
+  void Ahead(uint64_t mark) {
+    ahead_ = mark;
+    ahead_ticket_ = store_->Submit(Mutation::SetMark(kind_, mark));
+  }
 };
 
 }  // namespace rdmad::state

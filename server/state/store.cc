@@ -1,5 +1,7 @@
-// state::Store over SQLite (libsqlite3, Debian-packaged). Threads: see store.h.
+// state::Store over SQLite (libsqlite3, Debian-packaged), Mutation and Ticket. Threads: see store.h.
 #include "server/state/store.h"
+
+#include "server/state/journal.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -171,28 +173,79 @@ uint64_t Store::Mark(const std::string& kind) {
   return it == marks_.end() ? 0 : it->second;
 }
 
-absl::Status Store::SetMark(const std::string& kind, uint64_t next) {
+absl::Status Store::SetMark(const std::string& kind, uint64_t next) { return Apply(Mutation::SetMark(kind, next)); }
+absl::Status Store::PutPd(const PdRow& row) { return Apply(Mutation::PutPd(row)); }
+absl::Status Store::DeletePd(uint64_t id) { return Apply(Mutation::DeletePd(id)); }
+absl::Status Store::PutMr(const MrRow& row) { return Apply(Mutation::PutMr(row)); }
+absl::Status Store::DeleteMr(uint64_t id) { return Apply(Mutation::DeleteMr(id)); }
+absl::Status Store::PutGrant(uint64_t id, const v1::Grant& grant) { return Apply(Mutation::PutGrant(id, grant)); }
+absl::Status Store::DeleteGrant(uint64_t id) { return Apply(Mutation::DeleteGrant(id)); }
+
+absl::Status Store::Apply(const Mutation& m) {
   MutexLock lock(&mu_);
-  RDMAD_RETURN_IF_ERROR(Exec("INSERT INTO marks (kind, next) VALUES (?, ?) ON CONFLICT(kind) DO UPDATE SET next = "
-                             "excluded.next",
-                             {Value::Text(kind), Value::Int(next)}));
-  marks_[kind] = next;
+  RDMAD_RETURN_IF_ERROR(ApplyLocked(m));  // autocommit: its own transaction
+  if (m.kind == Mutation::Kind::kSetMark) marks_[m.mark] = m.id;
   return absl::OkStatus();
 }
 
-absl::Status Store::PutPd(const PdRow& row) {
+absl::Status Store::ApplyGroup(const std::vector<const Mutation*>& group, std::vector<absl::Status>* each) {
+  each->assign(group.size(), absl::OkStatus());
+  if (group.empty()) return absl::OkStatus();
   MutexLock lock(&mu_);
-  return Exec("INSERT OR REPLACE INTO pds (id, device, label, owner) VALUES (?, ?, ?, ?)",
-              {Value::Int(row.id), Value::Text(row.device), Value::Text(row.label), Value::Text(row.owner)});
+  absl::Status tx = Exec("BEGIN IMMEDIATE", {});
+  if (tx.ok()) {
+    for (size_t i = 0; i < group.size(); ++i) (*each)[i] = ApplyLocked(*group[i]);
+    // Some errors (disk full, I/O) roll the whole transaction back: then nothing of the group is recorded.
+    if (sqlite3_get_autocommit(db_)) {
+      tx = Error("the group's transaction was rolled back");
+    } else {
+      tx = Exec("COMMIT", {});
+      if (!tx.ok() && !sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+  if (!tx.ok()) {
+    for (absl::Status& s : *each) s = tx;
+    return tx;
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    if ((*each)[i].ok() && group[i]->kind == Mutation::Kind::kSetMark) marks_[group[i]->mark] = group[i]->id;
+  }
+  return absl::OkStatus();
 }
 
-absl::Status Store::DeletePd(uint64_t id) {
-  MutexLock lock(&mu_);
-  return Exec("DELETE FROM pds WHERE id = ?", {Value::Int(id)});
+Ticket Store::Submit(Mutation m) {
+  if (Journal* j = journal()) return j->Submit(std::move(m));
+  absl::Status s = Apply(m);
+  if (!s.ok()) m.LogFailure(s);
+  return Ticket::Done(std::move(s));
 }
 
-absl::Status Store::PutMr(const MrRow& row) {
-  MutexLock lock(&mu_);
+absl::Status Store::ApplyLocked(const Mutation& m) {
+  switch (m.kind) {
+    case Mutation::Kind::kSetMark:
+      return Exec("INSERT INTO marks (kind, next) VALUES (?, ?) ON CONFLICT(kind) DO UPDATE SET next = excluded.next",
+                  {Value::Text(m.mark), Value::Int(m.id)});
+    case Mutation::Kind::kPutPd:
+      return Exec("INSERT OR REPLACE INTO pds (id, device, label, owner) VALUES (?, ?, ?, ?)",
+                  {Value::Int(m.pd.id), Value::Text(m.pd.device), Value::Text(m.pd.label), Value::Text(m.pd.owner)});
+    case Mutation::Kind::kDeletePd:
+      return Exec("DELETE FROM pds WHERE id = ?", {Value::Int(m.id)});
+    case Mutation::Kind::kPutMr:
+      return PutMrLocked(m.mr);
+    case Mutation::Kind::kDeleteMr:
+      return Exec("DELETE FROM mrs WHERE id = ?", {Value::Int(m.id)});
+    case Mutation::Kind::kPutGrant: {
+      std::string info;
+      if (!m.grant.SerializeToString(&info)) return absl::InternalError("state store: cannot serialize a grant");
+      return Exec("INSERT OR REPLACE INTO grants (id, info) VALUES (?, ?)", {Value::Int(m.id), Value::Blob(info)});
+    }
+    case Mutation::Kind::kDeleteGrant:
+      return Exec("DELETE FROM grants WHERE id = ?", {Value::Int(m.id)});
+  }
+  return absl::InternalError("state store: unknown mutation");
+}
+
+absl::Status Store::PutMrLocked(const MrRow& row) {
   std::string source;
   if (!row.source.SerializeToString(&source)) return absl::InternalError("state store: cannot serialize a source");
   std::vector<Value> values = {Value::Int(row.id), Value::Int(row.pd), Value::Blob(source), Value::Int(row.access)};
@@ -222,22 +275,79 @@ absl::Status Store::PutMr(const MrRow& row) {
               values);
 }
 
-absl::Status Store::DeleteMr(uint64_t id) {
-  MutexLock lock(&mu_);
-  return Exec("DELETE FROM mrs WHERE id = ?", {Value::Int(id)});
+// ---------------------------------------------------------------------------------------------------------
+// Mutation and Ticket
+
+Mutation Mutation::SetMark(std::string kind, uint64_t next) {
+  Mutation m;
+  m.kind = Kind::kSetMark;
+  m.mark = std::move(kind);
+  m.id = next;
+  return m;
+}
+Mutation Mutation::PutPd(PdRow row) {
+  Mutation m;
+  m.kind = Kind::kPutPd;
+  m.id = row.id;
+  m.pd = std::move(row);
+  return m;
+}
+Mutation Mutation::DeletePd(uint64_t id) {
+  Mutation m;
+  m.kind = Kind::kDeletePd;
+  m.id = id;
+  return m;
+}
+Mutation Mutation::PutMr(MrRow row) {
+  Mutation m;
+  m.kind = Kind::kPutMr;
+  m.id = row.id;
+  m.mr = std::move(row);
+  return m;
+}
+Mutation Mutation::DeleteMr(uint64_t id) {
+  Mutation m;
+  m.kind = Kind::kDeleteMr;
+  m.id = id;
+  return m;
+}
+Mutation Mutation::PutGrant(uint64_t id, v1::Grant grant) {
+  Mutation m;
+  m.kind = Kind::kPutGrant;
+  m.id = id;
+  m.grant = std::move(grant);
+  return m;
+}
+Mutation Mutation::DeleteGrant(uint64_t id) {
+  Mutation m;
+  m.kind = Kind::kDeleteGrant;
+  m.id = id;
+  return m;
 }
 
-absl::Status Store::PutGrant(uint64_t id, const v1::Grant& grant) {
-  MutexLock lock(&mu_);
-  std::string info;
-  if (!grant.SerializeToString(&info)) return absl::InternalError("state store: cannot serialize a grant");
-  return Exec("INSERT OR REPLACE INTO grants (id, info) VALUES (?, ?)", {Value::Int(id), Value::Blob(info)});
+void Mutation::LogFailure(const absl::Status& s) const {
+  if (error_prefix.empty()) {
+    RDMAD_LOG_ERROR("state store: a mutation is not recorded (%s)", std::string(s.message()).c_str());
+    return;
+  }
+  RDMAD_LOG_ERROR("%s (%s)%s", error_prefix.c_str(), std::string(s.message()).c_str(), error_suffix.c_str());
 }
 
-absl::Status Store::DeleteGrant(uint64_t id) {
-  MutexLock lock(&mu_);
-  return Exec("DELETE FROM grants WHERE id = ?", {Value::Int(id)});
+Ticket Ticket::Done(absl::Status status) {
+  if (status.ok()) return Ticket();
+  auto state = std::make_shared<State>();
+  state->status = std::move(status);
+  state->done.Notify();
+  return Ticket(std::move(state));
 }
+
+absl::Status Ticket::Wait() const {
+  if (state_ == nullptr) return absl::OkStatus();
+  state_->done.WaitForNotification();
+  return state_->status;
+}
+
+bool Ticket::ready() const { return state_ == nullptr || state_->done.HasBeenNotified(); }
 
 absl::StatusOr<Snapshot> Store::Load() {
   MutexLock lock(&mu_);

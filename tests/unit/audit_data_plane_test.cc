@@ -179,8 +179,10 @@ TEST_F(AuditDataPlaneTest, AGrantsAcceptAndRevocationAndAReplayedTokensReject) {
   absl::StatusOr<v1::Grant> revoked =
       AwaitResult<v1::Grant>([&](Done<v1::Grant> d) { grants_->Revoke(g.name(), std::move(d)); });
   ASSERT_TRUE(revoked.ok()) << revoked.status();
+  // Queued before Revoke's answer (the dispatcher does not wait for the disk), written by the state journal.
+  ASSERT_TRUE(Eventually([&] { return RecordsOf("grant ended").size() == 1; }));
   std::vector<nlohmann::json> ended = RecordsOf("grant ended");
-  ASSERT_EQ(ended.size(), 1u);  // written before Revoke's answer
+  ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0]["resource"], g.name());
   EXPECT_EQ(ended[0]["principal"], "app-7");
   EXPECT_THAT(ended[0]["detail"].get<std::string>(), StartsWith("END_REVOKED: "));
