@@ -196,6 +196,7 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
   v1::IssuedGrant out;
   bool refill = false;
   std::string pd = plan.info.pd();
+  state::Ticket recorded;  // the grant's record: the reply waits for it, without mu_
   {
     MutexLock lock(&mu_);
     if (shutdown_ || draining_) return absl::UnavailableError("rdmad is shutting down");
@@ -253,12 +254,13 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
                    static_cast<unsigned long long>(b.info.offset()),
                    static_cast<unsigned long long>(b.info.length()),
                    b.info.principal().c_str(), v1::GrantScope_Name(b.info.scope()).c_str(), token->id.c_str());
-    PersistLocked(*e);
+    recorded = PersistLocked(*e);
     grants_.emplace(id, std::move(e));
     --t->second.reserved;  // the place reserved for it is now a live grant's
     --reserved_;
     ++live_;
   }
+  recorded.Wait().IgnoreError();  // a failure is logged by the journal
   for (const v1::SocketAddress& a : endpoints) *out.add_endpoints() = a;
   if (refill) RefillSoon(pd);
   return out;
@@ -415,6 +417,8 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
 }
 
 absl::StatusOr<v1::Grant> GrantManager::Renew(const v1::RenewGrantRequest& request) {
+  // Declared before the lock: the reply waits for the renewal's record after mu_ is released.
+  state::WaitAtScopeEnd recorded;
   MutexLock lock(&mu_);
   RDMAD_ASSIGN_OR_RETURN(Entry * e, Find(request.name(), "name"));
   Entry::Book& b = e->book.Get(mu_);
@@ -438,7 +442,7 @@ absl::StatusOr<v1::Grant> GrantManager::Renew(const v1::RenewGrantRequest& reque
   b.info.set_expire_time_unix_nanos(absl::ToUnixNanos(b.expiry));
   b.info.set_renewals(b.info.renewals() + 1);
   ScheduleLocked(*e);
-  PersistLocked(*e);
+  recorded = PersistLocked(*e);
   Publish(v1::GRANT_RENEWED, *e);
   return b.info;
 }

@@ -213,8 +213,11 @@ class GrantManager final : public dataplane::GrantConnections {
                                                             const std::vector<v1::SocketAddress>& endpoints,
                                                             uint64_t ticket, bool* stale);
   void Publish(v1::GrantEventType type, const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The state store's record of a live grant (issued, renewed), or its removal (ended). No-op without one.
-  void PersistLocked(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state store's record of a live grant (issued, renewed), or its removal (ended), submitted to the
+  // store's journal under mu_ (a queue push, no I/O; a failure is logged by the journal). Issue and Renew
+  // wait for PersistLocked's ticket after releasing mu_; an end (on whichever thread: a dispatcher, the
+  // grants' loop) does not wait. A done ticket without a store.
+  state::Ticket PersistLocked(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnpersistLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Lifecycle (lifecycle.cc). None is called with mu_ held.

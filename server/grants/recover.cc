@@ -1,6 +1,7 @@
 // GrantManager and the state store: recording live grants, and reporting them after a restart
 // (manager.h, Recover; docs/operations.md, "Restart recovery"). Threads: PersistLocked/UnpersistLocked
-// under mu_ (on whichever thread issues, renews or ends a grant: the store's own lock is a leaf);
+// under mu_ (on whichever thread issues, renews or ends a grant): they only submit to the store's journal
+// (state/journal.h: a queue push under its leaf lock), whose writer thread does the I/O and logs failures;
 // Recover on main at start-up, before serving.
 #include <utility>
 
@@ -11,20 +12,20 @@
 
 namespace rdmad::grants {
 
-void GrantManager::PersistLocked(const Entry& e) {
-  if (options_.state == nullptr) return;
-  if (absl::Status s = options_.state->PutGrant(e.id, e.book.Get(mu_).info); !s.ok()) {
-    RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): a restart will not report it",
-                    e.book.Get(mu_).info.name().c_str(), std::string(s.message()).c_str());
-  }
+state::Ticket GrantManager::PersistLocked(const Entry& e) {
+  if (options_.state == nullptr) return state::Ticket();
+  const v1::Grant& info = e.book.Get(mu_).info;
+  return options_.state->Submit(state::Mutation::PutGrant(e.id, info).OnError(
+      absl::StrCat(info.name(), ": not recorded in the state store"), ": a restart will not report it"));
 }
 
 void GrantManager::UnpersistLocked(uint64_t id) {
   if (options_.state == nullptr) return;
-  if (absl::Status s = options_.state->DeleteGrant(id); !s.ok()) {
-    RDMAD_LOG_ERROR("%s: its end is not recorded in the state store (%s): a restart reports it as lost",
-                    Name("grants", id).c_str(), std::string(s.message()).c_str());
-  }
+  // Not waited for: an end runs on dispatchers and the grants' loop too (OnKeyKilled, expiry), which must
+  // not block on the disk. The record is still in order behind the grant's earlier ones.
+  options_.state->Submit(state::Mutation::DeleteGrant(id).OnError(
+      absl::StrCat(Name("grants", id), ": its end is not recorded in the state store"),
+      ": a restart reports it as lost"));
 }
 
 std::vector<std::string> GrantManager::Recover(const std::vector<v1::Grant>& live) {

@@ -76,28 +76,27 @@ v1::MemoryRegion Registry::ToProto(const MrEntry& e) const {
   return mr;
 }
 
-void Registry::PersistMr(const MrEntry& e) {
+state::Ticket Registry::PersistMr(const MrEntry& e) {
   const MrEntry::Book& b = e.book.Get(mu_);
-  if (options_.state == nullptr) return;
+  if (options_.state == nullptr) return state::Ticket();
   state::MrRow row{e.id, b.pd->id, b.source, b.access, std::nullopt};
   // A file region: whose rights opened it and which inode, for restart recovery to check again.
   if (b.source.has_file() && b.mapping != nullptr && b.mapping->is_file()) {
     row.file = state::FileRecord{b.mapping->files(), b.mapping->real_path(), b.mapping->file_id().dev,
                                  b.mapping->file_id().ino};
   }
-  if (absl::Status s = options_.state->PutMr(row); !s.ok()) {
-    RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): it will not survive a restart",
-                    Name("mrs", e.id).c_str(), std::string(s.message()).c_str());
-  }
+  // A queue push: the journal's writer records it (and logs a failure).
+  return options_.state->Submit(state::Mutation::PutMr(std::move(row))
+                                    .OnError(absl::StrCat(Name("mrs", e.id), ": not recorded in the state store"),
+                                             ": it will not survive a restart"));
 }
 
-void Registry::Unpersist(const char* kind, uint64_t id) {
-  if (options_.state == nullptr) return;
-  absl::Status s = std::string(kind) == "pds" ? options_.state->DeletePd(id) : options_.state->DeleteMr(id);
-  if (!s.ok()) {
-    RDMAD_LOG_ERROR("%s: its removal is not recorded in the state store (%s): a restart re-creates it",
-                    Name(kind, id).c_str(), std::string(s.message()).c_str());
-  }
+state::Ticket Registry::Unpersist(const char* kind, uint64_t id) {
+  if (options_.state == nullptr) return state::Ticket();
+  state::Mutation m = std::string(kind) == "pds" ? state::Mutation::DeletePd(id) : state::Mutation::DeleteMr(id);
+  return options_.state->Submit(
+      std::move(m).OnError(absl::StrCat(Name(kind, id), ": its removal is not recorded in the state store"),
+                           ": a restart re-creates it"));
 }
 
 void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::MemoryRegion> done,
@@ -145,6 +144,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
         room.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : room;
     if (!mr.ok() && room.ok()) mr = options_.memlock.Explain(mr.status(), (*mapping)->length(), "source");
     absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
+    state::Ticket recorded;
     {
       MutexLock lock(&mu_);
       pd->book.Get(mu_).pending--;
@@ -160,11 +160,14 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
         e->mr = std::move(mr).value();
         e->CacheAttributes(mu_);
         Attach(mu_, pd, e.get());
-        PersistMr(*e);
+        recorded = PersistMr(*e);
         out = ToProto(*e);
         mrs_.emplace(e->id, std::move(e));
       }
     }
+    // The reply waits for the region's record (on this pin worker, without mu_); a failure was logged and
+    // the region stays registered, as before.
+    recorded.Wait().IgnoreError();
     if (out.ok()) {
       RDMAD_LOG_INFO("%s registered in %s: %" PRIu64 " bytes, rkey 0x%x", out->name().c_str(), out->pd().c_str(),
                      out->length(), out->rkey());
@@ -235,16 +238,18 @@ absl::Status Registry::DeregisterMr(const std::string& name) {
   }
   absl::Status released = e->mr ? WithContext(e->mr->Release(), name) : absl::OkStatus();  // lost: nothing registered
   std::unique_ptr<MrEntry> owned;
+  state::Ticket recorded;
   {
     MutexLock lock(&mu_);
     e->book.Get(mu_).busy = nullptr;
     if (!released.ok()) return released;  // still registered, still ours
-    Unpersist("mrs", e->id);
+    recorded = Unpersist("mrs", e->id);
     Detach(mu_, e->book.Get(mu_).pd, e);
     owned = std::move(mrs_[e->id]);
     mrs_.erase(e->id);
   }
   owned.reset();  // unmaps, without the lock
+  recorded.Wait().IgnoreError();  // the reply after its record (a failure is logged by the journal)
   RDMAD_LOG_INFO("%s deregistered", name.c_str());
   return absl::OkStatus();
 }

@@ -36,26 +36,32 @@ absl::StatusOr<v1::ProtectionDomain> Registry::CreatePd(const v1::CreatePdReques
     creating_.pds++;
   }
   absl::StatusOr<std::unique_ptr<fabric::Pd>> pd = device->AllocPd();
-  MutexLock lock(&mu_);
-  creating_.pds--;
-  if (!pd.ok()) return pd.status();
-  auto e = std::make_unique<PdEntry>();
-  e->totals = &totals_;
-  e->device = device;
-  e->label = request.label();
-  e->pd = std::move(pd).value();
-  e->id = next_pd_.Next();
-  if (options_.state != nullptr) {
-    // Recorded before anyone can see it: a restart re-creates it under this name.
-    state::PdRow row{e->id, device->info().name, e->label, owner};
-    if (absl::Status s = options_.state->PutPd(row); !s.ok()) {
-      RDMAD_LOG_ERROR("%s: not recorded in the state store (%s): it will not survive a restart",
-                      Name("pds", e->id).c_str(), std::string(s.message()).c_str());
+  state::Ticket recorded;
+  v1::ProtectionDomain out;
+  {
+    MutexLock lock(&mu_);
+    creating_.pds--;
+    if (!pd.ok()) return pd.status();
+    auto e = std::make_unique<PdEntry>();
+    e->totals = &totals_;
+    e->device = device;
+    e->label = request.label();
+    e->pd = std::move(pd).value();
+    e->id = next_pd_.Next();
+    if (options_.state != nullptr) {
+      // Submitted before anyone can see it (a queue push: the journal writes it); the reply waits for it
+      // below, without mu_: a restart re-creates it under this name.
+      state::PdRow row{e->id, device->info().name, e->label, owner};
+      recorded = options_.state->Submit(
+          state::Mutation::PutPd(std::move(row))
+              .OnError(absl::StrCat(Name("pds", e->id), ": not recorded in the state store"),
+                       ": it will not survive a restart"));
     }
+    out = ToProto(*e);
+    OwnPdLocked(out.name(), owner);  // the tenant's from the moment anyone can see it
+    pds_.emplace(e->id, std::move(e));
   }
-  v1::ProtectionDomain out = ToProto(*e);
-  OwnPdLocked(out.name(), owner);  // the tenant's from the moment anyone can see it
-  pds_.emplace(e->id, std::move(e));
+  recorded.Wait().IgnoreError();  // a failure is logged by the journal; the PD exists either way
   RDMAD_LOG_INFO("%s created on %s", out.name().c_str(), out.device().c_str());
   return out;
 }
@@ -186,6 +192,7 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
   std::vector<std::unique_ptr<MrEntry>> mrs;  // their mappings are unmapped on destruction
   std::vector<std::unique_ptr<QpEntry>> qps;
   std::unique_ptr<PdEntry> owned;
+  std::vector<state::Ticket> recorded;  // the removals' records, waited for without mu_
   {
     MutexLock lock(&mu_);
     for (uint64_t id : released_mws) {
@@ -197,7 +204,7 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
       response.add_deleted(Name("mws", id));
     }
     for (uint64_t id : released_mrs) {
-      Unpersist("mrs", id);
+      recorded.push_back(Unpersist("mrs", id));
       Detach(mu_, pd, mrs_[id].get());
       mrs.push_back(std::move(mrs_[id]));
       mrs_.erase(id);
@@ -207,23 +214,29 @@ absl::StatusOr<v1::DeletePdResponse> Registry::DeletePd(const v1::DeletePdReques
       pd->book.Get(mu_).busy = nullptr;
       for (auto& [id, m] : pd->book.Get(mu_).mrs) m->book.Get(mu_).busy = nullptr;
       for (auto& [id, q] : pd->book.Get(mu_).qps) q->book.Get(mu_).busy = nullptr;
-      return WithContext(failed, absl::StrCat("released so far: ", absl::StrJoin(response.deleted(), ", ")));
+      failed = WithContext(failed, absl::StrCat("released so far: ", absl::StrJoin(response.deleted(), ", ")));
+    } else {
+      for (auto& [id, q] : pd->book.Get(mu_).qps) {
+        AwaitNoReaders(*q);  // a GetQp querying it finishes first
+        qps.push_back(std::move(qps_[id]));
+        qps_.erase(id);
+        response.add_deleted(Name("qps", id));
+      }
+      recorded.push_back(Unpersist("pds", pd->id));
+      ForgetPdLocked(Name("pds", pd->id));
+      owned = std::move(pds_[pd->id]);
+      pds_.erase(pd->id);
+      response.add_deleted(request.name());
     }
-    for (auto& [id, q] : pd->book.Get(mu_).qps) {
-      AwaitNoReaders(*q);  // a GetQp querying it finishes first
-      qps.push_back(std::move(qps_[id]));
-      qps_.erase(id);
-      response.add_deleted(Name("qps", id));
-    }
-    Unpersist("pds", pd->id);
-    ForgetPdLocked(Name("pds", pd->id));
-    owned = std::move(pds_[pd->id]);
-    pds_.erase(pd->id);
-    response.add_deleted(request.name());
   }
   mrs.clear();
   qps.clear();  // QPs (and their CQs), then the bind QP, then the PD
   owned.reset();
+  // The reply after the removals' records (failures are logged by the journal). This may run on a device
+  // dispatcher (the RPC layer's AfterGrants, once revoked grants' invalidations completed): it waits there
+  // for one group commit, without mu_.
+  for (const state::Ticket& t : recorded) t.Wait().IgnoreError();
+  if (!failed.ok()) return failed;
   RDMAD_LOG_INFO("deleted %s", absl::StrJoin(response.deleted(), ", ").c_str());
   return response;
 }

@@ -87,7 +87,8 @@ class Registry {
     int workers = 2;
     // The crash-safe state store (docs/operations.md, "Restart recovery"); not owned, may be null (nothing
     // persisted, names counted from 1). With it: names are never reused across restarts, PDs and MRs are
-    // recorded at each commit (one store write, under mu_, after the fabric call succeeded).
+    // recorded at each commit: submitted to the store's journal under mu_ (a queue push, after the fabric
+    // call succeeded), and the operation answers once its record is durable, waiting without mu_.
     state::Store* state = nullptr;
     // rdmad's RLIMIT_MEMLOCK (server/memory/memlock.h): a registration that would pass it is refused before
     // anything is pinned (RESOURCE_EXHAUSTED on "source"). Default: no limit.
@@ -327,9 +328,11 @@ class Registry {
   // Waits (releasing mu_) until no GetQp/ListQps is querying the entry's QP. Call before destroying it.
   void AwaitNoReaders(QpEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The state store's record of a region, after its commit (no-op without a store).
-  void PersistMr(const MrEntry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Unpersist(const char* kind, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state store's record of a region (or its removal, or a PD's), submitted at its commit under mu_ (no
+  // I/O: the store's journal writes it); the caller waits for the ticket after releasing mu_ (a done
+  // ticket without a store). A failure is logged by the journal.
+  state::Ticket PersistMr(const MrEntry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  state::Ticket Unpersist(const char* kind, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ProtectionDomain ToProto(const PdEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::MemoryRegion ToProto(const MrEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::QueuePair ToProto(const QpEntry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

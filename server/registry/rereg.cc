@@ -151,21 +151,27 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
   response.set_old_lkey(e->mr->lkey());
   response.set_old_rkey(e->mr->rkey());
   // What the commit applies: the new PD, mapping and source, and the registration's (new) attributes.
+  // The commit's record is submitted under mu_ and waited for after it (on the pin worker): the reply
+  // follows its record.
   auto commit = [&]() {
-    MutexLock lock(&mu_);
-    Detach(mu_, e->book.Get(mu_).pd, e);  // its PD and length may change
-    e->book.Get(mu_).pd = plan.new_pd;
-    if (translate) {
-      e->book.Get(mu_).mapping = new_mapping;
-      e->book.Get(mu_).source = plan.new_source;
+    state::Ticket recorded;
+    {
+      MutexLock lock(&mu_);
+      Detach(mu_, e->book.Get(mu_).pd, e);  // its PD and length may change
+      e->book.Get(mu_).pd = plan.new_pd;
+      if (translate) {
+        e->book.Get(mu_).mapping = new_mapping;
+        e->book.Get(mu_).source = plan.new_source;
+      }
+      e->CacheAttributes(mu_);
+      Attach(mu_, e->book.Get(mu_).pd, e);
+      e->book.Get(mu_).generation++;
+      recorded = PersistMr(*e);  // its PD, source or access may have changed
+      *response.mutable_mr() = ToProto(*e);
+      response.set_keys_changed(e->book.Get(mu_).lkey != response.old_lkey() ||
+                                e->book.Get(mu_).rkey != response.old_rkey());
     }
-    e->CacheAttributes(mu_);
-    Attach(mu_, e->book.Get(mu_).pd, e);
-    e->book.Get(mu_).generation++;
-    PersistMr(*e);  // its PD, source or access may have changed
-    *response.mutable_mr() = ToProto(*e);
-    response.set_keys_changed(e->book.Get(mu_).lkey != response.old_lkey() ||
-                              e->book.Get(mu_).rkey != response.old_rkey());
+    recorded.Wait().IgnoreError();  // a failure is logged by the journal
   };
 
   if (!native) {
