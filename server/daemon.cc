@@ -33,6 +33,7 @@
 #include "server/rpc/audit_service.h"
 #include "server/rpc/in_flight.h"
 #include "server/rpc/services.h"
+#include "server/state/journal.h"
 #include "server/state/store.h"
 #include "server/tenancy/gate.h"
 
@@ -84,6 +85,9 @@ struct Daemon::Impl {
   // Before the CM and grant managers, gone after them: their event hubs call into it (rdmad_metrics.h).
   metrics::RdmadMetrics rdmad_metrics;
   std::unique_ptr<state::Store> store;
+  // The one ordered writer of the store's records and the audit trail's lines (state/journal.h): after the
+  // store (which it writes, and which must outlive it), before everything that submits to it.
+  std::unique_ptr<state::Journal> journal;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<cm::TokenStore> tokens;
   // Before the CM manager, gone after it: its dispatchers call into the listener.
@@ -162,6 +166,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
     i->store = std::move(opened).value();
     recovered_state = std::move(loaded).value();
   }
+  // Its writer thread ("state-writer") from here on: the store's mutations (the store attaches it) and the
+  // audit lines, group-committed in submission order. Also without a store, for the audit trail.
+  i->journal = std::make_unique<state::Journal>(i->store.get());
 
   auto fabric = options.open_fabric();
   if (!fabric.ok()) return fabric.status();
@@ -248,6 +255,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   if (!config.audit.empty()) {
     audit::AuditLog::Options audit_options;
     audit_options.watcher_capacity = static_cast<size_t>(config.watch_buffer);
+    audit_options.journal = i->journal.get();
     auto opened = audit::AuditLog::Open(config.audit, audit_options);
     if (!opened.ok()) return WithContext(opened.status(), "audit");
     i->audit = std::move(opened).value();
@@ -293,7 +301,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   };
   // The metrics (docs/operations.md#metrics): counted from here on, served over plain HTTP if metrics_listen.
   i->rdmad_metrics.WatchEvents(i->cm.get(), i->grants.get());
-  i->rdmad_metrics.SetSources({i->registry.get(), i->cm.get(), i->grants.get(), i->tokens.get(), gate, fab});
+  i->rdmad_metrics.SetSources({i->registry.get(), i->cm.get(), i->grants.get(), i->tokens.get(), gate, fab,
+                               [j = i->journal.get()] {
+                                 const state::Journal::Counts c = j->counts();
+                                 return metrics::RdmadMetrics::WriterCounts{c.commits, c.records, c.lines};
+                               }});
   env.observe_rpc = [m = &i->rdmad_metrics](const std::string& method, absl::StatusCode code, absl::Duration d,
                                               int handoffs) { m->ObserveRpc(method, code, d, handoffs); };
   if (!config.metrics_listen.empty()) {
@@ -392,6 +404,10 @@ void Daemon::Drain(absl::Time deadline, const std::function<void(const char*)>& 
   i->grants.reset();
   i->data_plane.reset();
   i->registry.reset();   // windows, regions, QPs, PDs, devices
+  // Every record queued (the last removals, grant ends, audit lines) is written, then the writer stops; a
+  // record made later (the audit log's last reject summary) is written on its own thread. The store closes
+  // with the Impl, after the journal.
+  i->journal->Close();
   i->listeners.reset();  // the TLS copies
   RDMAD_LOG_INFO("stopped; every resource released");
 }

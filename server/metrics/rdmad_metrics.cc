@@ -121,6 +121,24 @@ void RdmadMetrics::SetSources(Sources sources) {
   sources_ = sources;
   families_.AddCollector([this](std::vector<Family>* out) { CollectObjects(out); });
   families_.AddCollector([this](std::vector<Family>* out) { CollectNic(out); });
+  if (sources_.writer) {
+    families_.AddCollector([this](std::vector<Family>* out) {
+      const WriterCounts c = sources_.writer();
+      out->push_back({"rdmad_state_commits_total",
+                      "State store transactions: each is one group commit (one fsync) of every record queued "
+                      "when the writer took them.",
+                      "counter",
+                      {{"", {}, static_cast<double>(c.commits)}}});
+      out->push_back({"rdmad_state_records_total",
+                      "State store records (PDs, regions, grants, name marks) written; divided by "
+                      "rdmad_state_commits_total, the records per group commit.",
+                      "counter",
+                      {{"", {}, static_cast<double>(c.records)}}});
+      out->push_back({"rdmad_audit_lines_total", "Audit lines appended to the audit file by the state writer.",
+                      "counter",
+                      {{"", {}, static_cast<double>(c.lines)}}});
+    });
+  }
   families_.AddCollector([](std::vector<Family>* out) {
     out->push_back({"rdmad_memlock_limit_bytes",
                     "rdmad's RLIMIT_MEMLOCK (soft): pinned memory the kernel lets it lock; +Inf when unlimited.",

@@ -1,7 +1,8 @@
 // rdmad's own metrics (docs/operations.md#metrics): what is counted as it happens (RPCs, rdma_cm events,
 // grant events, the data-plane listener's accepts and rejects) and what is computed at scrape time from
-// the registry, the CM manager, the grant manager, the token store, the tenancy gate and the NIC (objects
-// and pinned bytes by tenant, data-plane connections, the NIC's counters, RLIMIT_MEMLOCK).
+// the registry, the CM manager, the grant manager, the token store, the tenancy gate, the state journal and
+// the NIC (objects and pinned bytes by tenant, data-plane connections, group commits, the NIC's counters,
+// RLIMIT_MEMLOCK).
 //
 // Hooks: ObserveRpc from the RPC layer (server/rpc/call.h, Env::observe_rpc) on the thread that ends the
 // call; the data-plane callbacks (dataplane::Observer) on the CM dispatchers; the CM and grant events
@@ -15,6 +16,8 @@
 #ifndef RDMAD_SERVER_METRICS_RDMAD_METRICS_H_
 #define RDMAD_SERVER_METRICS_RDMAD_METRICS_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -35,6 +38,11 @@ namespace rdmad::metrics {
 
 class RdmadMetrics final : public dataplane::Observer {
  public:
+  struct WriterCounts {
+    uint64_t commits = 0;  // store transactions (group commits)
+    uint64_t records = 0;  // store records in them
+    uint64_t lines = 0;    // audit lines appended
+  };
   // What the scrape-time families read; each may be null (its families are then left out).
   struct Sources {
     const Registry* registry = nullptr;
@@ -43,6 +51,8 @@ class RdmadMetrics final : public dataplane::Observer {
     cm::TokenStore* tokens = nullptr;
     const tenancy::Gate* gate = nullptr;
     const fabric::Fabric* fabric = nullptr;
+    // The state journal's counts (state/journal.h): group commits, store records, audit lines.
+    std::function<WriterCounts()> writer;
   };
 
   RdmadMetrics();
