@@ -30,6 +30,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "tests/bench/direct_verbs.h"
@@ -329,8 +330,8 @@ void PrintSplit(const std::vector<Row>& rows, const std::vector<Group>& groups, 
                     "admission to the answer handed to gRPC; outside: gRPC, the transport and the threads the answer "
                     "crosses):\n\n");
   std::fprintf(out, "| operation | RPC mean | of which in rdmad | outside rdmad | no-op mean | no-op in rdmad | "
-                    "RPC - no-op: in rdmad | RPC - no-op: outside |\n");
-  std::fprintf(out, "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+                    "RPC - no-op: in rdmad | RPC - no-op: outside | thread hand-offs, mean |\n");
+  std::fprintf(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const Group& g : groups) {
     std::map<std::string, std::pair<std::string, std::vector<double>>> by_method;  // method -> (label, samples)
     std::vector<double> noop;
@@ -351,14 +352,16 @@ void PrintSplit(const std::vector<Row>& rows, const std::vector<Group>& groups, 
       const auto& [label, samples] = by_method[method];
       const double client = Summarize(samples).mean;
       const double rdmad = rdmad::bench::MeanBetween(g.before, g.after, method) * 1e6;
+      const double handoffs = rdmad::bench::MeanHandoffsBetween(g.before, g.after, method);
+      const std::string hops = handoffs < 0 ? "n/a" : absl::StrFormat("%.2f", handoffs);
       if (rdmad < 0 || noop_rdmad < 0) {
-        std::fprintf(out, "| %s | %.0f us | n/a | n/a | %.0f us | n/a | n/a | n/a |\n", label.c_str(), client,
-                     noop_client);
+        std::fprintf(out, "| %s | %.0f us | n/a | n/a | %.0f us | n/a | n/a | n/a | %s |\n", label.c_str(), client,
+                     noop_client, hops.c_str());
         continue;
       }
-      std::fprintf(out, "| %s | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us |\n",
+      std::fprintf(out, "| %s | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %.0f us | %s |\n",
                    label.c_str(), client, rdmad, client - rdmad, noop_client, noop_rdmad, rdmad - noop_rdmad,
-                   (client - rdmad) - (noop_client - noop_rdmad));
+                   (client - rdmad) - (noop_client - noop_rdmad), hops.c_str());
     }
   }
   std::fflush(out);

@@ -15,6 +15,8 @@ namespace {
 
 constexpr absl::string_view kSum = "rdmad_rpc_duration_seconds_sum{";
 constexpr absl::string_view kCount = "rdmad_rpc_duration_seconds_count{";
+constexpr absl::string_view kHandoffSum = "rdmad_rpc_thread_handoffs_sum{";
+constexpr absl::string_view kHandoffCount = "rdmad_rpc_thread_handoffs_count{";
 
 // `{method="X"} 1.5` after the metric's name: X and the value.
 bool MethodAndValue(absl::string_view rest, std::string* method, double* value) {
@@ -31,13 +33,21 @@ bool MethodAndValue(absl::string_view rest, std::string* method, double* value) 
 
 MethodTimes ParseRpcTimes(const std::string& text) {
   MethodTimes out;
+  const struct {
+    absl::string_view prefix;
+    double MethodTime::*field;
+  } kinds[] = {{kSum, &MethodTime::seconds},
+               {kCount, &MethodTime::calls},
+               {kHandoffSum, &MethodTime::handoffs},
+               {kHandoffCount, &MethodTime::handoff_calls}};
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    const bool sum = absl::StartsWith(line, kSum), count = absl::StartsWith(line, kCount);
-    if (!sum && !count) continue;
-    std::string method;
-    double value = 0;
-    if (!MethodAndValue(line.substr(sum ? kSum.size() - 1 : kCount.size() - 1), &method, &value)) continue;
-    (sum ? out[method].seconds : out[method].calls) = value;
+    for (const auto& k : kinds) {
+      if (!absl::StartsWith(line, k.prefix)) continue;
+      std::string method;
+      double value = 0;
+      if (MethodAndValue(line.substr(k.prefix.size() - 1), &method, &value)) out[method].*k.field = value;
+      break;
+    }
   }
   return out;
 }
@@ -55,13 +65,27 @@ absl::StatusOr<MethodTimes> ScrapeRpcTimes(const std::string& host_port) {
   return ParseRpcTimes(r->body);
 }
 
-double MeanBetween(const MethodTimes& before, const MethodTimes& after, const std::string& method) {
+namespace {
+
+// (after - before) of `sum` over (after - before) of `count`, for `method`; -1 without a call in between.
+double Mean(const MethodTimes& before, const MethodTimes& after, const std::string& method, double MethodTime::*sum,
+            double MethodTime::*count) {
   auto a = after.find(method);
   if (a == after.end()) return -1;
   MethodTime b;
   if (auto it = before.find(method); it != before.end()) b = it->second;
-  const double calls = a->second.calls - b.calls;
-  return calls > 0 ? (a->second.seconds - b.seconds) / calls : -1;
+  const double calls = a->second.*count - b.*count;
+  return calls > 0 ? (a->second.*sum - b.*sum) / calls : -1;
+}
+
+}  // namespace
+
+double MeanBetween(const MethodTimes& before, const MethodTimes& after, const std::string& method) {
+  return Mean(before, after, method, &MethodTime::seconds, &MethodTime::calls);
+}
+
+double MeanHandoffsBetween(const MethodTimes& before, const MethodTimes& after, const std::string& method) {
+  return Mean(before, after, method, &MethodTime::handoffs, &MethodTime::handoff_calls);
 }
 
 }  // namespace rdmad::bench

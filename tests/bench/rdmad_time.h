@@ -2,7 +2,8 @@
 // rdmad_rpc_duration_seconds' _sum and _count per method, scraped before and after a group of calls. Their
 // difference over the group is the mean time from the call's admission in rdmad to the answer handed to gRPC
 // (server/rpc/call.h, Ending); what a client sees beyond it is gRPC, the transport and the threads the answer
-// crosses. Prints nothing; judges nothing.
+// crosses. Also rdmad_rpc_thread_handoffs' _sum and _count: the mean thread hand-offs per call over the group
+// (server/dispatch/handoffs.h). Prints nothing; judges nothing.
 // Threads: one (the caller's).
 #ifndef RDMAD_TESTS_BENCH_RDMAD_TIME_H_
 #define RDMAD_TESTS_BENCH_RDMAD_TIME_H_
@@ -15,8 +16,10 @@
 namespace rdmad::bench {
 
 struct MethodTime {
-  double seconds = 0;  // rdmad_rpc_duration_seconds_sum
-  double calls = 0;    // rdmad_rpc_duration_seconds_count
+  double seconds = 0;        // rdmad_rpc_duration_seconds_sum
+  double calls = 0;          // rdmad_rpc_duration_seconds_count
+  double handoffs = 0;       // rdmad_rpc_thread_handoffs_sum
+  double handoff_calls = 0;  // rdmad_rpc_thread_handoffs_count
 };
 using MethodTimes = std::map<std::string, MethodTime>;  // by method
 
@@ -28,6 +31,8 @@ MethodTimes ParseRpcTimes(const std::string& text);
 
 // Mean seconds per call of `method` between two scrapes; -1 if no call of it finished in between.
 double MeanBetween(const MethodTimes& before, const MethodTimes& after, const std::string& method);
+// Mean thread hand-offs per call of `method` between two scrapes; -1 if no call of it finished in between.
+double MeanHandoffsBetween(const MethodTimes& before, const MethodTimes& after, const std::string& method);
 
 }  // namespace rdmad::bench
 
