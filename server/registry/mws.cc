@@ -237,8 +237,12 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
 // it (FinishBind).
 void Registry::PostReservedBind(ReservedBind& b) {
   MwEntry* const w = b.w;
+  // The bind did not get posted: the reservation is undone and the caller answered.
+  auto unposted = [this, &b](absl::Status s) {
+    FinishBind(b.w, b.mr, b.user_qp, b.request, b.addr, std::move(s), std::move(b.done));
+  };
   absl::StatusOr<fabric::Qp*> qp = b.user_qp ? b.user_qp->get() : PrepareBindQp(*w->pd);
-  if (!qp.ok()) return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, qp.status(), std::move(b.done));
+  if (!qp.ok()) return unposted(qp.status());
   fabric::BindSpec spec;
   spec.mr = b.parent;
   if (b.bounds_region) {
@@ -246,15 +250,14 @@ void Registry::PostReservedBind(ReservedBind& b) {
     // before anything is pinned, as RegisterMr does.
     if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(b.addr), b.request.length(), "length");
         !room.ok()) {
-      return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, WithContext(room, "its bounds region"),
-                        std::move(b.done));
+      return unposted(WithContext(room, "its bounds region"));
     }
     absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds = w->pd->pd->RegMr(
         reinterpret_cast<void*>(b.addr), b.request.length(), b.mr_access & (fabric::kLocalWrite | fabric::kMwBind));
     if (!bounds.ok()) {
       absl::Status s = WithContext(options_.memlock.Explain(bounds.status(), b.request.length(), "length"),
                                    absl::StrCat("binding ", b.request.name(), ": bounds region"));
-      return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, s, std::move(b.done));
+      return unposted(s);
     }
     spec.mr = bounds->get();
     w->binding_bounds_mr = std::move(bounds).value();  // the reservation holds it until FinishBind
