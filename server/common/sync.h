@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -45,11 +46,10 @@ class ABSL_LOCKABLE Mutex {
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
   // Waits until ready() holds; the mutex is held on entry and on return, and while ready() runs: annotate the
-  // predicate ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) when it reads what the mutex guards. The two bodies below are
-  // the only code rdmad keeps from the analysis: they call the predicate under this mutex, which the
-  // predicate's annotation names by the caller's name for it, and clang cannot equate the two.
-  template <typename Ready>
-  void Await(Ready&& ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // predicate ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) when it reads what the mutex guards. The predicate reaches
+  // Await as an absl::FunctionRef (as absl::Mutex's Condition does): the analysis checks the predicate's body
+  // against its annotation where it is written, and Await calls it through the reference, under this mutex.
+  void Await(absl::FunctionRef<bool()> ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     ++waiters_;
     while (!ready()) cv_.wait(lock);
@@ -57,9 +57,7 @@ class ABSL_LOCKABLE Mutex {
     lock.release();
   }
   // As Await, until `deadline` at the latest; returns ready()'s last value.
-  template <typename Ready>
-  bool AwaitWithDeadline(Ready&& ready, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  bool AwaitWithDeadline(absl::FunctionRef<bool()> ready, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     ++waiters_;
     bool done = ready();
@@ -73,9 +71,8 @@ class ABSL_LOCKABLE Mutex {
     lock.release();
     return done;
   }
-  template <typename Ready>
-  bool AwaitWithTimeout(Ready&& ready, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    return AwaitWithDeadline(std::forward<Ready>(ready), absl::Now() + timeout);
+  bool AwaitWithTimeout(absl::FunctionRef<bool()> ready, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    return AwaitWithDeadline(ready, absl::Now() + timeout);
   }
 
  private:
