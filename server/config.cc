@@ -92,6 +92,12 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
       else if (key == "grant_quarantine_ms") c.grant_quarantine_ms = value.get<int64_t>();
       else if (key == "grant_key_kill_timeout_ms") c.grant_key_kill_timeout_ms = value.get<int64_t>();
       else c.grant_window_pool = value.get<int>();
+    } else if (key == "grant_max_scope") {
+      const std::string v = value.is_string() ? value.get<std::string>() : "";
+      if (v != "qp" && v != "pd" && v != "mr") {
+        return InvalidArgument(key, "must be \"qp\", \"pd\" or \"mr\" (the widest key a grant may give)");
+      }
+      c.grant_max_scope = v == "qp" ? 1 : v == "pd" ? 2 : 3;
     } else if (key == "shutdown_deadline_s") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 3600) {
         return InvalidArgument(key, "must be an integer from 1 to 3600 (seconds)");
@@ -113,7 +119,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
     } else {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, allow_disk_files, "
                                   "max_mr_bytes, log_level, rdma_listen, cm_workers, pin_workers, completion_poll_us, watch_buffer, max_grant_ttl_s, "
-                                  "grant_quarantine_ms, grant_window_pool, grant_key_kill_timeout_ms, shutdown_deadline_s, state_file, insecure_tcp, "
+                                  "grant_quarantine_ms, grant_window_pool, grant_key_kill_timeout_ms, grant_max_scope, shutdown_deadline_s, state_file, insecure_tcp, "
                                   "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
                                   "mw_bounds_region, default_quotas, limits)");
     }

@@ -92,6 +92,9 @@ struct Config {
   // How long revoking a grant's key may wait on its client's connection before rdmad disconnects the client
   // to kill the key (100..600000 ms).
   int64_t grant_key_kill_timeout_ms = 5000;
+  // The widest key a grant may give (docs/grants.md#scopes-what-a-key-exposes), as rdmad::v1::GrantScope's
+  // number: "qp" 1, "pd" 2, "mr" 3 (any: a device's narrowest, down to the MR's own rkey).
+  int grant_max_scope = 3;
   // SIGTERM's drain (docs/operations.md#drain-and-shutdown): how long rdmad may take to end its grants,
   // disconnect and release everything before it forces its exit (1..3600 s).
   int64_t shutdown_deadline_s = 30;

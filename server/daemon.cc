@@ -243,6 +243,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   grant_options.quarantine = absl::Milliseconds(config.grant_quarantine_ms);
   grant_options.key_kill_timeout = absl::Milliseconds(config.grant_key_kill_timeout_ms);
   grant_options.pool_size = static_cast<size_t>(config.grant_window_pool);
+  grant_options.max_scope = static_cast<v1::GrantScope>(config.grant_max_scope);
   grant_options.watch_buffer = static_cast<size_t>(config.watch_buffer);
   grant_options.max_grants = config.limits.grants;  // rdmad-wide, every caller's
   grant_options.state = i->store.get();

@@ -146,6 +146,15 @@ absl::StatusOr<GrantManager::Plan> GrantManager::Check(const v1::IssueGrantReque
     scope = v1::SCOPE_PD;
     plan.window_type = fabric::MwType::kType1;
   }
+  // The enum's numbers grow with the key's reach: SCOPE_QP (1) < SCOPE_PD (2) < SCOPE_MR (3).
+  if (options_.max_scope != v1::GRANT_SCOPE_UNSPECIFIED && scope > options_.max_scope) {
+    return FailedPrecondition(
+        field("mr"), absl::StrCat(pd->device(), " can give only a ", v1::GrantScope_Name(scope), " key (",
+                                  scope == v1::SCOPE_MR ? "no memory windows: the MR's own rkey, the whole region"
+                                                        : "type 1 windows only: a key any QP of the PD can use",
+                                  "), wider than grant_max_scope allows (",
+                                  v1::GrantScope_Name(options_.max_scope), ")"));
+  }
   if (scope != v1::SCOPE_MR && !has(v1::MW_BIND)) {
     return FailedPrecondition(field("mr"), absl::StrCat(r.mr(), " was registered without MW_BIND: a grant binds a "
                                                         "window to it (register it with MW_BIND)"));

@@ -84,6 +84,10 @@ class GrantManager final : public dataplane::GrantConnections {
     // issue past it is refused before anything is made: RESOURCE_EXHAUSTED naming "grants", its value and
     // its use; IssueGrants reserves its whole batch at once, so it is refused as a whole or issued as one.
     uint64_t max_grants = 65536;
+    // The widest key an issue may give (config grant_max_scope): SCOPE_QP refuses a grant on a device
+    // without type 2 windows, SCOPE_PD one on a device without windows (whose key would be the MR's own
+    // rkey), with FAILED_PRECONDITION naming the setting and the device. SCOPE_MR (or unspecified): any.
+    v1::GrantScope max_scope = v1::SCOPE_MR;
     size_t watch_buffer = 1024;
     std::function<absl::Time()> clock = [] { return wire::WallNow(); };  // not absl::Now(): see wall_clock.h
     // The crash-safe state store (not owned; may be null): grant names are never reused across restarts,

@@ -75,6 +75,7 @@ class GrantManagerTest : public ::testing::Test {
     options.pool_size = 2;
     if (fake_clock_) options.clock = [this] { return Now(); };
     if (max_grants_ != 0) options.max_grants = max_grants_;
+    options.max_scope = max_scope_;
     grants_ = std::make_unique<GrantManager>(registry_.get(), cm_.get(), listener_.get(), &tokens_, options);
     v1::CreatePdRequest pd;
     pd.set_device("rxe0");
@@ -176,6 +177,7 @@ class GrantManagerTest : public ::testing::Test {
 
   bool fake_clock_ = false;
   uint64_t max_grants_ = 0;  // set before Build: the rdmad-wide limit grants (0: the default)
+  v1::GrantScope max_scope_ = v1::SCOPE_MR;  // set before Build: grant_max_scope (SCOPE_MR: the default, any)
   Mutex clock_mu_;
   absl::Time now_ ABSL_GUARDED_BY(clock_mu_) = absl::FromUnixSeconds(1800000000);
   cm::TokenStore tokens_;
@@ -255,6 +257,52 @@ TEST_F(GrantManagerTest, WithoutWindowsTheKeyIsTheMrsOwnAndRevokingRotatesItEndi
   EXPECT_NE(registry_->GetMr(mr_).value().rkey(), before.rkey());  // the old key is dead
   EXPECT_EQ(grants_->Get(b.name()).value().state(), v1::GRANT_ENDED);
   EXPECT_THAT(grants_->Get(b.name()).value().end_detail(), HasSubstr("rotated"));
+}
+
+// grant_max_scope: an issue whose device can only give a wider key than the setting allows is refused
+// (FAILED_PRECONDITION on "mr", the message naming the device and the setting) before anything is made;
+// a device that can give a key within it is unaffected.
+TEST_F(GrantManagerTest, GrantMaxScopeRefusesAWiderKeyThanItAllowsNamingTheSettingAndTheDevice) {
+  fabric::DeviceInfo none = fake::MakeDeviceInfo("rxe0");
+  none.mw_type1 = none.mw_type2b = false;  // an SR-IOV VF's: no memory windows, only the MR's own rkey
+  max_scope_ = v1::SCOPE_QP;
+  Build(none);
+  absl::StatusOr<v1::IssuedGrant> refused = grants_->Issue(Request());
+  EXPECT_TRUE(IsError(refused, absl::StatusCode::kFailedPrecondition, "mr"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("grant_max_scope"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("rxe0"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("SCOPE_MR"));
+  EXPECT_THAT(grants_->List(v1::ListGrantsRequest()).value(), IsEmpty());  // nothing was made
+  EXPECT_EQ(grants_->Live(), 0u);
+  v1::IssueGrantsRequest batch;  // a batch is refused as a whole, naming the grant
+  *batch.add_grants() = Request();
+  EXPECT_TRUE(IsError(grants_->IssueBatch(batch), absl::StatusCode::kFailedPrecondition, "grants[0].mr"));
+}
+
+TEST_F(GrantManagerTest, GrantMaxScopePdRefusesTheMrsOwnKeyButAllowsAType1Window) {
+  max_scope_ = v1::SCOPE_PD;
+  fabric::DeviceInfo type1 = fake::MakeDeviceInfo("rxe0");
+  type1.mw_type2b = false;
+  Build(type1);
+  v1::Grant g = Activate(Request());  // SCOPE_PD is within the setting
+  EXPECT_EQ(g.scope(), v1::SCOPE_PD);
+  EXPECT_EQ(Revoke(g.name()).value().state(), v1::GRANT_ENDED);
+}
+
+TEST_F(GrantManagerTest, GrantMaxScopePdOnADeviceWithoutWindowsIsRefused) {
+  max_scope_ = v1::SCOPE_PD;
+  fabric::DeviceInfo none = fake::MakeDeviceInfo("rxe0");
+  none.mw_type1 = none.mw_type2b = false;
+  Build(none);
+  absl::StatusOr<v1::IssuedGrant> refused = grants_->Issue(Request());
+  EXPECT_TRUE(IsError(refused, absl::StatusCode::kFailedPrecondition, "mr"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("grant_max_scope allows (SCOPE_PD)"));
+}
+
+TEST_F(GrantManagerTest, GrantMaxScopeQpStillIssuesType2Windows) {
+  max_scope_ = v1::SCOPE_QP;
+  Build();  // the fake rxe0 has type 2 windows
+  EXPECT_EQ(Activate(Request()).scope(), v1::SCOPE_QP);
 }
 
 TEST_F(GrantManagerTest, MrAndPdRemovalRefusedWhileGrantsLiveUnlessAskedToRevokeThem) {
