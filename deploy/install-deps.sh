@@ -64,3 +64,6 @@ if ((${#missing[@]})); then
   rm -f "$log"
 fi
 echo "install-deps: all ${#PKGS[@]} packages present" >&2
+# promtool (the Kubernetes kit's alert rules: tests/deploy/check-k8s-kit.sh), unpacked from Debian's
+# prometheus package without installing it (installing would start a Prometheus server).
+"$(dirname "$0")/fetch-promtool.sh" >/dev/null
