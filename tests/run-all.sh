@@ -103,6 +103,9 @@ fi
 step "Kubernetes: the manifests against the API's types, the image, the sidecar Pod under podman kube play"
 mkdir -p "$out/deploy"
 tests/deploy/validate-manifests.sh --xml "$out/deploy/deploy_manifests.xml" || rc=1
+# the kit beyond the schema: Pod Security, PDB, metrics, per-node certificates, alerts (promtool check and test rules)
+tests/deploy/check-k8s-kit.sh --xml "$out/deploy/deploy_k8s_kit.xml" >"$out/deploy/k8s-kit.log" 2>&1 || rc=1
+tail -n 1 "$out/deploy/k8s-kit.log"
 tests/deploy/run-podman-sidecar.sh --out "$out/deploy" >"$out/deploy/podman.log" 2>&1 || rc=1
 grep "^run-podman-sidecar:" "$out/deploy/podman.log" | tail -n 8
 
@@ -297,7 +300,7 @@ for x in drain.xml drain_resources.xml host_rxe.xml memlock.xml metrics.xml metr
          limits_bounds.xml; do
   if [ -f "$out/guest-ops/$x" ]; then xmls+=("$out/guest-ops/$x"); else echo "no $x from the operations guest (exit $ops_rc)" >&2; missing=$((missing + 1)); fi
 done
-for x in deploy_manifests.xml deploy_image.xml deploy_sidecar.xml deploy_daemonset.xml; do
+for x in deploy_manifests.xml deploy_k8s_kit.xml deploy_image.xml deploy_sidecar.xml deploy_daemonset.xml; do
   if [ -f "$out/deploy/$x" ]; then xmls+=("$out/deploy/$x"); else echo "no $x from the Kubernetes checks (see $out/deploy/podman.log)" >&2; missing=$((missing + 1)); fi
 done
 xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml" "$out/install.xml" "$out/layering.xml")
