@@ -12,9 +12,15 @@
 // DISCONNECTED never blocks, and every event is acknowledged as soon as it is read (rdma_destroy_id then
 // never waits). Completions are busy-polled (ibv_poll_cq): the CQs have no completion channel.
 //
-// Slots: queue_depth slots of max_read_bytes in one MR; a read lands in a free slot (wr_id = its index) and
-// is copied to the caller's destination when its completion is polled. Completions polled while waiting
-// for one read (Read, ReadBatch) but belonging to other reads wait in `ready` for Poll.
+// Work requests: at most queue_depth reads in flight, each in an entry of `in_flight` (wr_id = its index).
+// A copying read lands in the entry's slot (queue_depth slots of max_read_bytes in one MR) and is copied to
+// the caller's destination when its completion is polled; a zero-copy read (ReadOp::registered) lands in
+// the caller's LocalBuffer and its entry's slot is unused. Completions polled while waiting for one read
+// (Read, ReadBatch) but belonging to other reads wait in `ready` for Poll. A long Read is split and kept in
+// flight by internal::RunChunks (read_plan.h) with ReadOps of its own.
+//
+// The PD is shared (std::shared_ptr) with the LocalBuffers registered on it, so that it is deallocated only
+// after their MRs: a LocalBuffer may be destroyed after a Reconnect released its connection.
 #include "client/remote_region.h"
 
 #include <fcntl.h>
@@ -24,6 +30,7 @@
 #include <rdma/rdma_verbs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -33,6 +40,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/read_plan.h"
 #include "client/read_status.h"
 #include "proto/wire/handshake.h"
 #include "proto/wire/wall_clock.h"
@@ -84,6 +92,9 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
+// Tells connections apart for LocalBuffer (an Impl's address may be reused).
+std::atomic<uint64_t> next_connection{1};
+
 }  // namespace
 
 struct RemoteRegion::Impl {
@@ -94,7 +105,10 @@ struct RemoteRegion::Impl {
   rdma_addrinfo* addrinfo = nullptr;
   rdma_event_channel* channel = nullptr;
   rdma_cm_id* id = nullptr;
+  const uint64_t connection = next_connection.fetch_add(1, std::memory_order_relaxed);
   ibv_pd* pd = nullptr;
+  std::shared_ptr<ibv_pd> pd_shared;  // owns `pd`; LocalBuffers hold it too
+  uint64_t max_message = 0;           // the largest zero-copy work request (MessageLimit of the port)
   ibv_cq* send_cq = nullptr;
   ibv_cq* recv_cq = nullptr;
   bool has_qp = false;
@@ -107,6 +121,7 @@ struct RemoteRegion::Impl {
 
   // Reads.
   std::vector<ReadOp*> in_flight;    // by slot; null when the slot is free
+  std::vector<uint8_t> zero_copy;    // by slot: its read lands in a LocalBuffer (no copy)
   std::vector<uint32_t> free_slots;  // a stack of free slot indexes
   std::vector<ReadOp*> ready;        // completed, not yet returned by Poll
   internal::StickyError sticky;
@@ -114,6 +129,7 @@ struct RemoteRegion::Impl {
   std::optional<wire::GrantMessage> ended;
   bool disconnect_seen = false;
   uint32_t posts_since_event_check = 0;
+  Counters counters;
 
   ~Impl();
 
@@ -153,6 +169,12 @@ struct RemoteRegion::Impl {
   // Posts one read into a free slot; sets op->status when it fails. `count_ready` (Post): completions
   // not yet returned by Poll count as outstanding. Read and ReadBatch need only a free slot.
   absl::Status PostRead(ReadOp* op, const wire::GrantMessage& key, absl::Time expiry, bool count_ready);
+  // Why `buffer` cannot take [destination, destination + length): "" when it can.
+  std::string BufferProblem(const LocalBuffer& buffer, const void* destination, uint64_t length) const;
+  // Read (both forms): [offset, offset + length) into `destination` (inside `registered` if set), split into
+  // work requests and kept in flight (RunChunks); returns when none is outstanding.
+  absl::Status ReadWhole(uint64_t offset, uint64_t length, char* destination, const LocalBuffer* registered,
+                         const wire::GrantMessage& key, absl::Time expiry);
   // Removes from `ready` the ops `mine` selects; returns how many.
   template <typename Pred>
   size_t TakeReady(Pred mine);
@@ -173,7 +195,7 @@ RemoteRegion::Impl::~Impl() {
   if (recv_mr != nullptr) (void)ibv_dereg_mr(recv_mr);
   slot_buffer.reset();
   recv_buffer.reset();
-  if (pd != nullptr) (void)ibv_dealloc_pd(pd);
+  pd_shared.reset();  // ibv_dealloc_pd now, or after the last LocalBuffer
   if (id != nullptr) (void)rdma_destroy_id(id);
   if (channel != nullptr) rdma_destroy_event_channel(channel);
   if (addrinfo != nullptr) rdma_freeaddrinfo(addrinfo);
@@ -246,8 +268,14 @@ absl::Status RemoteRegion::Impl::CreateResources() {
                                                    " is more than the device allows (max_qp_wr ", attr.max_qp_wr,
                                                    ", max_cqe ", attr.max_cqe, ")"));
   }
+  ibv_port_attr port{};
+  if (int ret = ibv_query_port(verbs, id->port_num, &port); ret != 0) {
+    return Errno(absl::ErrnoToStatusCode(ret), "ibv_query_port", ret);
+  }
+  max_message = internal::MessageLimit(port.max_msg_sz, options.max_message_bytes);
   pd = ibv_alloc_pd(verbs);
   if (pd == nullptr) return Errno(absl::ErrnoToStatusCode(errno), "ibv_alloc_pd", errno);
+  pd_shared.reset(pd, [](ibv_pd* p) { (void)ibv_dealloc_pd(p); });
   send_cq = ibv_create_cq(verbs, static_cast<int>(options.queue_depth + 1), nullptr, nullptr, 0);
   if (send_cq == nullptr) return Errno(absl::ErrnoToStatusCode(errno), "ibv_create_cq (send)", errno);
   recv_cq = ibv_create_cq(verbs, static_cast<int>(kRecvSlots), nullptr, nullptr, 0);
@@ -291,6 +319,7 @@ absl::Status RemoteRegion::Impl::CreateResources() {
   }
 
   in_flight.assign(options.queue_depth, nullptr);
+  zero_copy.assign(options.queue_depth, 0);
   free_slots.clear();
   for (size_t i = options.queue_depth; i > 0; --i) free_slots.push_back(static_cast<uint32_t>(i - 1));
   return absl::OkStatus();
@@ -413,7 +442,10 @@ absl::StatusOr<int> RemoteRegion::Impl::DrainSendCq(absl::Time expiry) {
     in_flight[slot] = nullptr;
     free_slots.push_back(slot);
     if (wc.status == IBV_WC_SUCCESS) {
-      std::memcpy(op->destination, Slot(slot), op->length);
+      if (zero_copy[slot] == 0) {
+        std::memcpy(op->destination, Slot(slot), op->length);
+        counters.bytes_copied += op->length;
+      }
       op->status = absl::OkStatus();
     } else {
       if (!sticky.broken()) (void)CheckEnded();  // an ENDED message that arrived first is the cause
@@ -584,12 +616,19 @@ absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& 
     op->status = s;
     return s;
   };
-  if (op->length == 0 || op->length > options.max_read_bytes) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(label, ": length ", op->length,
-                                                        ": must be in [1, max_read_bytes = ",
-                                                        options.max_read_bytes, "]")));
+  const bool direct = op->registered != nullptr;
+  const uint64_t most = direct ? max_message : options.max_read_bytes;
+  if (op->length == 0 || op->length > most) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(label, ": length ", op->length, ": must be in [1, ",
+                                                        direct ? "the maximum message size = " : "max_read_bytes = ",
+                                                        most, "] for one ReadOp (Read takes any length)")));
   }
   if (op->destination == nullptr) return fail(absl::InvalidArgumentError(absl::StrCat(label, ": null destination")));
+  if (direct) {
+    if (std::string problem = BufferProblem(*op->registered, op->destination, op->length); !problem.empty()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(label, ": destination: ", problem)));
+    }
+  }
   if (sticky.broken()) return fail(sticky.first());
   if (options.check_bounds && !internal::InGrantedRange(op->offset, op->length, key.length)) {
     return fail(internal::OutOfRangeRead(label, op->offset, op->length, key.length));
@@ -603,15 +642,87 @@ absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& 
   const uint32_t slot = free_slots.back();
   // Wraps around past 2^64 only with check_bounds off: the NIC refuses it like any other bad address.
   const uint64_t remote_addr = key.remote_addr + op->offset;
-  if (rdma_post_read(id, reinterpret_cast<void*>(static_cast<uintptr_t>(slot)), Slot(slot), op->length, slot_mr,
-                     IBV_SEND_SIGNALED, remote_addr, key.rkey) != 0) {
+  if (rdma_post_read(id, reinterpret_cast<void*>(static_cast<uintptr_t>(slot)),
+                     direct ? op->destination : Slot(slot), static_cast<size_t>(op->length),
+                     direct ? op->registered->mr_ : slot_mr, IBV_SEND_SIGNALED, remote_addr, key.rkey) != 0) {
     const int err = errno;
     return fail(Errno(err == ENOMEM ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kUnavailable,
                       "rdma_post_read", err));
   }
   free_slots.pop_back();
   in_flight[slot] = op;
+  zero_copy[slot] = direct ? 1 : 0;
+  ++counters.work_requests;
   return absl::OkStatus();
+}
+
+std::string RemoteRegion::Impl::BufferProblem(const LocalBuffer& buffer, const void* destination,
+                                              uint64_t length) const {
+  if (buffer.empty()) return "an empty LocalBuffer (moved from, or never registered)";
+  if (buffer.connection_ != connection) {
+    return "a LocalBuffer of another connection (another RemoteRegion, or before Reconnect): register it here";
+  }
+  if (!buffer.Contains(destination, length)) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(destination);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
+    if (at >= base && at - base <= buffer.size()) {
+      return absl::StrCat(length, " bytes at byte ", at - base, " of the registered ", buffer.size(),
+                          " do not fit");
+    }
+    return absl::StrCat("[", absl::Hex(at), ", +", length, ") is not inside the registered buffer [",
+                        absl::Hex(base), ", +", buffer.size(), ")");
+  }
+  return "";
+}
+
+absl::Status RemoteRegion::Impl::ReadWhole(uint64_t offset, uint64_t length, char* destination,
+                                           const LocalBuffer* registered, const wire::GrantMessage& key,
+                                           absl::Time expiry) {
+  if (length == 0) return absl::InvalidArgumentError(absl::StrCat(label, ": length 0: must be at least 1"));
+  if (destination == nullptr) return absl::InvalidArgumentError(absl::StrCat(label, ": null destination"));
+  if (registered != nullptr) {
+    if (std::string problem = BufferProblem(*registered, destination, length); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": destination: ", problem));
+    }
+  }
+  if (sticky.broken()) return sticky.first();
+  if (options.check_bounds && !internal::InGrantedRange(offset, length, key.length)) {
+    return internal::OutOfRangeRead(label, offset, length, key.length);
+  }
+  const internal::ChunkPlan plan(offset, length, registered != nullptr ? max_message : options.max_read_bytes);
+  // This read's own ReadOps: a pool of at most queue_depth (fewer for a short read).
+  std::vector<ReadOp> ops(static_cast<size_t>(std::min<uint64_t>(options.queue_depth, plan.count())));
+  std::vector<ReadOp*> free_ops;
+  for (ReadOp& op : ops) free_ops.push_back(&op);
+  ReadOp* const first = ops.data();
+  ReadOp* const last = ops.data() + ops.size();
+  auto mine = [first, last](ReadOp* p) { return !std::less<ReadOp*>()(p, first) && std::less<ReadOp*>()(p, last); };
+  size_t spins = 0;
+  auto post = [&](const internal::Chunk& chunk) -> absl::StatusOr<bool> {
+    if (free_ops.empty() || free_slots.empty()) return false;  // a Post()ed read holds the slot: progress
+    ReadOp* op = free_ops.back();
+    *op = ReadOp();
+    op->offset = chunk.offset;
+    op->length = chunk.length;
+    op->destination = destination + chunk.done;
+    op->registered = registered;
+    if (absl::Status s = PostRead(op, key, expiry, /*count_ready=*/false); !s.ok()) return s;
+    free_ops.pop_back();
+    return true;
+  };
+  auto progress = [&]() {
+    std::vector<absl::Status> finished;
+    absl::StatusOr<int> n = DrainSendCq(expiry);
+    const auto keep = std::stable_partition(ready.begin(), ready.end(), [&](ReadOp* op) { return !mine(op); });
+    for (auto it = keep; it != ready.end(); ++it) {
+      finished.push_back((*it)->status);
+      free_ops.push_back(*it);
+    }
+    ready.erase(keep, ready.end());
+    if (n.ok() && *n == 0 && ++spins % kSpinsPerCheck == 0) (void)Check(expiry);
+    return finished;
+  };
+  return internal::RunChunks(plan, ops.size(), post, progress);
 }
 
 absl::Status RemoteRegion::Post(ReadOp* op) {
@@ -636,18 +747,74 @@ absl::StatusOr<std::vector<RemoteRegion::ReadOp*>> RemoteRegion::Poll(size_t min
 }
 
 absl::Status RemoteRegion::Read(uint64_t offset, uint64_t length, void* destination) {
-  ReadOp op;
-  op.offset = offset;
-  op.length = length;
-  op.destination = destination;
+  return impl_->ReadWhole(offset, length, static_cast<char*>(destination), nullptr, key_, expiry_);
+}
+
+absl::Status RemoteRegion::Read(uint64_t offset, uint64_t length, const LocalBuffer& destination,
+                                size_t destination_offset) {
   Impl& impl = *impl_;
-  if (absl::Status s = impl.PostRead(&op, key_, expiry_, /*count_ready=*/false); !s.ok()) return s;
-  size_t spins = 0;
-  while (impl.TakeReady([&op](ReadOp* p) { return p == &op; }) == 0) {
-    absl::StatusOr<int> n = impl.DrainSendCq(expiry_);
-    if (n.ok() && *n == 0 && ++spins % kSpinsPerCheck == 0) (void)impl.Check(expiry_);
+  if (std::string problem = impl.BufferProblem(destination, destination.data(), 0); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": destination: ", problem));
   }
-  return op.status;
+  if (destination_offset > destination.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": destination_offset ", destination_offset,
+                                                   " is past the registered ", destination.size(), " bytes"));
+  }
+  return impl.ReadWhole(offset, length, destination.data() + destination_offset, &destination, key_, expiry_);
+}
+
+absl::StatusOr<LocalBuffer> RemoteRegion::RegisterDestination(void* addr, size_t length) {
+  Impl& impl = *impl_;
+  if (addr == nullptr) return absl::InvalidArgumentError(absl::StrCat(impl.label, ": addr: null"));
+  if (length == 0) return absl::InvalidArgumentError(absl::StrCat(impl.label, ": length: must be at least 1"));
+  ibv_mr* mr = ibv_reg_mr(impl.pd, addr, length, IBV_ACCESS_LOCAL_WRITE);
+  if (mr == nullptr) {
+    const int err = errno;
+    return impl.Errno(err == ENOMEM || err == EAGAIN ? absl::StatusCode::kResourceExhausted : absl::ErrnoToStatusCode(err),
+                      absl::StrCat("ibv_reg_mr (destination, ", length, " bytes)"), err);
+  }
+  LocalBuffer buffer;
+  buffer.mr_ = mr;
+  buffer.pd_ = impl.pd_shared;
+  buffer.data_ = static_cast<char*>(addr);
+  buffer.size_ = length;
+  buffer.connection_ = impl.connection;
+  return buffer;
+}
+
+uint64_t RemoteRegion::max_message_bytes() const { return impl_->max_message; }
+
+RemoteRegion::Counters RemoteRegion::counters() const { return impl_->counters; }
+
+LocalBuffer::~LocalBuffer() { Release(); }
+
+LocalBuffer::LocalBuffer(LocalBuffer&& other) noexcept { *this = std::move(other); }
+
+LocalBuffer& LocalBuffer::operator=(LocalBuffer&& other) noexcept {
+  if (this == &other) return *this;
+  Release();
+  mr_ = std::exchange(other.mr_, nullptr);
+  pd_ = std::move(other.pd_);
+  data_ = std::exchange(other.data_, nullptr);
+  size_ = std::exchange(other.size_, 0);
+  connection_ = std::exchange(other.connection_, 0);
+  return *this;
+}
+
+void LocalBuffer::Release() {
+  if (mr_ != nullptr) (void)ibv_dereg_mr(mr_);  // before pd_ lets the PD go
+  mr_ = nullptr;
+  pd_.reset();
+  data_ = nullptr;
+  size_ = 0;
+  connection_ = 0;
+}
+
+bool LocalBuffer::Contains(const void* p, uint64_t n) const {
+  if (mr_ == nullptr || p == nullptr) return false;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  return at >= base && at - base <= size_ && n <= size_ - (at - base);
 }
 
 absl::Status RemoteRegion::ReadBatch(absl::Span<ReadOp> ops) {

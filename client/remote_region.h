@@ -3,8 +3,20 @@
 //
 // Open: rdma_cm connect (RDMA_PS_TCP, RC) to rdmad's data-plane listener with the grant's token as the
 // connect request's private data; two receive buffers posted before connecting; waits for the ACTIVE
-// grant message (the key), or FAILED / a reject. Local buffers are registered once, at Open:
-// queue_depth slots of max_read_bytes each; reads land there and are copied to the caller's destination.
+// grant message (the key), or FAILED / a reject.
+//
+// Two ways to read:
+//   zero-copy  Register the destination once with RegisterDestination (ibv_reg_mr on this connection's PD,
+//              local write): a LocalBuffer. Reads into it land there directly, nothing is copied. Register
+//              large buffers once and reuse them: registration pins the pages and costs far more than a read.
+//   copying    Any destination: reads land in the region's own registered slots (queue_depth slots of
+//              max_read_bytes each, registered at Open) and are copied to the destination when they complete.
+// Read takes any length up to the whole grant, on either path: the library splits it into work requests of
+// at most the port's maximum message size (ibv_query_port's max_msg_sz; lowered by max_message_bytes) for
+// zero-copy, of at most max_read_bytes for copying, and keeps up to queue_depth of them outstanding. A read
+// that fails in one part fails as a whole with the first error, and returns only once none of its parts is
+// outstanding. Post/Poll/ReadBatch post one work request per ReadOp: a ReadOp is at most max_read_bytes
+// (copying) or the maximum message size (zero-copy).
 //
 // Errors (absl::Status, the message names the grant and what happened):
 //   OUT_OF_RANGE        the read is outside the granted range (checked in the library, or, with
@@ -15,12 +27,15 @@
 //                       lease's end as known here; or an ENDED message said EXPIRED)
 //   UNAVAILABLE         the connection is lost before the lease's end (disconnected, transport retries
 //                       exceeded, flushed)
-//   INVALID_ARGUMENT    a bad argument (zero length, larger than max_read_bytes, null destination)
+//   INVALID_ARGUMENT    a bad argument (zero length, null destination; a destination not inside its
+//                       LocalBuffer, or a LocalBuffer too small or of another connection; a ReadOp longer
+//                       than one work request)
+//   RESOURCE_EXHAUSTED  RegisterDestination: the memory could not be pinned (RLIMIT_MEMLOCK, ENOMEM)
 //   Open: the reject's reason (TOKEN_EXPIRED, ...), or the FAILED message's.
 // After a completion error the QP is in the error state: every later read fails with the first error.
 //
 // Threads: one RemoteRegion is used by one thread at a time (it has no lock); use one per thread, or
-// serialize. Different RemoteRegions are independent.
+// serialize. Different RemoteRegions are independent. A LocalBuffer belongs to its RemoteRegion's thread too.
 #ifndef RDMAD_CLIENT_REMOTE_REGION_H_
 #define RDMAD_CLIENT_REMOTE_REGION_H_
 
@@ -37,13 +52,48 @@
 #include "proto/wire/grant_message.h"
 #include "rdmad/v1/rdmad.pb.h"
 
+struct ibv_mr;
+struct ibv_pd;
+
 namespace rdmad::client {
+
+// Caller memory registered for zero-copy reads on one RemoteRegion's connection (RegisterDestination).
+// Move-only; deregisters (ibv_dereg_mr) when destroyed. It must not outlive the RemoteRegion that made it,
+// and is refused (INVALID_ARGUMENT) after that region's Reconnect: register the memory again then. The memory
+// itself stays the caller's, and must stay mapped while the LocalBuffer exists.
+class LocalBuffer {
+ public:
+  LocalBuffer() = default;  // empty: refused by every read
+  ~LocalBuffer();
+  LocalBuffer(LocalBuffer&& other) noexcept;
+  LocalBuffer& operator=(LocalBuffer&& other) noexcept;
+  LocalBuffer(const LocalBuffer&) = delete;
+  LocalBuffer& operator=(const LocalBuffer&) = delete;
+
+  char* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return mr_ == nullptr; }
+  // Whether [p, p + n) lies inside the registered memory.
+  bool Contains(const void* p, uint64_t n) const;
+
+ private:
+  friend class RemoteRegion;
+  void Release();
+  ibv_mr* mr_ = nullptr;
+  std::shared_ptr<ibv_pd> pd_;  // the PD is deallocated after its last registration
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  uint64_t connection_ = 0;     // which connection registered it (RemoteRegion's, changed by Reconnect)
+};
 
 class RemoteRegion {
  public:
   struct Options {
     size_t queue_depth = 16;                           // reads outstanding at most
-    size_t max_read_bytes = 1 << 20;                   // largest single read
+    size_t max_read_bytes = 1 << 20;                   // each copying slot; copying reads go through in parts of this
+    // Zero-copy work requests are at most the port's max_msg_sz; a value other than 0 lowers that (to keep
+    // single work requests short, or to exercise splitting in tests).
+    uint64_t max_message_bytes = 0;
     absl::Duration connect_timeout = absl::Seconds(10);  // connect and wait for the key (per endpoint)
     // Refuse out-of-range reads in the library. Off: post them anyway and let rdmad's NIC refuse them
     // (for tests that prove the NIC enforces the range).
@@ -55,11 +105,15 @@ class RemoteRegion {
     absl::Duration clock_tolerance = absl::Milliseconds(100);
   };
 
-  // One asynchronous read: `offset` from the start of the granted range, into `destination`.
+  // One asynchronous read (one work request): `offset` from the start of the granted range, into
+  // `destination`. With `registered` set, `destination` must lie, with `length` bytes, inside that
+  // LocalBuffer: the read lands there (zero-copy, up to the maximum message size); else through a slot
+  // (up to max_read_bytes).
   struct ReadOp {
     uint64_t offset = 0;
     uint64_t length = 0;
     void* destination = nullptr;
+    const LocalBuffer* registered = nullptr;
     absl::Status status;  // set when the read finished
   };
 
@@ -77,8 +131,9 @@ class RemoteRegion {
   // Moves this object to a new grant (the control plane re-granted, e.g. after rdmad restarted and ended
   // the old one with END_RESTARTED): opens a connection with `grant` (as Open, with this object's options)
   // and, once it holds the new key, releases the old connection and takes the new one's place. Reads
-  // outstanding on the old connection are abandoned (call it with none outstanding). On failure this
-  // object is unchanged (still on its old grant, usable or not) and the error is Open's.
+  // outstanding on the old connection are abandoned (call it with none outstanding), and LocalBuffers of the
+  // old connection are refused from then on (register again). On failure this object is unchanged (still
+  // on its old grant, usable or not) and the error is Open's.
   absl::Status Reconnect(const v1::IssuedGrant& grant);
 
   // The key from the ACTIVE message.
@@ -92,8 +147,19 @@ class RemoteRegion {
   // The ENDED message, if rdmad sent one and it arrived (only while the QP is usable).
   std::optional<wire::GrantMessage> ended();
 
-  // One read and its completion (busy-polls).
+  // Registers [addr, addr + length) of the caller's memory with this connection's PD (local write) for
+  // zero-copy reads. INVALID_ARGUMENT for a null addr or a zero length; ibv_reg_mr's errno otherwise
+  // (RESOURCE_EXHAUSTED when the pages cannot be pinned).
+  absl::StatusOr<LocalBuffer> RegisterDestination(void* addr, size_t length);
+  // The largest zero-copy work request: the port's max_msg_sz, lowered by Options::max_message_bytes.
+  uint64_t max_message_bytes() const;
+
+  // Reads [offset, offset + length) of the grant, any length up to the grant's, and waits for it
+  // (busy-polls). Into any memory (copied through the slots):
   absl::Status Read(uint64_t offset, uint64_t length, void* destination);
+  // Zero-copy into `destination` at `destination_offset`: INVALID_ARGUMENT ("destination: ...") unless
+  // the LocalBuffer is this connection's and has `length` bytes from there.
+  absl::Status Read(uint64_t offset, uint64_t length, const LocalBuffer& destination, size_t destination_offset = 0);
   // All of `ops`, with up to queue_depth outstanding, completions polled in batches. Each op's status is
   // set; returns the first error (OK if all succeeded).
   absl::Status ReadBatch(absl::Span<ReadOp> ops);
@@ -105,6 +171,14 @@ class RemoteRegion {
   absl::Status Post(ReadOp* op);
   absl::StatusOr<std::vector<ReadOp*>> Poll(size_t min);
   size_t outstanding() const;
+
+  // What this connection's reads did so far: work requests posted, and bytes copied from the slots (0 for
+  // zero-copy reads). For tests and tuning.
+  struct Counters {
+    uint64_t work_requests = 0;
+    uint64_t bytes_copied = 0;
+  };
+  Counters counters() const;
 
  private:
   RemoteRegion();
