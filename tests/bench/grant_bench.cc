@@ -4,12 +4,16 @@
 //   1. read latency at depth 1 through a grant (client::RemoteRegion), p50/p99 per size, and its ratio to
 //      ib_read_lat's typical (median) latency at the same size;
 //   2. read bandwidth with --depth reads outstanding through a grant, and its ratio to ib_read_bw's average;
+//   2b. --zero-copy-sizes: read bandwidth with --depth reads outstanding, copying (reads land in
+//      RemoteRegion's slots and are copied out) and zero-copy (into a buffer registered once with
+//      RegisterDestination), each with its ratio to ib_read_bw's average at that size and depth;
 //   3. IssueGrant -> first byte read (IssueGrant RPC, RemoteRegion::Open: rdma_cm connect + window bind on
 //      the client's QP + the key's SEND, then one 64-byte read), beside a plain type 2 bind: the BindMw RPC
 //      on a connected QP of the same PD (a data-plane connection made with a connect token by a plain
 //      librdmacm client, tests/conformance/cm_peer.cc); and RevokeGrant beside the InvalidateMw RPC.
 // Usage: grant_bench --target 10.0.3.1:50051 [--sizes 64,4096,65536] [--lat-iters N] [--bw-iters N]
 //                    [--depth 16] [--first-byte-iters N] [--perftest-lat 64=604.1,...] [--perftest-bw 64=1.2,...]
+//                    [--zero-copy-sizes 4096,65536,1048576] [--zero-copy-reads N] [--zero-copy-big-reads N] [--zero-copy-markdown FILE]
 //                    [--markdown FILE]
 //   --sizes '': no read table (run-grant-bench.sh measures reads with `rdmactl bench read`); --markdown: the
 //   first-byte table, for docs/performance.md (tests/bench/regenerate.sh).
@@ -19,14 +23,18 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "tests/bench/stats.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/remote_region.h"
@@ -114,16 +122,24 @@ class Bench {
     return Summarize(us);
   }
 
-  // MiB/s with `depth` reads outstanding, over `iters` reads.
-  double Bandwidth(uint64_t size, int iters, size_t depth) {
+  // MiB/s with `depth` reads outstanding, over `iters` reads; zero-copy: into one buffer registered once
+  // (RegisterDestination, outside the timed part), else through the region's slots.
+  double Bandwidth(uint64_t size, int iters, size_t depth, bool zero_copy = false) {
     std::string grant;
     std::unique_ptr<RemoteRegion> region = Open(depth, size, &grant);
-    std::vector<std::vector<char>> bufs(depth, std::vector<char>(size));
+    std::vector<char> bufs(size * depth);
+    std::optional<rdmad::client::LocalBuffer> registered;
+    if (zero_copy) {
+      absl::StatusOr<rdmad::client::LocalBuffer> lb = region->RegisterDestination(bufs.data(), bufs.size());
+      if (!lb.ok()) Die("RegisterDestination", lb.status());
+      registered = std::move(*lb);
+    }
     std::vector<RemoteRegion::ReadOp> ops(depth);
     std::vector<RemoteRegion::ReadOp*> free_ops;
     for (size_t i = 0; i < depth; ++i) {
-      ops[i].destination = bufs[i].data();
+      ops[i].destination = bufs.data() + i * size;
       ops[i].length = size;
+      ops[i].registered = registered ? &*registered : nullptr;
       free_ops.push_back(&ops[i]);
     }
     const uint64_t slots = mr_length_ / size;
@@ -146,6 +162,7 @@ class Bench {
       }
     }
     const double seconds = UsSince(t) / 1e6;
+    registered.reset();  // before its region
     Close(std::move(region), grant);
     return static_cast<double>(size) * iters / seconds / (1 << 20);
   }
@@ -298,16 +315,24 @@ int main(int argc, char** argv) {
   app.add_option("--perftest-lat", lat_text, "ib_read_lat t_typical per size: 64=604.1,...");
   app.add_option("--perftest-bw", bw_text, "ib_read_bw BW average (MiB/s) per size: 64=1.2,...");
   app.add_option("--markdown", markdown, "also write the first-byte table to this file (markdown)");
+  std::string zc_text, zc_markdown;
+  int zc_reads = 200, zc_big_reads = 32;
+  app.add_option("--zero-copy-sizes", zc_text, "sizes for copying vs zero-copy bandwidth at --depth (none: skip)");
+  app.add_option("--zero-copy-reads", zc_reads, "reads per size and path up to 64 KiB");
+  app.add_option("--zero-copy-big-reads", zc_big_reads, "reads per size and path above 64 KiB");
+  app.add_option("--zero-copy-markdown", zc_markdown, "also write the copying / zero-copy table to this file");
   CLI11_PARSE(app, argc, argv);
   const std::map<uint64_t, double> pt_lat = ParseFigures(lat_text), pt_bw = ParseFigures(bw_text);
-  std::vector<uint64_t> sizes;
-  for (absl::string_view v : absl::StrSplit(sizes_text, ',', absl::SkipEmpty())) {
-    uint64_t n = 0;
-    if (!absl::SimpleAtoi(v, &n) || n == 0) {
-      std::fprintf(stderr, "grant_bench: --sizes: bad size '%s'\n", std::string(v).c_str());
-      return 2;
+  std::vector<uint64_t> sizes, zc_sizes;
+  for (auto [text, out, flag] : {std::tuple(&sizes_text, &sizes, "--sizes"), std::tuple(&zc_text, &zc_sizes, "--zero-copy-sizes")}) {
+    for (absl::string_view v : absl::StrSplit(*text, ',', absl::SkipEmpty())) {
+      uint64_t n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n == 0) {
+        std::fprintf(stderr, "grant_bench: %s: bad size '%s'\n", flag, std::string(v).c_str());
+        return 2;
+      }
+      out->push_back(n);
     }
-    sizes.push_back(n);
   }
 
   Client::Options o;
@@ -319,7 +344,10 @@ int main(int argc, char** argv) {
   pd_req.set_label("grant-bench");
   absl::StatusOr<v1::ProtectionDomain> pd = a.CreatePd(pd_req);
   if (!pd.ok()) Die("CreatePd", pd.status());
-  const uint64_t mr_length = std::max<uint64_t>(4 << 20, (sizes.empty() ? 0 : sizes.back()) * depth * 2);
+  uint64_t largest = 0;
+  for (uint64_t n : sizes) largest = std::max(largest, n);
+  for (uint64_t n : zc_sizes) largest = std::max(largest, n);
+  const uint64_t mr_length = std::max<uint64_t>(4 << 20, largest * depth * 2);
   v1::RegisterMrRequest mr_req;
   mr_req.set_pd(pd->name());
   mr_req.mutable_source()->mutable_anonymous()->set_size(mr_length);
@@ -360,6 +388,37 @@ int main(int argc, char** argv) {
     std::printf("(latency: depth 1, %d reads per size after 20 warm-up; bandwidth: %zu outstanding, %d reads per "
                 "size; ratio: grant / perftest)\n",
                 lat_iters, depth, bw_iters);
+  }
+
+  if (!zc_sizes.empty()) {
+    std::string md = "| size | `ib_read_bw` (MiB/s) | copying (MiB/s) | ratio | zero-copy (MiB/s) | ratio |\n"
+                     "| --- | --- | --- | --- | --- | --- |\n";
+    std::printf("\ncopying vs zero-copy reads through a grant, %zu outstanding, beside ib_read_bw in the same run\n",
+                depth);
+    std::printf("%-8s | %12s | %12s %7s | %12s %7s\n", "size", "ib_read_bw", "copying", "ratio", "zero-copy",
+                "ratio");
+    for (uint64_t size : zc_sizes) {
+      const int iters = std::max(size > 65536 ? zc_big_reads : zc_reads, static_cast<int>(depth));
+      const double copying = bench.Bandwidth(size, iters, depth, false);
+      const double zero_copy = bench.Bandwidth(size, iters, depth, true);
+      auto it = pt_bw.find(size);
+      const double base = it == pt_bw.end() ? -1.0 : it->second;
+      auto ratio = [base](double v) { return base > 0 ? absl::StrFormat("%.2fx", v / base) : std::string("n/a"); };
+      const std::string base_s = base > 0 ? absl::StrFormat("%.2f", base) : "n/a";
+      std::printf("%-8s | %12s | %12.2f %7s | %12.2f %7s\n", SizeName(size).c_str(), base_s.c_str(), copying,
+                  ratio(copying).c_str(), zero_copy, ratio(zero_copy).c_str());
+      std::fflush(stdout);
+      absl::StrAppend(&md, "| ", SizeName(size), " | ", base_s, " | ", absl::StrFormat("%.2f", copying), " | ",
+                      ratio(copying), " | ", absl::StrFormat("%.2f", zero_copy), " | ", ratio(zero_copy), " |\n");
+    }
+    std::printf("(%d reads per size and path, %d above 64 KiB; ratio: grant / ib_read_bw at the same size and depth)\n",
+                zc_reads, zc_big_reads);
+    if (!zc_markdown.empty()) {
+      std::FILE* f = std::fopen(zc_markdown.c_str(), "w");
+      if (f == nullptr) Die("--zero-copy-markdown", absl::InternalError("cannot write " + zc_markdown));
+      std::fputs(md.c_str(), f);
+      std::fclose(f);
+    }
   }
 
   // IssueGrant -> first byte, beside a plain type 2 bind on a connected QP.

@@ -4,9 +4,11 @@
 # grant, opens it with client::RemoteRegion and keeps --depth reads outstanding), beside perftest's
 # ib_read_lat and ib_read_bw between the same two guests in the same run (server in A, client in B,
 # -d rxe0 -x <the index of the IPv4-mapped GID>), at 64 B, 4 KiB, 64 KiB and 1 MiB, depth 1 and 16; then
-# grant_bench's time from IssueGrant to the first byte read beside a plain type 2 BindMw on a connected QP.
+# grant_bench's copying and zero-copy reads (client::RemoteRegion, RegisterDestination) at 4 KiB, 64 KiB and
+# 1 MiB, depth 16, beside that run's ib_read_bw, and its time from IssueGrant to the first byte read beside a
+# plain type 2 BindMw on a connected QP.
 # Prints figures; judges nothing (exits non-zero only if a benchmark could not run). Writes the tables as
-# markdown (dataplane.md, firstbyte.md) and dataplane-size.dat for the plot into $RDMAD_GUEST_OUT/grant-bench/,
+# markdown (dataplane.md, zerocopy.md, firstbyte.md) and dataplane-size.dat for the plot into $RDMAD_GUEST_OUT/grant-bench/,
 # and copies them to $RDMAD_BENCH_RESULTS if set (tests/bench/regenerate.sh).
 #
 # Usage, from the host:
@@ -43,8 +45,9 @@ depths=(1 16)
 # Runs per figure: perftest's iterations (fewer at 1 MiB, where one read takes tens of ms on these guests),
 # rdmactl bench read's seconds per size and depth, IssueGrant -> first byte runs.
 # Rounds: every figure is the mean of its rounds.
-if ((full)); then lat_n=1000 lat_big_n=200 bw_n=5000 bw_big_n=300 bench_s=10 first_n=50 rounds=2
-else lat_n=100 lat_big_n=10 bw_n=500 bw_big_n=40 bench_s=1 first_n=10 rounds=1; fi
+# zc_n / zc_big_n: grant_bench's copying and zero-copy reads per size and path (zc_big_n at 1 MiB).
+if ((full)); then lat_n=1000 lat_big_n=200 bw_n=5000 bw_big_n=300 bench_s=10 first_n=50 rounds=2 zc_n=2000 zc_big_n=200
+else lat_n=100 lat_big_n=10 bw_n=500 bw_big_n=40 bench_s=1 first_n=10 rounds=1 zc_n=200 zc_big_n=32; fi
 [ -n "$rounds_arg" ] && rounds=$rounds_arg
 # The perftest runs, in order (both sides walk the same list): tool size depth round. Size by size, so that
 # each rdmactl figure is measured seconds from its baseline, not minutes apart (the host's load drifts by more
@@ -257,12 +260,22 @@ md=$logs/dataplane.md
 echo "rdmactl bench read beside perftest (RC RDMA reads between the guests):"
 cat "$md"
 
+# Copying and zero-copy beside ib_read_bw at depth 16 (the mean of its rounds) at these sizes.
+zc_sizes=(4096 65536 1048576)
+zc_bw=""
+for s in "${zc_sizes[@]}"; do
+  v=$(mean pt_bw "$s,16")
+  [ -n "$v" ] && zc_bw="$zc_bw${zc_bw:+,}$s=$v"
+done
 rc=0
 "$bin/tests/bench/grant_bench" --target "$a_addr:50051" --self "$RDMAD_GUEST_ADDR" --sizes "" \
+  --zero-copy-sizes "$(IFS=,; echo "${zc_sizes[*]}")" --depth 16 --zero-copy-reads "$zc_n" \
+  --zero-copy-big-reads "$zc_big_n" --perftest-bw "$zc_bw" --zero-copy-markdown "$logs/zerocopy.md" \
   --first-byte-iters "$first_n" --markdown "$logs/firstbyte.md" || rc=$?
 "$peer" signal bench-b-done
 if [ -n "${RDMAD_BENCH_RESULTS:-}" ]; then
-  cp "$md" "$logs/dataplane-size.dat" "$RDMAD_BENCH_RESULTS/" && cp "$logs/firstbyte.md" "$RDMAD_BENCH_RESULTS/" ||
+  cp "$md" "$logs/dataplane-size.dat" "$RDMAD_BENCH_RESULTS/" && cp "$logs/firstbyte.md" "$RDMAD_BENCH_RESULTS/" &&
+    cp "$logs/zerocopy.md" "$RDMAD_BENCH_RESULTS/" ||
     rc=1
 fi
 [ -z "$failed" ] || { echo "run-grant-bench: did not run:$failed" >&2; rc=1; }
