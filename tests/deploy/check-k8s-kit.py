@@ -9,7 +9,8 @@ Checks, each printed as `error: ...` when it fails:
   - Pod Security: the namespace's enforce level admits the DaemonSet's Pod (hostNetwork, host ports,
     hostPath volumes and capabilities outside baseline's list need `privileged`);
   - the PodDisruptionBudget, the metrics Service and the ServiceMonitor select what they mean to (the
-    DaemonSet's Pods, the Service, its port), maxUnavailable 1;
+    DaemonSet's Pods, the Service, its port), maxUnavailable 1; the Service publishes Pods that are not
+    Ready (so that a down rdmad is scraped as down);
   - kube-rbac-proxy forwards to rdmad's metrics_listen, on the port the Service names;
   - rdmad's TLS files are in the volume the certificate copier writes, under the names it writes; the
     copier reads the Secret node-certificates.sh names, and the Role allows exactly those Secrets; every
@@ -116,6 +117,9 @@ def main(k8s, metrics_src, certs_yaml):
     for svc in find(top, "Service", "rdmad-metrics"):
         if not selects(svc["spec"].get("selector"), tmpl_labels) or svc["metadata"].get("namespace") != ns:
             err("Service rdmad-metrics: its selector misses the DaemonSet's Pods")
+        if not svc["spec"].get("publishNotReadyAddresses"):
+            err("Service rdmad-metrics: without publishNotReadyAddresses a node whose rdmad is not Ready drops out "
+                "of the scrape instead of showing up == 0 (RdmadDown)")
         for p in svc["spec"]["ports"]:
             if p.get("targetPort") not in ports:
                 err(f"Service rdmad-metrics: targetPort {p.get('targetPort')!r} names no container port of the DaemonSet")

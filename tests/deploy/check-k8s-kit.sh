@@ -110,12 +110,11 @@ else
 fi
 
 # broken NAME FILE SED-EXPRESSION EXPECTED: a copy of the kit whose FILE is changed by SED must fail with EXPECTED.
+nbroken=0
 broken() {
   local name=$1 file=$2 expr=$3 expected=$4 kit=$work/$1
+  nbroken=$((nbroken + 1))
   mkdir -p "$kit"; cp -r "$repo/deploy/k8s/." "$kit/"
-  if [ "$file" = tests/deploy/rdmad-alerts.test.yaml ]; then
-    failures+=("$name: cannot mutate $file"); return
-  fi
   sed -i -e "$expr" "$kit/$file"
   if cmp -s "$kit/$file" "$repo/deploy/k8s/$file"; then
     failures+=("$name: the mutation '$expr' changed nothing in $file (the test is stale)"); return
@@ -133,6 +132,7 @@ broken psa_baseline namespace.yaml 's/enforce: privileged/enforce: baseline/' \
 broken pdb_selector poddisruptionbudget.yaml 's/app.kubernetes.io\/name: rdmad$/app.kubernetes.io\/name: rdma/' \
   "does not select the DaemonSet's Pods"
 broken pdb_two poddisruptionbudget.yaml 's/maxUnavailable: 1/maxUnavailable: 2/' "maxUnavailable is 2, not 1"
+broken not_ready_hidden metrics.yaml '/publishNotReadyAddresses: true/d' "without publishNotReadyAddresses"
 broken monitor_port monitoring/servicemonitor.yaml 's/- port: https-metrics/- port: metrics/' \
   "endpoint port 'metrics' is not a port of Service rdmad-metrics"
 broken monitor_job monitoring/servicemonitor.yaml 's/jobLabel: app.kubernetes.io\/name/jobLabel: app.kubernetes.io\/component/' \
@@ -161,7 +161,7 @@ broken sync_mode daemonset.yaml 's/      umask 077/      umask 022/' "tls.key is
 if ((${#failures[@]})); then
   printf 'FAIL: %s\n' "${failures[@]}" >&2
 else
-  echo "check-k8s-kit: deploy/k8s passes; 16 broken copies refused"
+  echo "check-k8s-kit: deploy/k8s passes; $nbroken broken copies refused"
 fi
 if [ -n "$xml" ]; then
   mkdir -p "$(dirname "$xml")"
