@@ -124,6 +124,9 @@ cm::DataPlaneDecision Listener::OnRequest(const cm::DataPlaneRequest& request) {
   decision.accept = true;
   decision.pd = r.claims->pd;
   decision.tag = r.claims->grant;
+  if (GrantConnections* grants = grants_.load(); grants != nullptr && !decision.tag.empty()) {
+    grants->OnAccepting(decision.tag);
+  }
   decision.reject_data = cm::EncodeReject(cm::Reject{cm::RejectReason::kInternal, 0});
   record.principal = r.claims->principal;
   record.detail = r.claims->grant.empty()

@@ -42,6 +42,9 @@ namespace rdmad::dataplane {
 class GrantConnections {
  public:
   virtual ~GrantConnections() = default;
+  // The connect request is being accepted (on the listener's dispatcher, before rdma_accept): what the
+  // grant's activation will need may be prepared meanwhile, off this thread.
+  virtual void OnAccepting(const std::string& grant) = 0;
   // ESTABLISHED: `qp` is the connection's QueuePair in the registry, in RTS.
   virtual void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) = 0;
   // The connection is gone or failed (DISCONNECTED, a connect error, or rdmad could not accept it). The

@@ -49,9 +49,77 @@ std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type, c
 // ---------------------------------------------------------------------------------------------------------
 // Activation
 
+// A SCOPE_QP grant's window needs a bounds region where the device does not enforce a window's bounds
+// (rxe): it is pinned now, on a pin worker, while the handshake goes on, so that at ESTABLISHED the
+// connection's dispatcher posts the bind (and the key) itself, or, if the pin is still running then, the
+// pin worker does as soon as it is done: one hand-off from the connect request to the key either way.
+void GrantManager::OnAccepting(const std::string& grant) {
+  uint64_t id = 0;
+  v1::BindMwRequest range;
+  std::string pd;
+  {
+    MutexLock lock(&mu_);
+    absl::StatusOr<Entry*> found = Find(grant, "grant");
+    if (!found.ok() || shutdown_) return;
+    Entry::Book& b = (*found)->book.Get(mu_);
+    if (b.info.state() != v1::GRANT_ISSUED || b.info.scope() != v1::SCOPE_QP || b.pin != Entry::Book::Pin::kNone) {
+      return;
+    }
+    id = (*found)->id;
+    range.set_mr(b.info.mr());
+    range.set_offset(b.info.offset());
+    range.set_length(b.info.length());
+    pd = b.info.pd();
+    b.pin = Entry::Book::Pin::kPinning;
+  }
+  std::shared_ptr<void> hold;  // the tenant's pinned_bytes, until the registry counts the region's pages
+  const uint64_t bytes = registry_->BoundsRegionBytes(range);
+  absl::Status admitted = absl::OkStatus();
+  if (bytes > 0 && admit_pinned_) {
+    absl::StatusOr<std::shared_ptr<void>> h = admit_pinned_(pd, bytes);
+    if (h.ok()) hold = std::move(h).value();
+    else admitted = h.status();
+  }
+  // Nothing to pin, or not admitted: the activation goes the usual way (and fails there with the reason).
+  if (bytes == 0 || !admitted.ok()) return OnPinned(id, std::unique_ptr<Registry::PinnedBounds>());
+  registry_->PinBoundsAsync(
+      range, Guarded([this, id, hold = std::move(hold)](
+                         absl::StatusOr<std::unique_ptr<Registry::PinnedBounds>> pinned) mutable {
+        hold.reset();
+        OnPinned(id, std::move(pinned));
+      }));
+}
+
+void GrantManager::OnPinned(uint64_t id, absl::StatusOr<std::unique_ptr<Registry::PinnedBounds>> pinned) {
+  if (!pinned.ok()) {
+    // The activation's bind pins again on a pin worker, and fails there with the reason if it still holds.
+    RDMAD_LOG_DEBUG("%s: pinning the bounds region ahead: %s", Name("grants", id).c_str(),
+                    std::string(pinned.status().message()).c_str());
+  }
+  std::unique_ptr<Registry::PinnedBounds> bounds = pinned.ok() ? std::move(pinned).value() : nullptr;
+  bool activate = false;
+  {
+    MutexLock lock(&mu_);
+    auto it = grants_.find(id);
+    if (it != grants_.end() && it->second->book.Get(mu_).pin == Entry::Book::Pin::kPinning) {
+      Entry::Book& b = it->second->book.Get(mu_);
+      activate = std::exchange(b.activate_after_pin, false);
+      b.pin = Entry::Book::Pin::kNone;
+      if (!activate && bounds != nullptr) {
+        b.bounds = std::move(bounds);
+        b.pin = Entry::Book::Pin::kReady;
+      }
+    }
+  }
+  // Activated here (ESTABLISHED came first), or released (nothing pinned, or the grant ended meanwhile).
+  if (activate) return Activate(id, std::move(bounds));
+}
+
 void GrantManager::OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) {
   uint64_t id = 0;
   std::string refusal;
+  std::unique_ptr<Registry::PinnedBounds> bounds;
+  bool after_pin = false;
   {
     MutexLock lock(&mu_);
     absl::StatusOr<Entry*> found = Find(grant, "grant");
@@ -71,16 +139,25 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
       e.book.Get(mu_).info.set_cm_id(cm_id);
       e.book.Get(mu_).info.set_qp(qp);
       e.book.Get(mu_).busy = true;
+      Entry::Book& b = e.book.Get(mu_);
+      if (b.pin == Entry::Book::Pin::kPinning) {
+        b.activate_after_pin = true;  // the pin's return activates (OnPinned)
+        after_pin = true;
+      } else if (b.pin == Entry::Book::Pin::kReady) {
+        bounds = std::move(b.bounds);
+        b.pin = Entry::Book::Pin::kNone;
+      }
     }
   }
   if (id == 0) {
     RDMAD_LOG_INFO("%s: %s connected, but the grant is no longer live", cm_id.c_str(), grant.c_str());
     return Farewell(cm_id, std::move(refusal), nullptr);
   }
-  Activate(id);
+  if (after_pin) return;
+  Activate(id, std::move(bounds));
 }
 
-void GrantManager::Activate(uint64_t id) {
+void GrantManager::Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds> bounds) {
   std::string window, pd, mr, qp, name;
   v1::GrantScope scope;
   fabric::MwType type = fabric::MwType::kType2;
@@ -126,7 +203,7 @@ void GrantManager::Activate(uint64_t id) {
   }
   bind.set_name(window);
   std::shared_ptr<void> hold;  // the tenant's pinned_bytes for the bounds region, until the bind commits
-  if (admit_pinned_) {
+  if (admit_pinned_ && bounds == nullptr) {  // a region pinned ahead was admitted, and is counted, already
     if (const uint64_t pinned = registry_->BoundsRegionBytes(bind); pinned > 0) {
       absl::StatusOr<std::shared_ptr<void>> admitted = admit_pinned_(pd, pinned);
       if (!admitted.ok()) {
@@ -154,7 +231,7 @@ void GrantManager::Activate(uint64_t id) {
         if (!bound.ok()) return OnBound(id, window, bound.status());
         OnBound(id, window, Key{bound->rkey(), bound->binding().remote_addr()});
       }),
-      "grants", std::move(key_message));
+      "grants", std::move(key_message), std::move(bounds));
 }
 
 std::string GrantManager::KeyWithBind(uint64_t id, Key key) {
@@ -440,6 +517,9 @@ void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const st
                                    absl::AnyInvocable<void() &&>* release) {
   Entry::Book& b = e.book.Get(mu_);
   const absl::Time now = options_.clock();
+  if (b.bounds != nullptr) unpinned_.push_back(std::move(b.bounds));
+  b.pin = Entry::Book::Pin::kNone;  // a pin still running is released when it returns (OnPinned)
+  b.activate_after_pin = false;
   b.busy = b.ending = false;
   b.pending_end = v1::GRANT_END_UNSPECIFIED;
   if (b.info.state() != v1::GRANT_ENDED) --live_;
@@ -477,12 +557,15 @@ void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const st
 }
 
 void GrantManager::FlushAudit() {
-  if (audit_ == nullptr) return;
   std::vector<audit::Event> records;
+  std::vector<std::unique_ptr<Registry::PinnedBounds>> unpinned;
   {
     MutexLock lock(&mu_);
     records.swap(audit_pending_);
+    unpinned.swap(unpinned_);
   }
+  unpinned.clear();  // ibv_dereg_mr, and the PD's count and hold given back, before the waiters hear
+  if (audit_ == nullptr) return;
   for (const audit::Event& a : records) audit_->Record(a);
 }
 

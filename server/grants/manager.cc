@@ -77,13 +77,18 @@ size_t GrantManager::Drain(absl::Time deadline) {
 }
 
 void GrantManager::Shutdown() {
+  std::vector<std::unique_ptr<Registry::PinnedBounds>> unpinned;  // released below, without mu_
   {
     MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
     const absl::Time now = options_.clock();
+    unpinned.swap(unpinned_);
     for (auto& [id, e] : grants_) {
-      v1::Grant& info = e->book.Get(mu_).info;
+      Entry::Book& b = e->book.Get(mu_);
+      if (b.bounds != nullptr) unpinned.push_back(std::move(b.bounds));
+      b.pin = Entry::Book::Pin::kNone;  // a pin still running is released when it returns
+      v1::Grant& info = b.info;
       if (info.state() == v1::GRANT_ENDED) continue;
       info.set_state(v1::GRANT_ENDED);
       info.set_end_reason(v1::END_SHUTDOWN);
@@ -92,6 +97,7 @@ void GrantManager::Shutdown() {
     }
     live_ = 0;
   }
+  unpinned.clear();
   loop_->Stop();
   hub_.CloseAll(absl::UnavailableError("rdmad is shutting down"));
 }

@@ -159,6 +159,7 @@ class GrantManager final : public dataplane::GrantConnections {
   void Shutdown();
 
   // dataplane::GrantConnections (on a CM dispatcher).
+  void OnAccepting(const std::string& grant) override;
   void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) override;
   void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) override;
 
@@ -182,6 +183,13 @@ class GrantManager final : public dataplane::GrantConnections {
       std::vector<Done<v1::Grant>> waiters;       // RevokeGrant / Retire calls waiting for the end
       absl::AnyInvocable<void() &&> release;      // from OnGone: called once the window is off the QP
       absl::Time kill_deadline = absl::InfiniteFuture();  // of its LOCAL_INV in flight (kills_); none: infinite
+      // The bounds region of its window's bind, pinned on a pin worker while its client's connection is
+      // being accepted (OnAccepting): kPinning until the pin returns (OnPinned), then kReady with it in
+      // `bounds` until the activation takes it. ESTABLISHED while kPinning sets activate_after_pin: the
+      // pin's return then activates, on the pin worker.
+      enum class Pin { kNone, kPinning, kReady } pin = Pin::kNone;
+      std::unique_ptr<Registry::PinnedBounds> bounds;
+      bool activate_after_pin = false;
     };
     LockedBy<Book> book;  // mu_
   };
@@ -229,7 +237,9 @@ class GrantManager final : public dataplane::GrantConnections {
     uint32_t rkey = 0;
     uint64_t remote_addr = 0;
   };
-  void Activate(uint64_t id);
+  // `bounds`: the bounds region pinned ahead for this activation's bind, if any.
+  void Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds> bounds = nullptr);
+  void OnPinned(uint64_t id, absl::StatusOr<std::unique_ptr<Registry::PinnedBounds>> pinned);
   void OnBound(uint64_t id, std::string window, absl::StatusOr<Key> key);
   // Ends the grant: at once if it holds no key; otherwise kills the key first. `done` may be null.
   void End(uint64_t id, v1::GrantEndReason reason, std::string detail, Done<v1::Grant> done);
@@ -238,8 +248,8 @@ class GrantManager final : public dataplane::GrantConnections {
   // Marks it ENDED and forgets its links; returns the waiters to run and the release to call.
   void FinishEndLocked(Entry& e, v1::GrantEndReason reason, const std::string& detail, Waiters* waiters,
                        absl::AnyInvocable<void() &&>* release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the audit records FinishEndLocked queued. Called after mu_ is released by every path that ends a
-  // grant.
+  // Releases the bounds regions and writes the audit records FinishEndLocked queued. Called after mu_ is
+  // released by every path that ends a grant, before its waiters are answered.
   void FlushAudit() ABSL_LOCKS_EXCLUDED(mu_);
   // After an end: the ENDED (or FAILED) message, then rdma_disconnect; or the release, if the client left.
   void Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release);
@@ -302,6 +312,8 @@ class GrantManager final : public dataplane::GrantConnections {
   size_t live_ ABSL_GUARDED_BY(mu_) = 0;      // grants not ended (Commit counts one, FinishEndLocked ends it)
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // the tickets' reserved places, summed
   std::vector<audit::Event> audit_pending_ ABSL_GUARDED_BY(mu_);  // grant ends not yet written (FlushAudit)
+  // Bounds regions pinned ahead for grants that ended first: released by FlushAudit, without mu_.
+  std::vector<std::unique_ptr<Registry::PinnedBounds>> unpinned_ ABSL_GUARDED_BY(mu_);
 
   // The callbacks this manager hands to the registry and the CM layer (bind, invalidate and rereg
   // completions, a farewell's send) run on their threads, possibly while or after the manager is

@@ -2,7 +2,8 @@
 // and finishes on the device's dispatcher when its completion arrives; nothing waits for it. Type 1
 // operations of a PD take its lane (they share the PD's bind QP); type 2 ones run on the caller's QP.
 // Threads: see registry.h. No fabric call is made with mu_ held. A bind that needs a bounds region is
-// posted by a pin worker, which pins the region first: no other thread pins.
+// posted by a pin worker, which pins the region first, unless the region was pinned ahead (PinBoundsAsync,
+// on a pin worker too): no other thread pins.
 #include <unistd.h>
 
 #include <cinttypes>
@@ -137,16 +138,84 @@ absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMw
 
 uint64_t Registry::BoundsRegionBytes(const v1::BindMwRequest& request) const {
   MutexLock lock(&mu_);
-  absl::StatusOr<MwEntry*> w = FindMw(request.name(), "name");
   absl::StatusOr<MrEntry*> mr = FindMr(request.mr(), "mr");
-  if (!w.ok() || !mr.ok() || !UsesBoundsRegion(options_.mw_bounds_region, (*w)->pd->device->info())) return 0;
+  if (!mr.ok()) return 0;
   const MrEntry::Book& b = (*mr)->book.Get(mu_);
+  // A window binds only in its region's PD, so the region's device is the window's.
+  if (!UsesBoundsRegion(options_.mw_bounds_region, b.pd->device->info())) return 0;
   if (request.offset() > b.length || request.length() > b.length - request.offset()) return 0;
   return PagesBytes(b.addr + request.offset(), request.length());
 }
 
+Registry::PinnedBounds::~PinnedBounds() {
+  region_.reset();  // ibv_dereg_mr, without the lock
+  if (registry_ == nullptr) return;
+  MutexLock lock(&registry_->mu_);
+  PdEntry::Book& b = pd_->book.Get(registry_->mu_);
+  b.bounds_bytes -= bytes_;
+  b.pending--;
+}
+
+void Registry::PinBoundsAsync(const v1::BindMwRequest& request, Done<std::unique_ptr<PinnedBounds>> done) {
+  std::unique_ptr<PinnedBounds> pinned(new PinnedBounds());
+  fabric::Pd* pd = nullptr;
+  bool needed = true;
+  absl::Status refused = [&]() -> absl::Status {
+    MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMr(request.mr(), "mr"));
+    MrEntry::Book& mb = mr->book.Get(mu_);
+    if (!UsesBoundsRegion(options_.mw_bounds_region, mb.pd->device->info())) {
+      needed = false;
+      return absl::OkStatus();
+    }
+    if (mb.busy) return InProgress("mr", request.mr(), mb.busy);
+    if (mb.unusable) {
+      return FailedPrecondition("mr", absl::StrCat(request.mr(), " is unusable (", mb.unusable_reason, ")"));
+    }
+    if (request.length() == 0 || request.offset() > mb.length || request.length() > mb.length - request.offset()) {
+      return OutOfRange("length", absl::StrCat("[+", request.offset(), ", ", request.length(), " bytes] is not within ",
+                                               request.mr(), " (", mb.length, " bytes)"));
+    }
+    // Counted, and the PD kept, from here: ~PinnedBounds gives both back.
+    pinned->registry_ = this;
+    pinned->pd_ = mb.pd;
+    pinned->mr_id_ = mr->id;
+    pinned->generation_ = mb.generation;
+    pinned->addr_ = mb.addr + request.offset();
+    pinned->length_ = request.length();
+    pinned->bytes_ = PagesBytes(pinned->addr_, pinned->length_);
+    pinned->access_ = mb.access & (fabric::kLocalWrite | fabric::kMwBind);
+    PdEntry::Book& pb = mb.pd->book.Get(mu_);
+    pb.pending++;
+    pb.bounds_bytes += pinned->bytes_;
+    pd = mb.pd->pd.get();
+    return absl::OkStatus();
+  }();
+  if (!refused.ok()) return std::move(done)(refused);
+  if (!needed) return std::move(done)(std::unique_ptr<PinnedBounds>());
+  auto work = std::make_shared<std::pair<std::unique_ptr<PinnedBounds>, Done<std::unique_ptr<PinnedBounds>>>>(
+      std::move(pinned), std::move(done));
+  const bool posted = workers_->Post([this, pd, work] {
+    PinnedBounds& p = *work->first;
+    if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(p.addr_), p.length_, "length");
+        !room.ok()) {
+      return std::move(work->second)(WithContext(room, "its bounds region"));
+    }
+    absl::StatusOr<std::unique_ptr<fabric::Mr>> region =
+        pd->RegMr(reinterpret_cast<void*>(p.addr_), p.length_, p.access_);
+    if (!region.ok()) {
+      return std::move(work->second)(WithContext(options_.memlock.Explain(region.status(), p.length_, "length"),
+                                                 "pinning a bounds region"));
+    }
+    p.region_ = std::move(region).value();
+    std::move(work->second)(std::move(work->first));
+  });
+  // Shutting down: the task was dropped unrun, and with it the reservation.
+  if (!posted) return std::move(work->second)(absl::UnavailableError("rdmad is shutting down"));
+}
+
 void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner,
-                           std::unique_ptr<KeyMessage> then) {
+                           std::unique_ptr<KeyMessage> then, std::unique_ptr<PinnedBounds> pinned) {
   MwEntry* w = nullptr;
   MrEntry* mr = nullptr;
   QpEntry* user_qp = nullptr;
@@ -154,6 +223,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   uint64_t addr = 0;
   fabric::Mr* parent = nullptr;  // the MR's registration: stays while the reservation links the window to it
   bool bounds_region = false;
+  std::unique_ptr<fabric::Mr> premade;  // `pinned`'s region, when it is this bind's
   bool queued = false;
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
@@ -216,14 +286,27 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     bounds_region = UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info());
     wb.binding_bounds_bytes = bounds_region ? PagesBytes(addr, request.length()) : 0;
     w->pd->book.Get(mu_).bounds_bytes += wb.binding_bounds_bytes;
+    if (bounds_region && pinned != nullptr && pinned->registry_ == this && pinned->pd_ == w->pd &&
+        pinned->mr_id_ == mr->id && pinned->generation_ == mb.generation && pinned->addr_ == addr &&
+        pinned->length_ == request.length() &&
+        pinned->access_ == (mb.access & (fabric::kLocalWrite | fabric::kMwBind))) {
+      // The region pinned ahead is this bind's: its pages move to the binding's count, and the PD's hold
+      // passes to the reservation.
+      premade = std::move(pinned->region_);
+      w->pd->book.Get(mu_).bounds_bytes -= pinned->bytes_;
+      w->pd->book.Get(mu_).pending--;
+      pinned->registry_ = nullptr;
+    }
     return absl::OkStatus();
   }();
+  pinned.reset();  // one that was not this bind's: released, without the lock
   if (queued) return;
   if (!refused.ok()) return std::move(done)(refused);
 
   auto work = std::make_shared<ReservedBind>(ReservedBind{w, mr, user_qp, request, addr, access, mr_access, parent,
-                                                          bounds_region, std::move(then), std::move(done)});
-  if (!bounds_region) return PostReservedBind(*work);
+                                                          bounds_region, std::move(then), std::move(done),
+                                                          std::move(premade)});
+  if (!bounds_region || work->premade != nullptr) return PostReservedBind(*work);
   // A bounds region is a pin (ibv_reg_mr over the range): on the pin workers, like every registration, so
   // no gRPC thread or CM dispatcher waits on one. The bind is posted (and its completion polled) there.
   if (workers_->Post([this, work] { PostReservedBind(*work); })) return;
@@ -245,7 +328,10 @@ void Registry::PostReservedBind(ReservedBind& b) {
   if (!qp.ok()) return unposted(qp.status());
   fabric::BindSpec spec;
   spec.mr = b.parent;
-  if (b.bounds_region) {
+  if (b.bounds_region && b.premade != nullptr) {
+    spec.mr = b.premade.get();
+    w->binding_bounds_mr = std::move(b.premade);  // the reservation holds it until FinishBind
+  } else if (b.bounds_region) {
     // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration: checked
     // before anything is pinned, as RegisterMr does.
     if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(b.addr), b.request.length(), "length");

@@ -216,15 +216,43 @@ class Registry {
     // The SEND's completion, or why it was not posted; called only if `message` was.
     fabric::WorkDone done;
   };
+  // A bounds region pinned ahead of its bind (PinBoundsAsync): a grant's, pinned while its client's
+  // connection is being accepted, so that the thread that sees the connection established posts the bind
+  // itself, with no pin there. From the pin until it is bound or destroyed, its pages count as pinned bytes
+  // of its PD and the PD cannot be deleted (DeletePd answers "retry"). Destroying it deregisters it: never
+  // with a lock of the registry's held, nor one a registry call may wait for.
+  class PinnedBounds {
+   public:
+    ~PinnedBounds();
+    PinnedBounds(const PinnedBounds&) = delete;
+    PinnedBounds& operator=(const PinnedBounds&) = delete;
+
+   private:
+    friend class Registry;
+    PinnedBounds() = default;
+    Registry* registry_ = nullptr;  // null once bound (or if nothing is counted)
+    registry_internal::PdEntry* pd_ = nullptr;
+    uint64_t mr_id_ = 0;
+    uint32_t generation_ = 0;  // the region's, at the pin: a re-registration since makes it unusable
+    uint64_t addr_ = 0, length_ = 0, bytes_ = 0;
+    uint32_t access_ = 0;
+    std::unique_ptr<fabric::Mr> region_;
+  };
   // `then` (may be null): a KeyMessage, for a type 2 window bound on `request.qp` only (INVALID_ARGUMENT
-  // on "qp" otherwise).
+  // on "qp" otherwise). `pinned` (may be null): the bounds region pinned ahead for exactly this bind (the
+  // same region, generation and range); the bind then pins nothing and is posted on this thread. One that
+  // does not match is released, and the bind pins its own on a pin worker.
   void BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner = "",
-                   std::unique_ptr<KeyMessage> then = nullptr);
+                   std::unique_ptr<KeyMessage> then = nullptr, std::unique_ptr<PinnedBounds> pinned = nullptr);
   absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request);
-  // The bytes a bind of `request` would pin for its bounds region (whole pages; the tenant's pinned_bytes
-  // quota counts them): 0 where the window's device needs none, or where the request names no window or
-  // region, or a range outside the region (BindMw refuses those itself).
+  // The bytes a bind of `request` (its mr, offset and length) would pin for its bounds region (whole pages;
+  // the tenant's pinned_bytes quota counts them): 0 where the region's device needs none, or where the
+  // request names no region, or a range outside it (BindMw refuses those itself).
   uint64_t BoundsRegionBytes(const v1::BindMwRequest& request) const;
+  // Pins, on a pin worker, the bounds region a type 2 bind over `request.mr` [offset, +length) will need
+  // (checked against RLIMIT_MEMLOCK first, as a bind's is), and gives it to `done` there. Where the
+  // region's device needs none, `done` gets nullptr at once, on this thread. Errors name the request field.
+  void PinBoundsAsync(const v1::BindMwRequest& request, Done<std::unique_ptr<PinnedBounds>> done);
   void InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name, const std::string& owner = "");
@@ -308,6 +336,7 @@ class Registry {
     bool bounds_region;
     std::unique_ptr<KeyMessage> then;
     Done<v1::MemoryWindow> done;
+    std::unique_ptr<fabric::Mr> premade = nullptr;  // the bounds region pinned ahead (PinnedBounds), if any
   };
   void PostReservedBind(ReservedBind& bind) ABSL_LOCKS_EXCLUDED(mu_);
   void FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,

@@ -226,6 +226,89 @@ TEST_P(BoundsRegionTest, TheBoundsRegionIsPinnedOnAPinWorkerNeverOnTheCallersThr
   }
 }
 
+// A bounds region pinned ahead (a grant's, during its client's handshake): pinned on a pin worker, counted
+// as its PD's pinned bytes and keeping the PD from deletion until used or released; a type 2 bind given it
+// pins nothing more; one that does not match its bind is released and the bind pins its own.
+TEST_P(BoundsRegionTest, ABoundsRegionPinnedAheadIsPinnedOnAPinWorkerCountedAndUsedByItsBindWithoutAnotherPin) {
+  const std::thread::id me = std::this_thread::get_id();
+  for (const char* device : {kRxe, kEnforcing}) {
+    SCOPED_TRACE(device);
+    const std::string pd = NewPd(device);
+    const v1::MemoryRegion mr = NewMr(pd, 16 * kPage);
+    const std::string qp = NewQp(pd);
+    const std::string w = NewMw(pd, v1::TYPE_2);
+    auto pinned_bytes = [&] { return Ok(registry_->UsageOfPd(pd)).mr_bytes; };
+    std::atomic<int> pins{0}, pins_here{0};
+    ledger_->SetRegMrHook([&] {
+      pins++;
+      if (std::this_thread::get_id() == me) pins_here++;
+    });
+    auto pin = [&](const v1::BindMwRequest& b) {
+      return AwaitResult<std::unique_ptr<Registry::PinnedBounds>>(
+          [&](Done<std::unique_ptr<Registry::PinnedBounds>> d) { registry_->PinBoundsAsync(b, std::move(d)); });
+    };
+    const v1::BindMwRequest bind = Bind(w, mr.name(), kPage / 2, 3 * kPage, qp);
+    std::unique_ptr<Registry::PinnedBounds> ahead = Ok(pin(bind));
+    if (!Expected(device)) {
+      EXPECT_EQ(ahead, nullptr);  // none needed: nothing pinned, answered at once
+      EXPECT_EQ(pins.load(), 0);
+      ledger_->SetRegMrHook(nullptr);
+      continue;
+    }
+    ASSERT_NE(ahead, nullptr);
+    EXPECT_EQ(pins.load(), 1);
+    EXPECT_EQ(pins_here.load(), 0);
+    EXPECT_EQ(pinned_bytes(), 16 * kPage + 4 * kPage);
+    v1::DeletePdRequest del;
+    del.set_name(pd);
+    del.set_cascade(true);
+    EXPECT_TRUE(IsError(registry_->DeletePd(del), absl::StatusCode::kFailedPrecondition, "name"));  // retry
+    absl::StatusOr<v1::MemoryWindow> bound = AwaitResult<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) {
+      registry_->BindMwAsync(bind, std::move(d), "", nullptr, std::move(ahead));
+    });
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    EXPECT_EQ(pins.load(), 1);  // the bind pinned nothing
+    EXPECT_EQ(pinned_bytes(), 16 * kPage + 4 * kPage);  // counted once, now as the binding's
+    Ok(registry_->InvalidateMw(w));
+    EXPECT_EQ(pinned_bytes(), 16 * kPage);
+
+    // Pinned for another range: released, and the bind pins its own on a pin worker.
+    ahead = Ok(pin(Bind(w, mr.name(), 0, kPage, qp)));
+    EXPECT_EQ(pins.load(), 2);
+    Ok(registry_->BindMw(bind));  // BindMw takes none: the same as a mismatch for the counts below
+    absl::StatusOr<v1::MemoryWindow> again = AwaitResult<v1::MemoryWindow>([&](Done<v1::MemoryWindow> d) {
+      registry_->BindMwAsync(Bind(NewMw(pd, v1::TYPE_2), mr.name(), kPage, kPage, qp), std::move(d), "", nullptr,
+                             std::move(ahead));
+    });
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(pins.load(), 4);  // BindMw's and the mismatched bind's own
+    EXPECT_EQ(pins_here.load(), 0);
+    EXPECT_EQ(pinned_bytes(), 16 * kPage + 4 * kPage + kPage);  // the one pinned ahead no longer counts
+    ledger_->SetRegMrHook(nullptr);
+
+    // Dropped unused: given back, and the PD can go.
+    ahead = Ok(pin(bind));
+    EXPECT_EQ(pinned_bytes(), 16 * kPage + 4 * kPage + kPage + 4 * kPage);
+    ahead.reset();
+    EXPECT_EQ(pinned_bytes(), 16 * kPage + 4 * kPage + kPage);
+    EXPECT_TRUE(registry_->DeletePd(del).ok());
+  }
+}
+
+// Pinning ahead is refused as a bind would be: a range outside the region, a region that does not exist.
+TEST_P(BoundsRegionTest, PinningAheadRefusesARangeOutsideTheRegionNamingTheField) {
+  const std::string pd = NewPd(kRxe);
+  const v1::MemoryRegion mr = NewMr(pd, 4 * kPage);
+  auto pin = [&](const v1::BindMwRequest& b) {
+    return AwaitResult<std::unique_ptr<Registry::PinnedBounds>>(
+        [&](Done<std::unique_ptr<Registry::PinnedBounds>> d) { registry_->PinBoundsAsync(b, std::move(d)); });
+  };
+  if (!Expected(kRxe)) GTEST_SKIP() << "no bounds region under this setting";
+  EXPECT_TRUE(IsError(pin(Bind("", mr.name(), 3 * kPage, 2 * kPage)), absl::StatusCode::kOutOfRange, "length"));
+  EXPECT_TRUE(IsError(pin(Bind("", "mrs/999", 0, kPage)), absl::StatusCode::kNotFound, "mr"));
+  EXPECT_EQ(Ok(registry_->UsageOfPd(pd)).mr_bytes, 4 * kPage);
+}
+
 TEST_P(BoundsRegionTest, TheDestructorReleasesBoundWindowsBeforeTheirRegions) {
   for (const char* device : {kRxe, kEnforcing}) {
     const std::string pd = NewPd(device);

@@ -3,6 +3,8 @@
 // revocation at the NIC, the goodbye), the fallbacks to type 1 windows and to the MR's own key, the
 // guards of DeregisterMr/DeletePd, expiry and renewal, disconnection, a QP in the error state, key
 // quarantine, batches and bad input. Waits are bounded polls of state, never timing assertions.
+#include <pthread.h>
+
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -604,6 +606,133 @@ TEST_F(GrantManagerTest, TheKeyLeavesWithItsBindInOnePostBeforeTheBindCompletes)
   EXPECT_EQ(got[0].rkey, w.rkey());
   EXPECT_EQ(got[0].remote_addr, w.binding().remote_addr());
   EXPECT_EQ(got[0].length, 8192u);
+}
+
+std::string ThreadName() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// The fake rxe0 needs a bounds region for a window: it is pinned while the client's connection is being
+// accepted, on a pin worker, once per activation; the bind that follows pins nothing more.
+TEST_F(GrantManagerTest, TheBoundsRegionIsPinnedOnAPinWorkerDuringTheHandshakeOncePerActivation) {
+  Build();
+  (void)Activate(Request());  // the pool's first window, and the connection path, warmed up
+  Mutex mu;
+  std::vector<std::string> pinned_on;
+  ledger_->SetRegMrHook([&] {
+    MutexLock lock(&mu);
+    pinned_on.push_back(ThreadName());
+  });
+  for (int i = 0; i < 3; ++i) (void)Activate(Request(4096 * i, 4096));
+  ledger_->SetRegMrHook(nullptr);
+  MutexLock lock(&mu);
+  ASSERT_EQ(pinned_on.size(), 3u);
+  for (const std::string& t : pinned_on) EXPECT_EQ(t.rfind("pin-", 0), 0u) << t;
+}
+
+// The pin starts at the connect request, before the accept: a pin that fails there (here ENOMEM) is not the
+// activation's; the bind pins again and the grant activates.
+TEST_F(GrantManagerTest, APinAheadThatFailsLeavesTheBindToPinAgain) {
+  Build();
+  (void)Activate(Request());
+  const int regs = ledger_->calls("reg_mr");
+  ledger_->FailNextRegMr(ENOMEM);
+  const v1::Grant g = Activate(Request(0, 4096));
+  EXPECT_EQ(g.state(), v1::GRANT_ACTIVE);
+  EXPECT_EQ(ledger_->calls("reg_mr"), regs + 2);
+}
+
+// Pinned and ready before ESTABLISHED: the activation binds over it and pins nothing more.
+TEST_F(GrantManagerTest, ABoundsRegionPinnedBeforeEstablishedIsTheOneTheBindUses) {
+  Build();
+  (void)Activate(Request());
+  absl::StatusOr<v1::IssuedGrant> issued = grants_->Issue(Request(0, 8192));
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  const uint64_t base = registry_->UsageOfPd(pd_).value().mr_bytes;
+  const int regs = ledger_->calls("reg_mr");
+  grants_->OnAccepting(issued->grant().name());  // as the listener does at the connect request
+  ASSERT_TRUE(Eventually([&] { return ledger_->calls("reg_mr") == regs + 1; }));
+  EXPECT_TRUE(Eventually([&] { return registry_->UsageOfPd(pd_).value().mr_bytes == base + 8192; }));
+  clients_.emplace_back();
+  ASSERT_EQ(clients_.back().Dial(*fake_cm_, device_, issued->token()).type, fabric::CmEventType::kEstablished);
+  const std::string name = issued->grant().name();
+  ASSERT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVE; }));
+  EXPECT_EQ(ledger_->calls("reg_mr"), regs + 1);  // the listener's OnAccepting found it pinned; the bind used it
+  EXPECT_EQ(registry_->UsageOfPd(pd_).value().mr_bytes, base + 8192);
+  ASSERT_TRUE(Revoke(name).ok());
+  EXPECT_EQ(registry_->UsageOfPd(pd_).value().mr_bytes, base);
+}
+
+// Pinned ahead, then the grant ends before its client connects: the region is given back with the end,
+// and the PD can be deleted.
+TEST_F(GrantManagerTest, ABoundsRegionPinnedAheadIsGivenBackWhenItsGrantEndsUnconnected) {
+  Build();
+  absl::StatusOr<v1::IssuedGrant> issued = grants_->Issue(Request(0, 8192));
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  const uint64_t base = registry_->UsageOfPd(pd_).value().mr_bytes;
+  const int regs = ledger_->calls("reg_mr");
+  grants_->OnAccepting(issued->grant().name());
+  ASSERT_TRUE(Eventually([&] { return ledger_->calls("reg_mr") == regs + 1; }));
+  ASSERT_TRUE(Eventually([&] { return registry_->UsageOfPd(pd_).value().mr_bytes == base + 8192; }));
+  ASSERT_TRUE(Revoke(issued->grant().name()).ok());
+  EXPECT_EQ(registry_->UsageOfPd(pd_).value().mr_bytes, base);  // given back before RevokeGrant answered
+  ASSERT_TRUE(Retire("", pd_, true).ok());
+  v1::DeletePdRequest del;
+  del.set_name(pd_);
+  del.set_cascade(true);
+  // (The issue's pool refill may still be allocating a window on the PD: that answers "retry" for a moment.)
+  absl::Status deleted;
+  EXPECT_TRUE(Eventually([&] { return (deleted = registry_->DeletePd(del).status()).ok(); })) << deleted;
+  grants_->Unretire("", pd_);
+}
+
+// ESTABLISHED before the pin is done: the grant waits in ACTIVATING with nothing posted, and the pin
+// worker posts the bind and the key as soon as the region is pinned; a revocation meanwhile waits for the
+// activation, then kills the key, and the region is given back.
+TEST_F(GrantManagerTest, EstablishedBeforeTheBoundsRegionIsPinnedThePinWorkerActivatesWhenItIsDone) {
+  Build();
+  (void)Activate(Request());
+  const uint64_t base = registry_->UsageOfPd(pd_).value().mr_bytes;
+  for (bool revoke : {false, true}) {
+    SCOPED_TRACE(revoke ? "revoked while pinning" : "activated");
+    Notification entered, go;
+    ledger_->SetRegMrHook([&] {
+      entered.Notify();
+      go.WaitForNotification();
+    });
+    absl::StatusOr<v1::IssuedGrant> issued = grants_->Issue(Request(0, 8192));
+    ASSERT_TRUE(issued.ok()) << issued.status();
+    const std::string name = issued->grant().name();
+    ledger_->ClearEvents();
+    clients_.emplace_back();
+    ASSERT_EQ(clients_.back().Dial(*fake_cm_, device_, issued->token()).type, fabric::CmEventType::kEstablished);
+    ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVATING; }));
+    EXPECT_TRUE(ledger_->events_of({"bind_mw"}).empty());  // nothing bound before the pin is done
+    std::atomic<bool> answered{false};
+    if (revoke) grants_->Revoke(name, [&](absl::StatusOr<v1::Grant>) { answered = true; });
+    const int regs = ledger_->calls("reg_mr");
+    go.Notify();
+    if (revoke) {
+      ASSERT_TRUE(Eventually([&] { return answered.load(); }));
+      const v1::Grant g = grants_->Get(name).value();
+      EXPECT_EQ(g.state(), v1::GRANT_ENDED);
+      EXPECT_EQ(g.end_reason(), v1::END_REVOKED);
+    } else {
+      ASSERT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVE; }));
+      const v1::Grant g = grants_->Get(name).value();
+      ASSERT_TRUE(Eventually([&] { return !Messages(g).empty(); }));
+      EXPECT_EQ(Messages(g)[0].type, wire::GrantMessageType::kActive);
+      EXPECT_EQ(Messages(g)[0].rkey, registry_->GetMw(g.window()).value().rkey());
+      EXPECT_EQ(registry_->UsageOfPd(pd_).value().mr_bytes, base + 8192);
+      ASSERT_TRUE(Revoke(name).ok());
+    }
+    EXPECT_EQ(ledger_->calls("reg_mr"), regs + 1);  // the held pin itself; the bind pinned nothing more
+    ledger_->SetRegMrHook(nullptr);
+    EXPECT_TRUE(Eventually([&] { return registry_->UsageOfPd(pd_).value().mr_bytes == base; }));
+  }
 }
 
 // The safety of the one step: a bind that fails (its completion in error, the QP with it) flushes the SEND
