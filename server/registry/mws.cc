@@ -328,6 +328,9 @@ void Registry::PostReservedBind(ReservedBind& b) {
   if (!qp.ok()) return unposted(qp.status());
   fabric::BindSpec spec;
   spec.mr = b.parent;
+  // A pin worker that pinned the bounds region itself polls four times as long: it is no gRPC thread, the
+  // pin took about as long, and a completion it misses costs the bind a second hand-off.
+  const int poll_times = b.bounds_region && b.premade == nullptr ? 4 : 1;
   if (b.bounds_region && b.premade != nullptr) {
     spec.mr = b.premade.get();
     w->binding_bounds_mr = std::move(b.premade);  // the reservation holds it until FinishBind
@@ -372,17 +375,19 @@ void Registry::PostReservedBind(ReservedBind& b) {
         FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
       }));
   if (!posted.ok()) return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, posted, std::move(*shared_done));
-  PollBriefly(device, key, polled);
+  PollBriefly(device, key, polled, poll_times);
 }
 
 // A completion run by the poll may start more work whose post polls in turn (a queued type 1 operation
 // taking the PD's lane, a grant's next step): those are left to the dispatcher, so the stack stays one poll
 // deep however many operations are queued.
-void Registry::PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled) {
+void Registry::PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled,
+                           int times) {
   thread_local bool polling = false;
   if (polling || options_.completion_poll <= absl::ZeroDuration()) return;
   polling = true;
-  device.PollFor(key, options_.completion_poll, [polled] { return polled->done.load(std::memory_order_acquire); });
+  device.PollFor(key, options_.completion_poll * times,
+                 [polled] { return polled->done.load(std::memory_order_acquire); });
   polling = false;
 }
 

@@ -381,7 +381,8 @@ class Registry {
     std::atomic<bool> done{false};
     std::thread::id poster = std::this_thread::get_id();
   };
-  void PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled);
+  // `times`: how many times Options::completion_poll to poll at most.
+  void PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled, int times = 1);
   void Finished(Polled& polled);
   std::atomic<uint64_t> completions_on_poster_{0}, completions_on_dispatcher_{0};
 
