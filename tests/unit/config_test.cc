@@ -236,6 +236,17 @@ TEST(ParseConfigTest, GrantKeys) {
                       "grant_window_pool"));
 }
 
+TEST(ParseConfigTest, GrantMaxScopeIsOneOfTheScopesByName) {
+  EXPECT_EQ(ParseConfig("{}")->grant_max_scope, 3);  // "mr": any key, as before the setting
+  EXPECT_EQ(ParseConfig(R"({"grant_max_scope": "qp"})")->grant_max_scope, 1);
+  EXPECT_EQ(ParseConfig(R"({"grant_max_scope": "pd"})")->grant_max_scope, 2);
+  EXPECT_EQ(ParseConfig(R"({"grant_max_scope": "mr"})")->grant_max_scope, 3);
+  for (const char* bad : {R"({"grant_max_scope": "QP"})", R"({"grant_max_scope": 1})",
+                          R"({"grant_max_scope": ""})", R"({"grant_max_scope": "SCOPE_QP"})"}) {
+    EXPECT_TRUE(IsError(ParseConfig(bad), absl::StatusCode::kInvalidArgument, "grant_max_scope")) << bad;
+  }
+}
+
 }  // namespace rdmad
 
 namespace rdmad {
