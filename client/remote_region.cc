@@ -770,8 +770,9 @@ absl::StatusOr<LocalBuffer> RemoteRegion::RegisterDestination(void* addr, size_t
   ibv_mr* mr = ibv_reg_mr(impl.pd, addr, length, IBV_ACCESS_LOCAL_WRITE);
   if (mr == nullptr) {
     const int err = errno;
-    return impl.Errno(err == ENOMEM || err == EAGAIN ? absl::StatusCode::kResourceExhausted : absl::ErrnoToStatusCode(err),
-                      absl::StrCat("ibv_reg_mr (destination, ", length, " bytes)"), err);
+    const absl::StatusCode code =
+        err == ENOMEM || err == EAGAIN ? absl::StatusCode::kResourceExhausted : absl::ErrnoToStatusCode(err);
+    return impl.Errno(code, absl::StrCat("ibv_reg_mr (destination, ", length, " bytes)"), err);
   }
   LocalBuffer buffer;
   buffer.mr_ = mr;

@@ -90,7 +90,7 @@ class RemoteRegion {
  public:
   struct Options {
     size_t queue_depth = 16;                           // reads outstanding at most
-    size_t max_read_bytes = 1 << 20;                   // each copying slot; copying reads go through in parts of this
+    size_t max_read_bytes = 1 << 20;                   // one copying slot: copying reads go in parts of this
     // Zero-copy work requests are at most the port's max_msg_sz; a value other than 0 lowers that (to keep
     // single work requests short, or to exercise splitting in tests).
     uint64_t max_message_bytes = 0;

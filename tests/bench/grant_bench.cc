@@ -13,7 +13,8 @@
 //      librdmacm client, tests/conformance/cm_peer.cc); and RevokeGrant beside the InvalidateMw RPC.
 // Usage: grant_bench --target 10.0.3.1:50051 [--sizes 64,4096,65536] [--lat-iters N] [--bw-iters N]
 //                    [--depth 16] [--first-byte-iters N] [--perftest-lat 64=604.1,...] [--perftest-bw 64=1.2,...]
-//                    [--zero-copy-sizes 4096,65536,1048576] [--zero-copy-reads N] [--zero-copy-big-reads N] [--zero-copy-markdown FILE]
+//                    [--zero-copy-sizes 4096,65536,1048576] [--zero-copy-reads N] [--zero-copy-big-reads N]
+//                    [--zero-copy-markdown FILE]
 //                    [--markdown FILE]
 //   --sizes '': no read table (run-grant-bench.sh measures reads with `rdmactl bench read`); --markdown: the
 //   first-byte table, for docs/performance.md (tests/bench/regenerate.sh).
@@ -324,7 +325,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   const std::map<uint64_t, double> pt_lat = ParseFigures(lat_text), pt_bw = ParseFigures(bw_text);
   std::vector<uint64_t> sizes, zc_sizes;
-  for (auto [text, out, flag] : {std::tuple(&sizes_text, &sizes, "--sizes"), std::tuple(&zc_text, &zc_sizes, "--zero-copy-sizes")}) {
+  for (auto [text, out, flag] :
+       {std::tuple(&sizes_text, &sizes, "--sizes"), std::tuple(&zc_text, &zc_sizes, "--zero-copy-sizes")}) {
     for (absl::string_view v : absl::StrSplit(*text, ',', absl::SkipEmpty())) {
       uint64_t n = 0;
       if (!absl::SimpleAtoi(v, &n) || n == 0) {
