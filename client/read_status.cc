@@ -12,8 +12,11 @@ namespace {
 // GrantEndReason END_EXPIRED (rdmad.v1).
 constexpr uint8_t kEndExpired = 2;
 
-std::string ReadName(uint64_t offset, uint64_t length) {
-  return absl::StrCat("read of ", length, " bytes at offset ", offset);
+std::string AccessText(uint32_t access) {
+  std::string text;
+  if (access & wire::kGrantRead) text = "REMOTE_READ";
+  if (access & wire::kGrantWrite) absl::StrAppend(&text, text.empty() ? "" : ", ", "REMOTE_WRITE");
+  return text.empty() ? "none" : text;
 }
 
 // True if a failure at `now` (this host's clock) is at the lease's end: at or after it, or so little before
@@ -31,6 +34,16 @@ std::string WhenAtLeaseEnd(const GrantView& grant, absl::Time now) {
 }
 
 }  // namespace
+
+std::string OpName(OpKind kind, uint64_t offset, uint64_t length) {
+  return absl::StrCat(kind == OpKind::kWrite ? "write" : "read", " of ", length, " bytes at offset ", offset);
+}
+
+absl::Status NoWriteAccess(absl::string_view grant, uint64_t offset, uint64_t length, uint32_t access) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      grant, ": ", OpName(OpKind::kWrite, offset, length), ": the grant gives no write access (access: ",
+      AccessText(access), "; issue it with REMOTE_WRITE) (refused by the library, not posted)"));
+}
 
 bool InGrantedRange(uint64_t offset, uint64_t length, uint64_t granted) {
   return offset <= granted && length <= granted - offset;
@@ -57,20 +70,26 @@ absl::Status ConnectionEnded(const GrantView& grant, absl::string_view how, absl
   return ConnectionLost(grant.grant, how);
 }
 
-absl::Status OutOfRangeRead(absl::string_view grant, uint64_t offset, uint64_t length, uint64_t granted) {
-  return absl::OutOfRangeError(absl::StrCat(grant, ": ", ReadName(offset, length),
+absl::Status OutOfRangeRead(absl::string_view grant, uint64_t offset, uint64_t length, uint64_t granted,
+                            OpKind kind) {
+  return absl::OutOfRangeError(absl::StrCat(grant, ": ", OpName(kind, offset, length),
                                             " is outside the granted range of ", granted,
                                             " bytes (refused by the library, not posted)"));
 }
 
 absl::Status ClassifyReadError(ibv_wc_status status, uint64_t offset, uint64_t length, const GrantView& grant,
-                               absl::Time now) {
+                               absl::Time now, OpKind kind) {
   switch (status) {
     case IBV_WC_REM_ACCESS_ERR:
       if (!InGrantedRange(offset, length, grant.length)) {
-        return absl::OutOfRangeError(absl::StrCat(grant.grant, ": ", ReadName(offset, length),
+        return absl::OutOfRangeError(absl::StrCat(grant.grant, ": ", OpName(kind, offset, length),
                                                   " is outside the granted range of ", grant.length,
                                                   " bytes: refused by rdmad's NIC"));
+      }
+      if (kind == OpKind::kWrite && !(grant.access & wire::kGrantWrite)) {
+        return absl::PermissionDeniedError(absl::StrCat(grant.grant, ": ", OpName(kind, offset, length),
+                                                        ": the grant gives no write access (access: ",
+                                                        AccessText(grant.access), "): refused by rdmad's NIC"));
       }
       if (grant.ended_reason) return EndedStatus(grant.grant, *grant.ended_reason);
       if (AtLeaseEnd(grant, now)) {
@@ -84,17 +103,17 @@ absl::Status ClassifyReadError(ibv_wc_status status, uint64_t offset, uint64_t l
     case IBV_WC_WR_FLUSH_ERR:
       return ConnectionEnded(grant, ibv_wc_status_str(status), now);
     default:
-      return absl::InternalError(absl::StrCat(grant.grant, ": ", ReadName(offset, length), " failed: ",
+      return absl::InternalError(absl::StrCat(grant.grant, ": ", OpName(kind, offset, length), " failed: ",
                                               ibv_wc_status_str(status), " (ibv_wc_status ",
                                               static_cast<int>(status), ")"));
   }
 }
 
 absl::Status CompleteRead(StickyError& sticky, ibv_wc_status status, uint64_t offset, uint64_t length,
-                          const GrantView& grant, absl::Time now) {
+                          const GrantView& grant, absl::Time now, OpKind kind) {
   if (status == IBV_WC_SUCCESS) return absl::OkStatus();
   if (sticky.broken()) return sticky.first();
-  return sticky.Record(ClassifyReadError(status, offset, length, grant, now));
+  return sticky.Record(ClassifyReadError(status, offset, length, grant, now, kind));
 }
 
 std::string ErrnoName(int err) {

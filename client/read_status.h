@@ -1,4 +1,4 @@
-// The statuses of RemoteRegion's reads (client/remote_region.h): what a failed read completion means, and
+// The statuses of RemoteRegion's reads and writes (client/remote_region.h): what a failed completion means, and
 // the rule that a region's first error is the only one its caller sees. Pure functions and a plain value
 // type, so the whole table is tested on a host without RDMA (read_status_test.cc).
 //
@@ -16,6 +16,9 @@
 //                            clock tolerance)
 //                          otherwise                               UNAVAILABLE "connection lost"
 //   any other status                                               INTERNAL with ibv_wc_status_str
+// A write (RDMA WRITE) is classified the same way, with one more case after the range check: an
+// IBV_WC_REM_ACCESS_ERR for a write on a grant whose key gives no write access (GrantView::access without
+// kGrantWrite) is PERMISSION_DENIED "gives no write access", refused by rdmad's NIC.
 // A failed completion leaves the QP in the error state, so the first error is sticky (StickyError): every
 // later failed completion (the flushed reads behind it) and every later Post gets that first error.
 //
@@ -45,7 +48,14 @@ struct GrantView {
   // clock) is taken for the lease's end, since rdmad may already have passed it.
   absl::Duration clock_tolerance = absl::ZeroDuration();
   std::optional<uint8_t> ended_reason;  // set once an ENDED message arrived: its GrantEndReason
+  uint32_t access = 1;                  // the key's access bits (ACTIVE): wire::kGrantRead | kGrantWrite
 };
+
+// What a work request does: read the grant (RDMA READ) or write it (RDMA WRITE).
+enum class OpKind { kRead, kWrite };
+
+// "read of 8 bytes at offset 4", "write of ...".
+std::string OpName(OpKind kind, uint64_t offset, uint64_t length);
 
 // True iff [offset, offset + length) lies within [0, granted); no overflow for any inputs.
 bool InGrantedRange(uint64_t offset, uint64_t length, uint64_t granted);
@@ -53,7 +63,7 @@ bool InGrantedRange(uint64_t offset, uint64_t length, uint64_t granted);
 // The status of a read of [offset, offset + length) whose completion failed with `status` (not
 // IBV_WC_SUCCESS), classified as in the table above, at time `now`.
 absl::Status ClassifyReadError(ibv_wc_status status, uint64_t offset, uint64_t length, const GrantView& grant,
-                               absl::Time now);
+                               absl::Time now, OpKind kind = OpKind::kRead);
 
 // An ENDED message's meaning: PERMISSION_DENIED "grants/9 ended by rdmad: REVOKED", or DEADLINE_EXCEEDED
 // for EXPIRED.
@@ -67,8 +77,13 @@ absl::Status ConnectionLost(absl::string_view grant, absl::string_view how);
 // tolerance), else ConnectionLost.
 absl::Status ConnectionEnded(const GrantView& grant, absl::string_view how, absl::Time now);
 
-// A library check refused a read before posting it: OUT_OF_RANGE.
-absl::Status OutOfRangeRead(absl::string_view grant, uint64_t offset, uint64_t length, uint64_t granted);
+// A library check refused a read (or write) before posting it: OUT_OF_RANGE.
+absl::Status OutOfRangeRead(absl::string_view grant, uint64_t offset, uint64_t length, uint64_t granted,
+                            OpKind kind = OpKind::kRead);
+
+// A library check refused a write before posting it, the grant's key giving no write access (`access`, the
+// ACTIVE message's bits): PERMISSION_DENIED naming the access.
+absl::Status NoWriteAccess(absl::string_view grant, uint64_t offset, uint64_t length, uint32_t access);
 
 // A failed system or rdma-core call: "<context>: <call>: <strerror> (errno N, ENAME)" with `code`.
 absl::Status ErrnoStatus(absl::StatusCode code, absl::string_view context, absl::string_view call, int err);
@@ -94,7 +109,7 @@ class StickyError {
 // One completion of a read: OK on IBV_WC_SUCCESS; else the region's first error, which is this
 // completion's classification if the region was not broken yet.
 absl::Status CompleteRead(StickyError& sticky, ibv_wc_status status, uint64_t offset, uint64_t length,
-                          const GrantView& grant, absl::Time now);
+                          const GrantView& grant, absl::Time now, OpKind kind = OpKind::kRead);
 
 }  // namespace rdmad::client::internal
 

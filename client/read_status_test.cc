@@ -189,6 +189,52 @@ TEST(StickyError, AFlushWithNoEarlierErrorIsConnectionLostAndSticks) {
   EXPECT_EQ(CompleteRead(sticky, IBV_WC_REM_ACCESS_ERR, 9999, 1, Grant(), kBefore), first);
 }
 
+// Writes: the same table, with "write" in the message, and a refused key on a grant without write access is
+// that, not a revocation. Out of range still comes first.
+TEST(ClassifyWriteError, ARemoteAccessErrorOnAReadOnlyGrantIsNoWriteAccess) {
+  GrantView read_only = Grant();
+  read_only.access = 1;  // kGrantRead
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 8, read_only, kBefore, OpKind::kWrite),
+               absl::StatusCode::kPermissionDenied, "write of 8 bytes at offset 0: the grant gives no write access");
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 8, read_only, kBefore, OpKind::kWrite),
+               absl::StatusCode::kPermissionDenied, "refused by rdmad's NIC");
+  // Even at the lease's end or after ENDED: the key never allowed it.
+  read_only.ended_reason = 2;
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 8, read_only, kAfter, OpKind::kWrite),
+               absl::StatusCode::kPermissionDenied, "no write access");
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 4095, 2, read_only, kBefore, OpKind::kWrite),
+               absl::StatusCode::kOutOfRange, "write of 2 bytes at offset 4095 is outside the granted range");
+  // A read on the same grant is still a revocation.
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 8, Grant(), kBefore), absl::StatusCode::kPermissionDenied,
+               "revoked");
+}
+
+TEST(ClassifyWriteError, AWriteGrantsRefusedKeyIsRevokedOrExpiredLikeARead) {
+  GrantView writable = Grant();
+  writable.access = 3;  // kGrantRead | kGrantWrite
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 8, writable, kBefore, OpKind::kWrite),
+               absl::StatusCode::kPermissionDenied, "revoked");
+  ExpectStatus(ClassifyReadError(IBV_WC_REM_ACCESS_ERR, 0, 8, writable, kAfter, OpKind::kWrite),
+               absl::StatusCode::kDeadlineExceeded, "expired");
+  ExpectStatus(ClassifyReadError(IBV_WC_RETRY_EXC_ERR, 0, 8, writable, kBefore, OpKind::kWrite),
+               absl::StatusCode::kUnavailable, "connection lost");
+  ExpectStatus(ClassifyReadError(IBV_WC_LOC_LEN_ERR, 0, 8, writable, kBefore, OpKind::kWrite),
+               absl::StatusCode::kInternal, "write of 8 bytes");
+  StickyError sticky;
+  ExpectStatus(CompleteRead(sticky, IBV_WC_REM_ACCESS_ERR, 0, 8, writable, kBefore, OpKind::kWrite),
+               absl::StatusCode::kPermissionDenied, "revoked");
+}
+
+TEST(NoWriteAccess, NamesTheAccessAndTheLibrary) {
+  const absl::Status s = NoWriteAccess("grants/9", 16, 4, 1);
+  ExpectStatus(s, absl::StatusCode::kPermissionDenied, "write of 4 bytes at offset 16");
+  EXPECT_TRUE(absl::StrContains(s.message(), "access: REMOTE_READ;")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "REMOTE_WRITE")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "refused by the library")) << s;
+  ExpectStatus(OutOfRangeRead("grants/9", 4096, 1, 4096, OpKind::kWrite), absl::StatusCode::kOutOfRange,
+               "write of 1 bytes at offset 4096 is outside");
+}
+
 TEST(ErrnoStatus, KeepsCallErrnoAndName) {
   const absl::Status s = ErrnoStatus(absl::StatusCode::kUnavailable, "grants/9", "rdma_post_read", EINVAL);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
