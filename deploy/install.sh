@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Builds rdmad and rdmactl and installs them where the README uses them: $PREFIX/bin (default /usr/local/bin,
 # on PATH on Debian), with the systemd unit (/etc/systemd/system/rdmad.service) and, if none is there yet,
-# the example config as /etc/rdmad/rdmad.json. DESTDIR stages the whole tree elsewhere (the test suite
-# installs into a scratch directory this way). Idempotent; an existing config is never overwritten.
+# the example config as /etc/rdmad/rdmad.json. Also the C++ SDK (docs/sdk.md): $PREFIX/lib/librdmad-client.so.1
+# with its symlinks, the public headers under $PREFIX/include/rdmad/ and $PREFIX/lib/pkgconfig/rdmad-client.pc
+# (on pkg-config's default path for /usr/local), then ldconfig. DESTDIR stages the whole tree elsewhere (the
+# test suite installs into a scratch directory this way). Idempotent; an existing config is never overwritten.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${PREFIX:-/usr/local}
 dest=${DESTDIR:-}
 
-echo "install: building rdmad and rdmactl" >&2
-bazel build //server:rdmad //cli:rdmactl
+echo "install: building rdmad, rdmactl and librdmad-client.so" >&2
+bazel build //server:rdmad //cli:rdmactl //client:librdmad-client.so //proto:rdmad_v1
 install -D -m 0755 bazel-bin/server/rdmad "$dest$prefix/bin/rdmad"
 install -D -m 0755 bazel-bin/cli/rdmactl "$dest$prefix/bin/rdmactl"
 install -d -m 0755 "$dest/etc/systemd/system" "$dest$prefix/share/doc/rdmad"
@@ -20,6 +22,43 @@ if [ ! -e "$dest/etc/rdmad/rdmad.json" ]; then
   install -D -m 0644 deploy/rdmad.example.json "$dest/etc/rdmad/rdmad.json"
   echo "install: /etc/rdmad/rdmad.json (from deploy/rdmad.example.json)" >&2
 fi
+
+# The C++ SDK. The SONAME's major number changes only with an incompatible ABI (docs/sdk.md).
+sdk_version=1.0.0
+sdk_major=${sdk_version%%.*}
+libdir=$prefix/lib
+inc=$dest$prefix/include/rdmad
+install -D -m 0755 bazel-bin/client/librdmad-client.so "$dest$libdir/librdmad-client.so.$sdk_version"
+ln -sfn "librdmad-client.so.$sdk_version" "$dest$libdir/librdmad-client.so.$sdk_major"
+ln -sfn "librdmad-client.so.$sdk_major" "$dest$libdir/librdmad-client.so"
+# The public headers, each under rdmad/ as <rdmad/client/client.h> names it: their own includes of the tree's
+# "client/..." and "proto/wire/..." are rewritten to "rdmad/client/..." and "rdmad/proto/wire/...", so the
+# SDK adds no top-level names to the include path. Private headers (read_plan.h, read_status.h) stay out.
+rm -rf "$inc"
+sdk_header() {  # sdk_header SOURCE DESTINATION (relative to $inc)
+  install -d -m 0755 "$(dirname "$inc/$2")"
+  sed -e 's|^#include "client/|#include "rdmad/client/|' -e 's|^#include "proto/wire/|#include "rdmad/proto/wire/|' \
+    "$1" >"$inc/$2"
+  chmod 0644 "$inc/$2"
+}
+for h in client.h channel.h remote_region.h; do sdk_header "client/$h" "client/$h"; done
+sdk_header proto/wire/grant_message.h proto/wire/grant_message.h
+for h in rdmad.pb.h rdmad.grpc.pb.h; do sdk_header "bazel-bin/proto/rdmad/v1/$h" "v1/$h"; done
+# Every include of rdmad/... must be one of the installed headers: a public header that starts to include a
+# file not installed here fails the install, not the first application built against it.
+missing_headers=$(grep -rhoE '^#include "rdmad/[^"]+"' "$inc" | sed -E 's/^#include "(.*)"/\1/' | sort -u |
+  while read -r h; do [ -e "$dest$prefix/include/$h" ] || echo "$h"; done)
+if [ -n "$missing_headers" ]; then
+  echo "install: the SDK's headers include files that are not installed: $missing_headers" >&2
+  exit 1
+fi
+install -d -m 0755 "$dest$libdir/pkgconfig"
+sed -e "s|@PREFIX@|$prefix|g" -e "s|@LIBDIR@|$libdir|g" -e "s|@VERSION@|$sdk_version|g" deploy/rdmad-client.pc.in \
+  >"$dest$libdir/pkgconfig/rdmad-client.pc"
+chmod 0644 "$dest$libdir/pkgconfig/rdmad-client.pc"
+[ -n "$dest" ] || ldconfig
+echo "install: $libdir/librdmad-client.so.$sdk_major, $prefix/include/rdmad/, $libdir/pkgconfig/rdmad-client.pc${dest:+ (under $dest)}" >&2
+
 echo "install: $prefix/bin/rdmad, $prefix/bin/rdmactl, /etc/systemd/system/rdmad.service${dest:+ (under $dest)}" >&2
 if [ -z "$dest" ] && [ -d /run/systemd/system ]; then
   systemctl daemon-reload

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole rdmad test suite: the layering check (tests/lib/check-layering.py), the install
-# (deploy/install.sh), host unit tests (bazel test), the Kubernetes
+# (deploy/install.sh) and the C++ SDK's example built against it, host unit tests (bazel test), the Kubernetes
 # checks (manifests, image, the sidecar under podman), then the conformance suite on real verbs in the
 # Soft-RoCE guest, tenants with mutual TLS there, the API fuzzer, the operations suite (drain, memlock,
 # Soft-RoCE on a host, metrics, restart recovery), the two-machine tests (rdma_cm, grants end to end) and
@@ -63,6 +63,27 @@ fi
 tail -n 2 "$out/install.log"
 tests/lib/junit-case.sh "$out/install.xml" Install BinariesOnPathAndTheUnitVerifies "$install_problem"
 [ -z "$install_problem" ] || { echo "$install_problem" >&2; rc=1; }
+
+step "the C++ SDK (examples/read_grant.cc: g++ and pkg-config against the installed SDK, run on rxe0 in the guest)"
+# Built outside Bazel and outside the tree, as an application would: a header or symbol missing from what
+# deploy/install.sh installed fails here.
+sdk_problem=""
+sdk_run_problem=""
+mkdir -p "$out/guest-sdk"
+(cd "$out" && g++ -Wall -Wextra -Werror -o read_grant "$OLDPWD/examples/read_grant.cc" \
+  $(pkg-config --cflags --libs rdmad-client)) >"$out/sdk.log" 2>&1 ||
+  sdk_problem="examples/read_grant.cc does not build against the installed SDK (see $out/sdk.log)"
+if [ -z "$sdk_problem" ]; then
+  tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-sdk" -- \
+    tests/sdk/run-example.sh "$(pwd)/$out/read_grant" "$(pwd)/$out/guest-sdk" >>"$out/sdk.log" 2>&1 ||
+    sdk_run_problem="the SDK example failed on rxe0 in the guest (see $out/sdk.log)"
+else
+  sdk_run_problem="not run: $sdk_problem"
+fi
+tail -n 3 "$out/sdk.log"
+tests/lib/junit-case.sh "$out/sdk-build.xml" Sdk ExampleBuildsWithPkgConfigAgainstTheInstalledSdk "$sdk_problem"
+tests/lib/junit-case.sh "$out/sdk-run.xml" Sdk ExampleReadsThroughAGrantAndIsRefusedAfterRevoke "$sdk_run_problem"
+[ -z "$sdk_problem$sdk_run_problem" ] || { echo "${sdk_problem:-$sdk_run_problem}" >&2; rc=1; }
 
 step "host tests (bazel test //...)"
 bazel test --keep_going //... || rc=1
@@ -303,7 +324,7 @@ done
 for x in deploy_manifests.xml deploy_k8s_kit.xml deploy_image.xml deploy_sidecar.xml deploy_daemonset.xml; do
   if [ -f "$out/deploy/$x" ]; then xmls+=("$out/deploy/$x"); else echo "no $x from the Kubernetes checks (see $out/deploy/podman.log)" >&2; missing=$((missing + 1)); fi
 done
-xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml" "$out/install.xml" "$out/layering.xml")
+xmls+=("$out/demo.xml" "$out/guest-selftest.xml" "$out/bench.xml" "$out/install.xml" "$out/layering.xml" "$out/sdk-build.xml" "$out/sdk-run.xml")
 if [ "$sanitizers" != 0 ]; then
   for t in "${targets[@]}"; do
     x="$asan_testlogs/$(echo "${t#//}" | tr ':' '/')/test.xml"
