@@ -32,8 +32,13 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const std::string& 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& target, const TlsOptions& tls) {
+  return Dial(target, tls, grpc::ChannelArguments());
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& target, const TlsOptions& tls,
+                                                    const grpc::ChannelArguments& channel_args) {
   if (absl::StartsWith(target, "unix:") || !tls.enabled()) {
-    return grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), channel_args);
   }
   grpc::SslCredentialsOptions options;
   absl::StatusOr<std::string> ca = ReadPem(tls.ca_file, "the CA file");
@@ -45,7 +50,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& target, c
   options.pem_root_certs = *std::move(ca);
   options.pem_cert_chain = *std::move(cert);
   options.pem_private_key = *std::move(key);
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = channel_args;
   if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(options), args);
 }

@@ -31,6 +31,10 @@ struct TlsOptions {
 // insecure_tcp). INVALID_ARGUMENT naming the file if one of the three is missing, unreadable or not PEM; the
 // channel itself connects lazily, on the first call (a refused handshake is then UNAVAILABLE).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& target, const TlsOptions& tls);
+// As above, with gRPC's channel arguments (e.g. SetMaxReceiveMessageSize; Dial adds the TLS server name
+// override to a copy).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& target, const TlsOptions& tls,
+                                                    const grpc::ChannelArguments& args);
 
 // gRPC's library held open for a short-lived process's whole run (a command-line tool: one in main, before
 // any channel). Its destructor, after the last channel has gone, ends the library and waits for its

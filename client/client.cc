@@ -3,7 +3,12 @@
 // client_grants.cc.
 #include "client/client.h"
 
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace rdmad::client {
@@ -32,12 +37,55 @@ v1::ErrorDetail Detail(const absl::Status& status) {
   return detail;
 }
 
-Client::Client(Options options)
-    : Client(grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials()), options.timeout) {}
+namespace {
 
-Client::Client(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
+// The channel Client(Options) uses: Dial's, or on a bad option a lame channel (gRPC fails every call on it
+// with INVALID_ARGUMENT) with the error.
+std::pair<std::shared_ptr<grpc::Channel>, absl::Status> ChannelFor(const Client::Options& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(options.target, options.tls, args);
+  if (channel.ok()) return {*std::move(channel), absl::OkStatus()};
+  return {grpc::CreateCustomChannel(options.target, nullptr, args), channel.status()};  // null credentials: lame
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(Options options) {
+  auto client = std::make_unique<Client>(std::move(options));
+  if (!client->dial_status_.ok()) return client->dial_status_;
+  return client;
+}
+
+Client::Client(Options options) : Client(ChannelFor(options), options) {}
+
+Client::Client(std::pair<std::shared_ptr<grpc::Channel>, absl::Status> dialed, const Options& options)
+    : Client(std::move(dialed.first), options.timeout, options.retry) {
+  dial_status_ = std::move(dialed.second);
+}
+
+bool Client::IsRead(const google::protobuf::Message& request) {
+  const std::string& name = request.GetDescriptor()->name();
+  return absl::StartsWith(name, "Get") || absl::StartsWith(name, "List") || name == "WhoAmIRequest";
+}
+
+bool Client::BackOff(const absl::Status& failed, int attempt, std::chrono::system_clock::time_point deadline) const {
+  // Only the channel's UNAVAILABLE: rdmad's own (with an ErrorDetail) means it refuses, and will again.
+  if (failed.code() != absl::StatusCode::kUnavailable || HasDetail(failed)) return false;
+  if (attempt >= retry_.max_attempts) return false;
+  const double ms = std::min<double>(static_cast<double>(retry_.initial_backoff.count()) *
+                                         std::pow(std::max(retry_.multiplier, 1.0), attempt - 1),
+                                     static_cast<double>(retry_.max_backoff.count()));
+  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(ms));
+  if (std::chrono::system_clock::now() + wait >= deadline) return false;
+  std::this_thread::sleep_for(wait);
+  return true;
+}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout, RetryOptions retry)
     : channel_(std::move(channel)),
       timeout_(timeout),
+      retry_(retry),
       devices_(v1::Devices::NewStub(channel_)),
       pds_(v1::ProtectionDomains::NewStub(channel_)),
       mrs_(v1::MemoryRegions::NewStub(channel_)),

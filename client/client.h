@@ -3,8 +3,14 @@
 // Errors come back as absl::Status with the server's code and message; the structured ErrorDetail (field,
 // verbs call, errno, rereg outcome) is decoded from the status details and available via Detail().
 //
-// Every unary call is bounded by Options::timeout, except Connect, whose deadline the caller gives (a connect
-// waits for the peer). The watches (WatchEvents, WatchGrants) have no deadline unless WatchOptions sets one.
+// Every unary call is bounded by Options::timeout (its retries included), except Connect, whose deadline the
+// caller gives (a connect waits for the peer). The watches (WatchEvents, WatchGrants) have no deadline unless
+// WatchOptions sets one.
+//
+// Retries: the reads (every Get* and List* call, and WhoAmI) are retried, with exponential backoff, when the
+// channel fails them with UNAVAILABLE (rdmad not reachable yet, the connection lost): such a failure carries
+// no ErrorDetail. rdmad's own UNAVAILABLE (it is shutting down, rdma_cm is missing) is final, and nothing that
+// changes state is ever retried.
 //
 // Thread-safety: a Client may be used from many threads at once (gRPC channels and stubs are).
 #ifndef RDMAD_CLIENT_CLIENT_H_
@@ -14,10 +20,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "client/channel.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
 
 namespace rdmad::client {
@@ -40,15 +48,39 @@ struct WatchOptions {
   std::chrono::milliseconds deadline{0};
 };
 
+// How the reads are retried when the channel fails them with UNAVAILABLE (see the top of this file). Attempt
+// n + 1 starts initial_backoff * multiplier^(n - 1) (at most max_backoff) after attempt n failed, and only if
+// that is before the call's deadline.
+struct RetryOptions {
+  int max_attempts = 4;  // attempts in all; 1: no retries
+  std::chrono::milliseconds initial_backoff{250};
+  std::chrono::milliseconds max_backoff{2000};
+  double multiplier = 2.0;
+};
+
 class Client {
  public:
   struct Options {
     std::string target = kDefaultTarget;    // "unix:/path" or "host:port"
-    std::chrono::milliseconds timeout{30000};  // per call
+    std::chrono::milliseconds timeout{30000};  // the default deadline of each call, its retries included
+    // Mutual TLS on TCP (channel.h): CA, client certificate and key, server name override. Not used on a
+    // unix socket, where rdmad identifies the caller by its uid.
+    TlsOptions tls{};
+    // The largest answer accepted, in bytes (gRPC's own default is 4 MiB, less than a ListMrs of 100,000
+    // regions); -1: no limit. A larger answer fails with RESOURCE_EXHAUSTED.
+    int max_receive_message_bytes = 64 << 20;
+    RetryOptions retry{};
   };
+  // Checks the options (the TLS files are read here: INVALID_ARGUMENT naming the file) and makes the
+  // channel; it connects on the first call.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(Options options);
+  // As Create, but a bad option shows on every call instead (the unary calls return Create's error; the
+  // watches fail with INVALID_ARGUMENT).
   explicit Client(Options options);
+  // On a channel of the caller's (e.g. from Dial); the reads are not retried unless `retry` says so.
   explicit Client(std::shared_ptr<grpc::Channel> channel,
-                  std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+                  std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
+                  RetryOptions retry = RetryOptions{1});
 
   absl::StatusOr<v1::ListDevicesResponse> ListDevices();
   absl::StatusOr<v1::Device> GetDevice(const std::string& name);
@@ -150,17 +182,26 @@ class Client {
   absl::Status Health();
 
  private:
-  // One unary call bounded by `timeout`.
+  // Client(Options) on what ChannelFor (client.cc) made of them: the channel and Dial's error, if any.
+  Client(std::pair<std::shared_ptr<grpc::Channel>, absl::Status> dialed, const Options& options);
+
+  // One unary call bounded by `timeout`, retries included (only reads are retried: IsRead).
   template <typename Stub, typename Request, typename Response>
   absl::StatusOr<Response> Call(Stub* stub,
                                 grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
                                 const Request& request, std::chrono::milliseconds timeout) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-    Response response;
-    grpc::Status status = (stub->*method)(&ctx, request, &response);
-    if (!status.ok()) return FromGrpc(status);
-    return response;
+    if (!dial_status_.ok()) return dial_status_;
+    const auto deadline = std::chrono::system_clock::now() + timeout;
+    const bool read = IsRead(request);
+    for (int attempt = 1;; attempt++) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      Response response;
+      grpc::Status status = (stub->*method)(&ctx, request, &response);
+      if (status.ok()) return response;
+      absl::Status failed = FromGrpc(status);
+      if (!read || !BackOff(failed, attempt, deadline)) return failed;
+    }
   }
   // One unary call bounded by Options::timeout.
   template <typename Stub, typename Request, typename Response>
@@ -188,8 +229,15 @@ class Client {
                                  const std::function<bool()>& read, const std::function<bool()>& deliver,
                                  const std::function<grpc::Status()>& finish);
 
+  // Whether `request` is a read's (Get*, List*, WhoAmI): those alone are retried.
+  static bool IsRead(const google::protobuf::Message& request);
+  // After attempt `attempt` failed with `failed`: whether to try again (then it has slept the backoff first).
+  bool BackOff(const absl::Status& failed, int attempt, std::chrono::system_clock::time_point deadline) const;
+
+  absl::Status dial_status_;  // Client(Options) with a bad option: every call's answer
   std::shared_ptr<grpc::Channel> channel_;
   std::chrono::milliseconds timeout_;
+  RetryOptions retry_;
   std::unique_ptr<v1::Devices::Stub> devices_;
   std::unique_ptr<v1::ProtectionDomains::Stub> pds_;
   std::unique_ptr<v1::MemoryRegions::Stub> mrs_;

@@ -3,8 +3,12 @@
 // the deadlines are the right ones (Connect's from the caller, none on a watch). Then the grant calls
 // (requests and results, WatchGrants through the same stream reader) and revoke_grants on DeregisterMr and
 // DeletePd.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -555,6 +559,199 @@ TEST(ClientTest, UnreachableServerHasNoDetail) {
   EXPECT_FALSE(HasDetail(s));
   absl::Status w = c.WatchEvents(v1::WatchEventsRequest(), [](const v1::CmEvent&) { return true; });
   EXPECT_EQ(w.code(), absl::StatusCode::kUnavailable);
+}
+
+
+// ---- Client::Options against a real gRPC server on a unix socket: retries, message size, bad TLS options.
+
+// Each call's answer is the next of `script` (then OK); counts the calls.
+class ScriptedDevices final : public v1::Devices::Service {
+ public:
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*, v1::ListDevicesResponse* resp) override {
+    resp->add_devices()->set_name("rxe0");
+    return Next();
+  }
+  grpc::Status GetDevice(grpc::ServerContext*, const v1::GetDeviceRequest* req, v1::Device* resp) override {
+    resp->set_name(req->name());
+    return Next();
+  }
+  grpc::Status Next() {
+    const int n = calls++;
+    return n < static_cast<int>(script.size()) ? script[n] : grpc::Status::OK;
+  }
+  std::vector<grpc::Status> script;
+  std::atomic<int> calls{0};
+};
+
+// ListMrs answers `mrs` regions (100,000 of them make 5.5 MB); CreatePd answers UNAVAILABLE and counts.
+class BigMrs final : public v1::MemoryRegions::Service {
+ public:
+  grpc::Status ListMrs(grpc::ServerContext*, const v1::ListMrsRequest*, v1::ListMrsResponse* resp) override {
+    for (int i = 0; i < mrs; i++) {
+      v1::MemoryRegion* mr = resp->add_mrs();
+      mr->set_name("mrs/" + std::to_string(i + 1));
+      mr->set_pd("pds/1");
+      mr->mutable_source()->mutable_file()->set_path("/dev/shm/app-buffer-" + std::to_string(i));
+      mr->mutable_source()->mutable_file()->set_length(1 << 20);
+      mr->set_addr(0x7f0000000000 + (uint64_t{1} << 20) * i);
+      mr->set_length(1 << 20);
+      mr->set_lkey(0x1000 + i);
+      mr->set_rkey(0x2000 + i);
+    }
+    return grpc::Status::OK;
+  }
+  int mrs = 0;
+};
+class UnavailablePds final : public v1::ProtectionDomains::Service {
+ public:
+  grpc::Status CreatePd(grpc::ServerContext*, const v1::CreatePdRequest*, v1::ProtectionDomain*) override {
+    calls++;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
+  }
+  std::atomic<int> calls{0};
+};
+
+class ClientOptionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/rdmad-client-test.XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    target_ = "unix:" + dir_ + "/rdmad.sock";
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    std::remove((dir_ + "/rdmad.sock").c_str());
+    rmdir(dir_.c_str());
+  }
+  void Serve() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(target_, grpc::InsecureServerCredentials());
+    builder.RegisterService(&devices_);
+    builder.RegisterService(&mrs_);
+    builder.RegisterService(&pds_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  Client::Options Options() {
+    Client::Options o;
+    o.target = target_;
+    o.timeout = 5000ms;
+    o.retry.initial_backoff = 10ms;
+    return o;
+  }
+
+  std::string dir_, target_;
+  ScriptedDevices devices_;
+  BigMrs mrs_;
+  UnavailablePds pds_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST_F(ClientOptionsTest, ReadsAreRetriedOnTheChannelsUnavailable) {
+  Serve();
+  const grpc::Status unavailable(grpc::StatusCode::UNAVAILABLE, "connection reset");
+  devices_.script = {unavailable, unavailable, unavailable};
+  Client c(Options());  // 4 attempts
+  absl::StatusOr<v1::ListDevicesResponse> r = c.ListDevices();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(devices_.calls, 4);
+
+  devices_.calls = 0;
+  devices_.script = {unavailable, unavailable, unavailable, unavailable};
+  absl::StatusOr<v1::Device> d = c.GetDevice("rxe0");
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(devices_.calls, 4);  // no fifth attempt
+}
+
+TEST_F(ClientOptionsTest, NotRetriedWhenOffOrRdmadSaidItOrTheCallChangesState) {
+  Serve();
+  Client::Options o = Options();
+  o.retry.max_attempts = 1;
+  devices_.script = {grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")};
+  EXPECT_EQ(Client(o).ListDevices().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(devices_.calls, 1);
+
+  // rdmad's own UNAVAILABLE (an ErrorDetail): final.
+  devices_.calls = 0;
+  devices_.script = {RdmadError(grpc::StatusCode::UNAVAILABLE, "rdmad is shutting down", "")};
+  Client c(Options());
+  absl::Status s = c.ListDevices().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(HasDetail(s));
+  EXPECT_EQ(devices_.calls, 1);
+
+  // A call that changes state is never retried.
+  EXPECT_EQ(c.CreatePd(v1::CreatePdRequest()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(pds_.calls, 1);
+}
+
+TEST_F(ClientOptionsTest, RetriesStayWithinTheCallsDeadline) {
+  Serve();
+  devices_.script.assign(100, grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset"));
+  Client::Options o = Options();
+  o.timeout = 300ms;
+  o.retry.max_attempts = 100;
+  o.retry.initial_backoff = 1000ms;  // the first backoff passes the deadline: not slept
+  Client c(o);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(c.ListDevices().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
+  EXPECT_EQ(devices_.calls, 1);
+}
+
+TEST_F(ClientOptionsTest, ARetriedReadReachesAServerThatStartsLate) {
+  // Nothing listens yet: the first attempts fail to connect (gRPC then waits about a second before it
+  // connects again); the server comes up 300 ms in; the default backoff (250, 500, 1000 ms) outlasts that.
+  Client::Options o;
+  o.target = target_;
+  o.timeout = 10000ms;
+  Client c(o);
+  std::thread late([&] {
+    std::this_thread::sleep_for(300ms);
+    Serve();
+  });
+  absl::StatusOr<v1::ListDevicesResponse> r = c.ListDevices();
+  late.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->devices(0).name(), "rxe0");
+}
+
+TEST_F(ClientOptionsTest, ALargeListFitsTheDefaultMaximumAndNotGrpcsFourMiB) {
+  Serve();
+  mrs_.mrs = 100000;
+  Client c(Options());
+  absl::StatusOr<v1::ListMrsResponse> all = c.ListMrs();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->mrs_size(), 100000);
+  EXPECT_GT(all->ByteSizeLong(), size_t{5} << 20);
+
+  Client::Options o = Options();
+  o.max_receive_message_bytes = 4 << 20;
+  absl::Status s = Client(o).ListMrs().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+}
+
+TEST_F(ClientOptionsTest, BadTlsOptionsAreRefusedByCreateAndAnsweredByEveryCall) {
+  Client::Options o;
+  o.target = "127.0.0.1:1";
+  o.tls.ca_file = dir_ + "/no-such-ca.pem";
+  o.tls.cert_file = dir_ + "/client.pem";
+  o.tls.key_file = dir_ + "/client.key";
+  absl::StatusOr<std::unique_ptr<Client>> created = Client::Create(o);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(created.status().message()), ::testing::HasSubstr("no-such-ca.pem"));
+
+  Client c(o);
+  absl::Status s = c.ListDevices().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("no-such-ca.pem"));
+  EXPECT_EQ(c.WatchEvents(v1::WatchEventsRequest(), [](const v1::CmEvent&) { return true; }).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // On a unix socket the TLS options are not used: no error.
+  o.target = target_;
+  EXPECT_TRUE(Client::Create(o).ok());
 }
 
 }  // namespace
