@@ -1,16 +1,29 @@
-// RemoteRegion (remote_region.h): rdma_cm connect with a grant token, then RDMA reads into registered slots.
+// RemoteRegion (remote_region.h): rdma_cm connect with a grant token, then RDMA reads into registered slots
+// (and writes from them).
 //
 // Ownership: a RemoteRegion's Impl owns every rdma-core object of the connection, created in this order:
-// the rdma_addrinfo, the event channel, the rdma_cm id, the PD, the send and receive CQs, the QP
+// the rdma_addrinfo, the event channel, the rdma_cm id, the PD, the completion channel (Wait::kEvents
+// only), the send and receive CQs, the QP
 // (rdma_create_qp: the id holds it), the slot buffer and its MR, the receive buffer and its MR. ~Impl
 // releases whatever exists, children before parents, on every failed Open as on destruction: disconnect,
-// QP, CQs, MRs (then their buffers), PD, id, event channel, addrinfo. Nothing is shared with another
+// QP, CQs (their completion events acknowledged first), the completion channel, MRs (then their buffers), PD,
+// id, event channel, addrinfo. Nothing is shared with another
 // RemoteRegion.
 //
 // Threads: none of its own. Everything runs on the thread that calls the region (one at a time, see the
 // header); the event channel's fd is non-blocking and only read by that thread, so a check for
 // DISCONNECTED never blocks, and every event is acknowledged as soon as it is read (rdma_destroy_id then
-// never waits). Completions are busy-polled (ibv_poll_cq): the CQs have no completion channel.
+// never waits). Wait::kPoll: completions are busy-polled (ibv_poll_cq), the CQs have no completion channel.
+// Wait::kEvents: both CQs are on one non-blocking completion channel. A wait that finds the send CQ empty
+// calls Idle: it takes the channel's pending events (acknowledged in batches of kAckBatch, the rest before
+// the CQs are destroyed), re-arms each CQ whose event it took and returns so that the caller polls once more
+// (a completion that arrived before the arm raised no event); only with both CQs armed and the send CQ
+// empty after that does it sleep, in poll(2) on the completion channel and the rdma_cm event channel. So
+// each CQ is at every moment either armed or has an event pending, and completion_fd() wakes for the next
+// completion.
+//
+// Writes use the same slots and in_flight entries as reads (is_write by slot): a copying write copies the
+// caller's bytes into its slot when it is posted, a zero-copy write sends from the caller's LocalBuffer.
 //
 // Work requests: at most queue_depth reads in flight, each in an entry of `in_flight` (wr_id = its index).
 // A copying read lands in the entry's slot (queue_depth slots of max_read_bytes in one MR) and is copied to
@@ -62,6 +75,14 @@ constexpr auto kFlushWait = std::chrono::milliseconds(100);
 // The CM event channel (a syscall) is looked at once every this many posts, not on each: a disconnect
 // also shows in the completions (flushed reads), and the receive CQ (ENDED) is polled on every post.
 constexpr uint32_t kEventCheckEvery = 64;
+// Completion events taken from the channel before they are acknowledged (ibv_ack_cq_events takes a mutex).
+constexpr unsigned int kAckBatch = 32;
+
+// The deadline `timeout` from now; time_point::max() for an infinite (or very long) one.
+Clock::time_point DeadlineAfter(absl::Duration timeout) {
+  if (timeout >= absl::Hours(24 * 365)) return Clock::time_point::max();
+  return Clock::now() + std::chrono::nanoseconds(absl::ToInt64Nanoseconds(std::max(timeout, absl::ZeroDuration())));
+}
 
 // Milliseconds left until `deadline`, rounded up (so a wait does not spin at the end), at least 0.
 int RemainingMs(Clock::time_point deadline) {
@@ -109,8 +130,12 @@ struct RemoteRegion::Impl {
   ibv_pd* pd = nullptr;
   std::shared_ptr<ibv_pd> pd_shared;  // owns `pd`; LocalBuffers hold it too
   uint64_t max_message = 0;           // the largest zero-copy work request (MessageLimit of the port)
+  ibv_comp_channel* comp_channel = nullptr;  // Wait::kEvents only
   ibv_cq* send_cq = nullptr;
   ibv_cq* recv_cq = nullptr;
+  // Wait::kEvents: whether each CQ is armed (or has an event pending), and its events not yet acknowledged.
+  bool send_armed = false, recv_armed = false;
+  unsigned int send_unacked = 0, recv_unacked = 0;
   bool has_qp = false;
   std::unique_ptr<void, FreeDeleter> slot_buffer;
   ibv_mr* slot_mr = nullptr;
@@ -122,10 +147,12 @@ struct RemoteRegion::Impl {
   // Reads.
   std::vector<ReadOp*> in_flight;    // by slot; null when the slot is free
   std::vector<uint8_t> zero_copy;    // by slot: its read lands in a LocalBuffer (no copy)
+  std::vector<uint8_t> is_write;     // by slot: an RDMA WRITE (nothing to copy when it completes)
   std::vector<uint32_t> free_slots;  // a stack of free slot indexes
   std::vector<ReadOp*> ready;        // completed, not yet returned by Poll
   internal::StickyError sticky;
   uint64_t granted_length = 0;
+  uint32_t granted_access = 0;       // the key's access bits (ACTIVE)
   std::optional<wire::GrantMessage> ended;
   bool disconnect_seen = false;
   uint32_t posts_since_event_check = 0;
@@ -166,15 +193,27 @@ struct RemoteRegion::Impl {
   absl::StatusOr<int> DrainSendCq(absl::Time expiry);
   // What the region knows of its grant, for classifying a failure.
   internal::GrantView View(absl::Time expiry) const;
-  // Posts one read into a free slot; sets op->status when it fails. `count_ready` (Post): completions
-  // not yet returned by Poll count as outstanding. Read and ReadBatch need only a free slot.
-  absl::Status PostRead(ReadOp* op, const wire::GrantMessage& key, absl::Time expiry, bool count_ready);
+  // Posts one read (or write, `kind`) into a free slot; sets op->status when it fails. `count_ready` (Post):
+  // completions not yet returned by Poll count as outstanding. Read and ReadBatch need only a free slot.
+  absl::Status PostRead(ReadOp* op, const wire::GrantMessage& key, absl::Time expiry, bool count_ready,
+                        internal::OpKind kind = internal::OpKind::kRead);
   // Why `buffer` cannot take [destination, destination + length): "" when it can.
   std::string BufferProblem(const LocalBuffer& buffer, const void* destination, uint64_t length) const;
   // Read (both forms): [offset, offset + length) into `destination` (inside `registered` if set), split into
   // work requests and kept in flight (RunChunks); returns when none is outstanding.
+  // A write (`kind`) takes its bytes from `destination`.
   absl::Status ReadWhole(uint64_t offset, uint64_t length, char* destination, const LocalBuffer* registered,
-                         const wire::GrantMessage& key, absl::Time expiry);
+                         const wire::GrantMessage& key, absl::Time expiry,
+                         internal::OpKind kind = internal::OpKind::kRead);
+  // A poll of the send CQ found nothing. kPoll: every kSpinsPerCheck calls (counted in `spins`), Check.
+  // kEvents: takes the channel's events and re-arms (then returns: the caller polls again), or, with both CQs
+  // armed, sleeps until a completion event, a CM event or `deadline`.
+  void Idle(absl::Time expiry, Clock::time_point deadline, size_t& spins);
+  // kEvents: takes the completion channel's pending events and re-arms the CQs they came from. Returns
+  // whether it armed a CQ (a completion may then be in it that raised no event: poll it again).
+  bool Rearm();
+  // Acknowledges the events taken (all of them with `all`, else once kAckBatch are due).
+  void AckEvents(bool all);
   // Removes from `ready` the ops `mine` selects; returns how many.
   template <typename Pred>
   size_t TakeReady(Pred mine);
@@ -189,8 +228,10 @@ RemoteRegion::Impl::~Impl() {
     }
   }
   if (has_qp) rdma_destroy_qp(id);
+  AckEvents(/*all=*/true);  // ibv_destroy_cq waits for every event of its CQ to be acknowledged
   if (send_cq != nullptr) (void)ibv_destroy_cq(send_cq);
   if (recv_cq != nullptr) (void)ibv_destroy_cq(recv_cq);
+  if (comp_channel != nullptr) (void)ibv_destroy_comp_channel(comp_channel);
   if (slot_mr != nullptr) (void)ibv_dereg_mr(slot_mr);
   if (recv_mr != nullptr) (void)ibv_dereg_mr(recv_mr);
   slot_buffer.reset();
@@ -276,10 +317,26 @@ absl::Status RemoteRegion::Impl::CreateResources() {
   pd = ibv_alloc_pd(verbs);
   if (pd == nullptr) return Errno(absl::ErrnoToStatusCode(errno), "ibv_alloc_pd", errno);
   pd_shared.reset(pd, [](ibv_pd* p) { (void)ibv_dealloc_pd(p); });
-  send_cq = ibv_create_cq(verbs, static_cast<int>(options.queue_depth + 1), nullptr, nullptr, 0);
+  if (options.wait == Options::Wait::kEvents) {
+    comp_channel = ibv_create_comp_channel(verbs);
+    if (comp_channel == nullptr) return Errno(absl::ErrnoToStatusCode(errno), "ibv_create_comp_channel", errno);
+    const int flags = fcntl(comp_channel->fd, F_GETFL);
+    if (flags < 0 || fcntl(comp_channel->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      return Errno(absl::StatusCode::kInternal, "fcntl (O_NONBLOCK on the completion channel)", errno);
+    }
+  }
+  send_cq = ibv_create_cq(verbs, static_cast<int>(options.queue_depth + 1), nullptr, comp_channel, 0);
   if (send_cq == nullptr) return Errno(absl::ErrnoToStatusCode(errno), "ibv_create_cq (send)", errno);
-  recv_cq = ibv_create_cq(verbs, static_cast<int>(kRecvSlots), nullptr, nullptr, 0);
+  recv_cq = ibv_create_cq(verbs, static_cast<int>(kRecvSlots), nullptr, comp_channel, 0);
   if (recv_cq == nullptr) return Errno(absl::ErrnoToStatusCode(errno), "ibv_create_cq (recv)", errno);
+  if (comp_channel != nullptr) {
+    for (ibv_cq* cq : {send_cq, recv_cq}) {
+      if (int ret = ibv_req_notify_cq(cq, 0); ret != 0) {
+        return Errno(absl::ErrnoToStatusCode(ret), "ibv_req_notify_cq", ret);
+      }
+    }
+    send_armed = recv_armed = true;
+  }
 
   ibv_qp_init_attr qp_attr{};
   qp_attr.send_cq = send_cq;
@@ -320,6 +377,7 @@ absl::Status RemoteRegion::Impl::CreateResources() {
 
   in_flight.assign(options.queue_depth, nullptr);
   zero_copy.assign(options.queue_depth, 0);
+  is_write.assign(options.queue_depth, 0);
   free_slots.clear();
   for (size_t i = options.queue_depth; i > 0; --i) free_slots.push_back(static_cast<uint32_t>(i - 1));
   return absl::OkStatus();
@@ -415,6 +473,7 @@ internal::GrantView RemoteRegion::Impl::View(absl::Time expiry) const {
   view.length = granted_length;
   view.expiry = expiry;
   view.clock_tolerance = options.clock_tolerance;
+  view.access = granted_access;
   if (ended) view.ended_reason = ended->reason;
   return view;
 }
@@ -441,19 +500,72 @@ absl::StatusOr<int> RemoteRegion::Impl::DrainSendCq(absl::Time expiry) {
     if (op == nullptr) continue;  // not ours: cannot happen, every send is a read of ours
     in_flight[slot] = nullptr;
     free_slots.push_back(slot);
+    const internal::OpKind kind = is_write[slot] ? internal::OpKind::kWrite : internal::OpKind::kRead;
     if (wc.status == IBV_WC_SUCCESS) {
-      if (zero_copy[slot] == 0) {
+      if (zero_copy[slot] == 0 && kind == internal::OpKind::kRead) {
         std::memcpy(op->destination, Slot(slot), op->length);
         counters.bytes_copied += op->length;
       }
       op->status = absl::OkStatus();
     } else {
       if (!sticky.broken()) (void)CheckEnded();  // an ENDED message that arrived first is the cause
-      op->status = internal::CompleteRead(sticky, wc.status, op->offset, op->length, View(expiry), wire::WallNow());
+      op->status =
+          internal::CompleteRead(sticky, wc.status, op->offset, op->length, View(expiry), wire::WallNow(), kind);
     }
     ready.push_back(op);
   }
   return n;
+}
+
+void RemoteRegion::Impl::AckEvents(bool all) {
+  if (send_unacked > 0 && (all || send_unacked >= kAckBatch)) {
+    ibv_ack_cq_events(send_cq, send_unacked);
+    send_unacked = 0;
+  }
+  if (recv_unacked > 0 && (all || recv_unacked >= kAckBatch)) {
+    ibv_ack_cq_events(recv_cq, recv_unacked);
+    recv_unacked = 0;
+  }
+}
+
+bool RemoteRegion::Impl::Rearm() {
+  if (comp_channel == nullptr) return false;
+  while (true) {
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    if (ibv_get_cq_event(comp_channel, &cq, &context) != 0) break;  // EAGAIN: none pending
+    if (cq == send_cq) {
+      send_armed = false;
+      ++send_unacked;
+    } else if (cq == recv_cq) {
+      recv_armed = false;
+      ++recv_unacked;
+    }
+  }
+  AckEvents(/*all=*/false);
+  bool armed = false;
+  // A failed arm (not expected) leaves the flag clear: the next wait tries again instead of sleeping.
+  if (!send_armed && ibv_req_notify_cq(send_cq, 0) == 0) send_armed = armed = true;
+  if (!recv_armed && ibv_req_notify_cq(recv_cq, 0) == 0) recv_armed = armed = true;
+  return armed;
+}
+
+void RemoteRegion::Impl::Idle(absl::Time expiry, Clock::time_point deadline, size_t& spins) {
+  if (comp_channel == nullptr) {
+    if (++spins % kSpinsPerCheck == 0) (void)Check(expiry);
+    return;
+  }
+  if (Rearm()) {  // the caller polls again: what came before the arm raised no event
+    (void)CheckEnded();
+    return;
+  }
+  if (!send_armed || !recv_armed) return;  // could not arm: poll, do not sleep
+  if (CheckEnded() || sticky.broken()) return;
+  const int ms = deadline == Clock::time_point::max() ? -1 : RemainingMs(deadline);
+  if (ms == 0) return;
+  pollfd fds[2] = {{comp_channel->fd, POLLIN, 0}, {channel->fd, POLLIN, 0}};
+  const int n = poll(fds, disconnect_seen ? 1 : 2, ms);
+  if (n > 0 && (fds[1].revents & POLLIN) != 0) (void)Check(expiry);
 }
 
 template <typename Pred>
@@ -588,6 +700,7 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> RemoteRegion::Connect(const std::s
   region->key_ = *key;
   region->expiry_ = key->expiry_unix_nanos == 0 ? absl::InfiniteFuture() : absl::FromUnixNanos(key->expiry_unix_nanos);
   impl.granted_length = key->length;
+  impl.granted_access = key->access;
   impl.label = region->grant_name();
   return region;
 }
@@ -611,7 +724,9 @@ std::optional<wire::GrantMessage> RemoteRegion::ended() {
 size_t RemoteRegion::outstanding() const { return impl_->InFlight() + impl_->ready.size(); }
 
 absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& key, absl::Time expiry,
-                                          bool count_ready) {
+                                          bool count_ready, internal::OpKind kind) {
+  const bool write = kind == internal::OpKind::kWrite;
+  const char* const what = write ? "source" : "destination";
   auto fail = [op](absl::Status s) {
     op->status = s;
     return s;
@@ -623,15 +738,18 @@ absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& 
                                                         direct ? "the maximum message size = " : "max_read_bytes = ",
                                                         most, "] for one ReadOp (Read takes any length)")));
   }
-  if (op->destination == nullptr) return fail(absl::InvalidArgumentError(absl::StrCat(label, ": null destination")));
+  if (op->destination == nullptr) return fail(absl::InvalidArgumentError(absl::StrCat(label, ": null ", what)));
   if (direct) {
     if (std::string problem = BufferProblem(*op->registered, op->destination, op->length); !problem.empty()) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(label, ": destination: ", problem)));
+      return fail(absl::InvalidArgumentError(absl::StrCat(label, ": ", what, ": ", problem)));
     }
   }
   if (sticky.broken()) return fail(sticky.first());
   if (options.check_bounds && !internal::InGrantedRange(op->offset, op->length, key.length)) {
-    return fail(internal::OutOfRangeRead(label, op->offset, op->length, key.length));
+    return fail(internal::OutOfRangeRead(label, op->offset, op->length, key.length, kind));
+  }
+  if (write && options.check_bounds && (key.access & wire::kGrantWrite) == 0) {
+    return fail(internal::NoWriteAccess(label, op->offset, op->length, key.access));
   }
   if (free_slots.empty() || (count_ready && InFlight() + ready.size() >= options.queue_depth)) {
     return fail(absl::ResourceExhaustedError(
@@ -642,16 +760,28 @@ absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& 
   const uint32_t slot = free_slots.back();
   // Wraps around past 2^64 only with check_bounds off: the NIC refuses it like any other bad address.
   const uint64_t remote_addr = key.remote_addr + op->offset;
-  if (rdma_post_read(id, reinterpret_cast<void*>(static_cast<uintptr_t>(slot)),
-                     direct ? op->destination : Slot(slot), static_cast<size_t>(op->length),
-                     direct ? op->registered->mr_ : slot_mr, IBV_SEND_SIGNALED, remote_addr, key.rkey) != 0) {
+  void* const context = reinterpret_cast<void*>(static_cast<uintptr_t>(slot));
+  void* const local = direct ? op->destination : Slot(slot);
+  ibv_mr* const mr = direct ? op->registered->mr_ : slot_mr;
+  int ret;
+  if (write) {
+    if (!direct) std::memcpy(Slot(slot), op->destination, static_cast<size_t>(op->length));
+    ret = rdma_post_write(id, context, local, static_cast<size_t>(op->length), mr, IBV_SEND_SIGNALED, remote_addr,
+                          key.rkey);
+  } else {
+    ret = rdma_post_read(id, context, local, static_cast<size_t>(op->length), mr, IBV_SEND_SIGNALED, remote_addr,
+                         key.rkey);
+  }
+  if (ret != 0) {
     const int err = errno;
     return fail(Errno(err == ENOMEM ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kUnavailable,
-                      "rdma_post_read", err));
+                      write ? "rdma_post_write" : "rdma_post_read", err));
   }
+  if (write && !direct) counters.bytes_copied += op->length;
   free_slots.pop_back();
   in_flight[slot] = op;
   zero_copy[slot] = direct ? 1 : 0;
+  is_write[slot] = write ? 1 : 0;
   ++counters.work_requests;
   return absl::OkStatus();
 }
@@ -677,17 +807,21 @@ std::string RemoteRegion::Impl::BufferProblem(const LocalBuffer& buffer, const v
 
 absl::Status RemoteRegion::Impl::ReadWhole(uint64_t offset, uint64_t length, char* destination,
                                            const LocalBuffer* registered, const wire::GrantMessage& key,
-                                           absl::Time expiry) {
+                                           absl::Time expiry, internal::OpKind kind) {
+  const char* const what = kind == internal::OpKind::kWrite ? "source" : "destination";
   if (length == 0) return absl::InvalidArgumentError(absl::StrCat(label, ": length 0: must be at least 1"));
-  if (destination == nullptr) return absl::InvalidArgumentError(absl::StrCat(label, ": null destination"));
+  if (destination == nullptr) return absl::InvalidArgumentError(absl::StrCat(label, ": null ", what));
   if (registered != nullptr) {
     if (std::string problem = BufferProblem(*registered, destination, length); !problem.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(label, ": destination: ", problem));
+      return absl::InvalidArgumentError(absl::StrCat(label, ": ", what, ": ", problem));
     }
   }
   if (sticky.broken()) return sticky.first();
   if (options.check_bounds && !internal::InGrantedRange(offset, length, key.length)) {
-    return internal::OutOfRangeRead(label, offset, length, key.length);
+    return internal::OutOfRangeRead(label, offset, length, key.length, kind);
+  }
+  if (kind == internal::OpKind::kWrite && options.check_bounds && (key.access & wire::kGrantWrite) == 0) {
+    return internal::NoWriteAccess(label, offset, length, key.access);
   }
   const internal::ChunkPlan plan(offset, length, registered != nullptr ? max_message : options.max_read_bytes);
   // This read's own ReadOps: a pool of at most queue_depth (fewer for a short read).
@@ -706,7 +840,7 @@ absl::Status RemoteRegion::Impl::ReadWhole(uint64_t offset, uint64_t length, cha
     op->length = chunk.length;
     op->destination = destination + chunk.done;
     op->registered = registered;
-    if (absl::Status s = PostRead(op, key, expiry, /*count_ready=*/false); !s.ok()) return s;
+    if (absl::Status s = PostRead(op, key, expiry, /*count_ready=*/false, kind); !s.ok()) return s;
     free_ops.pop_back();
     return true;
   };
@@ -719,7 +853,7 @@ absl::Status RemoteRegion::Impl::ReadWhole(uint64_t offset, uint64_t length, cha
       free_ops.push_back(*it);
     }
     ready.erase(keep, ready.end());
-    if (n.ok() && *n == 0 && ++spins % kSpinsPerCheck == 0) (void)Check(expiry);
+    if (n.ok() && *n == 0 && finished.empty()) Idle(expiry, Clock::time_point::max(), spins);
     return finished;
   };
   return internal::RunChunks(plan, ops.size(), post, progress);
@@ -730,20 +864,52 @@ absl::Status RemoteRegion::Post(ReadOp* op) {
   return impl_->PostRead(op, key_, expiry_, /*count_ready=*/true);
 }
 
-absl::StatusOr<std::vector<RemoteRegion::ReadOp*>> RemoteRegion::Poll(size_t min) {
+absl::StatusOr<std::vector<RemoteRegion::ReadOp*>> RemoteRegion::Poll(size_t min, absl::Duration timeout) {
   Impl& impl = *impl_;
-  // Never wait for more reads than there are.
-  min = std::min(min, impl.InFlight() + impl.ready.size());
+  const Clock::time_point deadline = DeadlineAfter(timeout);
+  // Without a deadline, never wait for more reads than there are.
+  if (deadline == Clock::time_point::max()) min = std::min(min, impl.InFlight() + impl.ready.size());
   size_t spins = 0;
   while (true) {
     absl::StatusOr<int> n = impl.DrainSendCq(expiry_);
     if (!n.ok() && impl.ready.empty()) return n.status();
     if (impl.ready.size() >= min) break;
-    if (n.ok() && *n == 0 && ++spins % kSpinsPerCheck == 0) (void)impl.Check(expiry_);
+    if (impl.InFlight() == 0 && impl.sticky.broken()) {  // nothing more can come
+      if (impl.ready.empty()) return impl.sticky.first();
+      break;
+    }
+    if (deadline != Clock::time_point::max() && Clock::now() >= deadline) break;
+    if (n.ok() && *n == 0) impl.Idle(expiry_, deadline, spins);
   }
+  // kEvents: leave with the CQs armed (the fd then wakes for the next completion), and take what came
+  // before the arm.
+  if (impl.Rearm()) (void)impl.DrainSendCq(expiry_);
   std::vector<ReadOp*> done;
   done.swap(impl.ready);
   return done;
+}
+
+absl::Status RemoteRegion::Write(uint64_t offset, uint64_t length, const void* source) {
+  // The bytes are only read (copied into a slot), never written.
+  return impl_->ReadWhole(offset, length, const_cast<char*>(static_cast<const char*>(source)), nullptr, key_,
+                          expiry_, internal::OpKind::kWrite);
+}
+
+absl::Status RemoteRegion::Write(uint64_t offset, uint64_t length, const LocalBuffer& source, size_t source_offset) {
+  Impl& impl = *impl_;
+  if (std::string problem = impl.BufferProblem(source, source.data(), 0); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": source: ", problem));
+  }
+  if (source_offset > source.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": source_offset ", source_offset,
+                                                   " is past the registered ", source.size(), " bytes"));
+  }
+  return impl.ReadWhole(offset, length, source.data() + source_offset, &source, key_, expiry_,
+                        internal::OpKind::kWrite);
+}
+
+int RemoteRegion::completion_fd() const {
+  return impl_->comp_channel != nullptr ? impl_->comp_channel->fd : -1;
 }
 
 absl::Status RemoteRegion::Read(uint64_t offset, uint64_t length, void* destination) {
@@ -828,8 +994,9 @@ absl::Status RemoteRegion::ReadBatch(absl::Span<ReadOp> ops) {
   // Polls once and takes this batch's completions; now and then looks for ENDED / DISCONNECTED.
   auto progress = [&]() {
     absl::StatusOr<int> n = impl.DrainSendCq(expiry_);
-    pending -= impl.TakeReady(mine);
-    if (n.ok() && *n == 0 && ++spins % kSpinsPerCheck == 0) (void)impl.Check(expiry_);
+    const size_t taken = impl.TakeReady(mine);
+    pending -= taken;
+    if (n.ok() && *n == 0 && taken == 0) impl.Idle(expiry_, Clock::time_point::max(), spins);
   };
   for (ReadOp& op : ops) {
     while (impl.free_slots.empty() && !impl.sticky.broken()) progress();

@@ -1,5 +1,6 @@
 // RemoteRegion: the client's data plane. Opens a grant (docs/PROTOCOL.md#grants) and reads the granted
-// memory with rdma_post_read, directly from the client's process: no call to rdmad per read.
+// memory with rdma_post_read (and, if the grant gives write access, writes it with rdma_post_write),
+// directly from the client's process: no call to rdmad per read or write.
 //
 // Open: rdma_cm connect (RDMA_PS_TCP, RC) to rdmad's data-plane listener with the grant's token as the
 // connect request's private data; two receive buffers posted before connecting; waits for the ACTIVE
@@ -18,18 +19,31 @@
 // outstanding. Post/Poll/ReadBatch post one work request per ReadOp: a ReadOp is at most max_read_bytes
 // (copying) or the maximum message size (zero-copy).
 //
+// Writes: a grant issued with REMOTE_WRITE (the key's access has wire::kGrantWrite) can be written, with
+// Write(offset, length, source): from any memory (copied into the slots, then sent) or zero-copy from a
+// LocalBuffer, any length, split and kept in flight like a read; it returns once rdmad's NIC acknowledged
+// every part. A write on a grant without write access is refused here (PERMISSION_DENIED, before posting).
+//
+// Waiting (Options::wait): kPoll (the default) busy-polls the CQ while a call waits: the lowest latency,
+// and a core kept busy for as long as the wait lasts. kEvents creates the CQs on a completion channel and
+// sleeps in the kernel until a completion (or a CM event) comes: a wait costs no CPU, each completion that
+// finds the thread asleep costs a wake-up. completion_fd() is that channel's fd, for the application's own
+// epoll; Poll(min, timeout) waits with a timeout in either mode.
+//
 // Errors (absl::Status, the message names the grant and what happened):
 //   OUT_OF_RANGE        the read is outside the granted range (checked in the library, or, with
 //                       check_bounds off, refused by rdmad's NIC)
 //   PERMISSION_DENIED   the grant was revoked (the key was refused at the NIC within the lease, or an ENDED
-//                       message said so: its reason is in the message)
+//                       message said so: its reason is in the message); or a write on a grant that gives no
+//                       write access ("no write access": refused by the library, or, with check_bounds off,
+//                       by rdmad's NIC)
 //   DEADLINE_EXCEEDED   the grant expired (the key was refused, or the connection ended, at or after the
 //                       lease's end as known here; or an ENDED message said EXPIRED)
 //   UNAVAILABLE         the connection is lost before the lease's end (disconnected, transport retries
 //                       exceeded, flushed)
-//   INVALID_ARGUMENT    a bad argument (zero length, null destination; a destination not inside its
-//                       LocalBuffer, or a LocalBuffer too small or of another connection; a ReadOp longer
-//                       than one work request)
+//   INVALID_ARGUMENT    a bad argument (zero length, a null destination or source; a destination or source
+//                       not inside its LocalBuffer, or a LocalBuffer too small or of another connection; a
+//                       ReadOp longer than one work request)
 //   RESOURCE_EXHAUSTED  RegisterDestination: the memory could not be pinned (RLIMIT_MEMLOCK, ENOMEM)
 //   Open: the reject's reason (TOKEN_EXPIRED, ...), or the FAILED message's.
 // After a completion error the QP is in the error state: every later read fails with the first error.
@@ -95,14 +109,23 @@ class RemoteRegion {
     // single work requests short, or to exercise splitting in tests).
     uint64_t max_message_bytes = 0;
     absl::Duration connect_timeout = absl::Seconds(10);  // connect and wait for the key (per endpoint)
-    // Refuse out-of-range reads in the library. Off: post them anyway and let rdmad's NIC refuse them
-    // (for tests that prove the NIC enforces the range).
+    // Refuse out-of-range reads and writes, and writes on a grant without write access, in the library.
+    // Off: post them anyway and let rdmad's NIC refuse them (for tests that prove the NIC enforces them).
     bool check_bounds = true;
     // How far this host's clock may lag rdmad's. A key refused (or a connection ended) less than this before
     // the lease's end, by this host's clock, is reported as expired (DEADLINE_EXCEEDED), not as revoked or
     // lost: rdmad's clock may already have passed the end. Set it to the clocks' worst disagreement (0 for
     // none); a revocation in a lease's last moments is then also reported as its expiry.
     absl::Duration clock_tolerance = absl::Milliseconds(100);
+    // How the region waits for completions (Read, Write, ReadBatch, Poll):
+    //   kPoll    busy-polls the CQ: the lowest latency, and one core at 100% for as long as it waits.
+    //   kEvents  the CQs are created on a completion channel (ibv_comp_channel): a wait arms them
+    //            (ibv_req_notify_cq), polls once more (a completion that came before the arm), then sleeps
+    //            in poll(2) on the channel and the rdma_cm event channel. Waiting costs no CPU; each wait
+    //            that sleeps pays a wake-up. The channel's fd is completion_fd(), for the application's own
+    //            epoll/poll loop.
+    enum class Wait { kPoll, kEvents };
+    Wait wait = Wait::kPoll;
   };
 
   // One asynchronous read (one work request): `offset` from the start of the granted range, into
@@ -154,23 +177,48 @@ class RemoteRegion {
   // The largest zero-copy work request: the port's max_msg_sz, lowered by Options::max_message_bytes.
   uint64_t max_message_bytes() const;
 
-  // Reads [offset, offset + length) of the grant, any length up to the grant's, and waits for it
-  // (busy-polls). Into any memory (copied through the slots):
+  // Reads [offset, offset + length) of the grant, any length up to the grant's, and waits for it (as
+  // Options::wait says). Into any memory (copied through the slots):
   absl::Status Read(uint64_t offset, uint64_t length, void* destination);
   // Zero-copy into `destination` at `destination_offset`: INVALID_ARGUMENT ("destination: ...") unless
   // the LocalBuffer is this connection's and has `length` bytes from there.
   absl::Status Read(uint64_t offset, uint64_t length, const LocalBuffer& destination, size_t destination_offset = 0);
+
+  // Writes `length` bytes to [offset, offset + length) of the grant (RDMA WRITE), any length up to the
+  // grant's, split like a read, and waits until every part completed (rdmad's NIC acknowledged it: a read
+  // after it sees the bytes). The grant must give write access (IssueGrantRequest.access REMOTE_WRITE: the
+  // ACTIVE message's access bit kGrantWrite); otherwise PERMISSION_DENIED ("no write access"), refused here
+  // before posting (with check_bounds off it is posted and rdmad's NIC refuses it, with the same code).
+  // Other errors as reads. From any memory (copied into the slots first):
+  absl::Status Write(uint64_t offset, uint64_t length, const void* source);
+  // Zero-copy from `source` at `source_offset`: INVALID_ARGUMENT ("source: ...") unless the LocalBuffer is
+  // this connection's and has `length` bytes from there.
+  absl::Status Write(uint64_t offset, uint64_t length, const LocalBuffer& source, size_t source_offset = 0);
+
   // All of `ops`, with up to queue_depth outstanding, completions polled in batches. Each op's status is
   // set; returns the first error (OK if all succeeded).
   absl::Status ReadBatch(absl::Span<ReadOp> ops);
 
   // Lower level, for pipelines: Post starts one read (RESOURCE_EXHAUSTED when queue_depth are outstanding);
-  // Poll waits for at least `min` completions (0: does not wait; at most outstanding() are waited for) and
-  // returns the finished ops, in completion order, with their status set. The ReadOp must stay alive until
-  // returned by Poll. outstanding(): posted and not yet returned by Poll.
+  // Poll waits for at least `min` completions, or until `timeout` has passed, and returns the finished ops
+  // (possibly fewer than `min` after the timeout; none is not an error), in completion order, with their
+  // status set. min 0 does not wait. With an infinite timeout at most outstanding() are waited for; with a
+  // finite one Poll waits the whole timeout for completions that cannot come (a way to wait for an ENDED
+  // message or a disconnect), returning early, with the region's error, if the region breaks with nothing
+  // outstanding. The ReadOp must stay alive until returned by Poll. outstanding(): posted and not yet
+  // returned by Poll.
   absl::Status Post(ReadOp* op);
-  absl::StatusOr<std::vector<ReadOp*>> Poll(size_t min);
+  absl::StatusOr<std::vector<ReadOp*>> Poll(size_t min, absl::Duration timeout = absl::InfiniteDuration());
   size_t outstanding() const;
+
+  // Options::wait kEvents: the completion channel's fd (non-blocking), -1 with kPoll. It becomes readable
+  // when a completion arrives on an armed CQ: a read or write finished (or failed, or was flushed after a
+  // disconnect), or a grant message (ENDED) arrived. Put it in an epoll set (level- or edge-triggered) and
+  // call Poll(0) when it is readable: Poll takes the channel's events, re-arms the CQs and returns what
+  // finished. Every call returns with the CQs armed, so the fd wakes for the next completion; a wake-up may
+  // find nothing (a completion already taken by an earlier call). Read it only through Poll. It belongs to
+  // this connection: Reconnect replaces it (take the new one from completion_fd()).
+  int completion_fd() const;
 
   // What this connection's reads did so far: work requests posted, and bytes copied from the slots (0 for
   // zero-copy reads). For tests and tuning.

@@ -26,6 +26,8 @@
 // The binary is also its own child process: `grant_e2e_test --hold-grant HOST PORT TOKEN_HEX MR_OFFSET`
 // opens the grant, checks one read, prints "ACTIVE grants/N" and waits to be killed.
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <poll.h>
 #include <time.h>
@@ -1216,6 +1218,326 @@ TEST_F(GrantE2e, LongReadFailsWholeOnOnePartsError) {
     ASSERT_EQ(WaitNoConnections(), 0u);
     (void)WaitEnded(issued->grant().name());
   }
+}
+
+// ---- Writes through a grant that allows them, and the completion-channel wait
+
+absl::StatusOr<v1::IssuedGrant> IssueWritable(const Region& r, uint64_t offset, uint64_t length,
+                                              const std::string& principal) {
+  v1::IssueGrantRequest req;
+  req.set_mr(r.mr);
+  req.set_offset(offset);
+  req.set_length(length);
+  req.add_access(v1::REMOTE_READ);
+  req.add_access(v1::REMOTE_WRITE);
+  req.set_ttl_ms(60000);
+  req.set_principal(principal);
+  return A().IssueGrant(req);
+}
+
+// Puts A's bytes at [offset, offset + length) back as they were (Expected), through a grant of its own, and
+// checks them: the other tests compare every read with Expected.
+void RestoreInA(const Region& r, uint64_t offset, uint64_t length) {
+  absl::StatusOr<v1::IssuedGrant> issued = IssueWritable(r, offset, length, "b-restore");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  auto region = RemoteRegion::Open(*issued, Opts(8, 64 << 10));
+  ASSERT_TRUE(region.ok()) << region.status();
+  ASSERT_TRUE((*region)->Write(0, length, Expected().data() + offset).ok());
+  std::string back(length, '\0');
+  ASSERT_TRUE((*region)->Read(0, length, back.data()).ok());
+  ASSERT_EQ(Compare(back.data(), length, offset), "") << "A's file was not restored: later tests would fail";
+}
+
+// A write grant: bytes written from B (copying, then zero-copy from registered memory, both longer than a slot
+// and a work request so they are split) read back byte for byte, through this connection and through a
+// second, read-only grant on the same range; a write at the grant's last bytes, and one byte past it refused
+// by the library. A's bytes are put back afterwards.
+TEST_F(GrantE2e, WriteToAWriteGrantReadsBackByteForByte) {
+  REGION_OR_FAIL(r);
+  const uint64_t offset = (2 << 20) + 13, length = (1 << 20) + 5;
+  ASSERT_GE(r->length, offset + length);
+  struct Restore {
+    const Region* r;
+    uint64_t offset, length;
+    ~Restore() { RestoreInA(*r, offset, length); }
+  } restore{r, offset, length};
+
+  absl::StatusOr<v1::IssuedGrant> issued = IssueWritable(*r, offset, length, "b-writer");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  EXPECT_EQ(issued->grant().access_size(), 2);
+  RemoteRegion::Options o = Opts(8, 64 << 10);
+  o.max_message_bytes = 256 << 10;
+  auto region = RemoteRegion::Open(*issued, o);
+  ASSERT_TRUE(region.ok()) << region.status();
+  RemoteRegion& rr = **region;
+  EXPECT_EQ(rr.key().access, wire::kGrantRead | wire::kGrantWrite);
+
+  // Copying: every byte differs from what A had.
+  std::string first(length, '\0');
+  for (uint64_t i = 0; i < length; ++i) first[i] = static_cast<char>(Expected()[offset + i] ^ 0x5a);
+  const RemoteRegion::Counters c0 = rr.counters();
+  absl::Status w = rr.Write(0, length, first.data());
+  ASSERT_TRUE(w.ok()) << w;
+  const RemoteRegion::Counters c1 = rr.counters();
+  EXPECT_EQ(c1.bytes_copied - c0.bytes_copied, length) << "a copying write copies every byte once";
+  EXPECT_EQ(c1.work_requests - c0.work_requests, (length + (64 << 10) - 1) / (64 << 10));
+  std::string back(length, '\0');
+  ASSERT_TRUE(rr.Read(0, length, back.data()).ok());
+  EXPECT_TRUE(back == first) << "the copying write did not land byte for byte";
+
+  // Zero-copy, from byte 7 of a registered buffer; read back zero-copy into another.
+  std::vector<char> src(length + 7), dst(length);
+  for (uint64_t i = 0; i < length; ++i) src[7 + i] = static_cast<char>(Expected()[offset + i] ^ 0x3c);
+  absl::StatusOr<client::LocalBuffer> src_lb = rr.RegisterDestination(src.data(), src.size());
+  ASSERT_TRUE(src_lb.ok()) << src_lb.status();
+  absl::StatusOr<client::LocalBuffer> dst_lb = rr.RegisterDestination(dst.data(), dst.size());
+  ASSERT_TRUE(dst_lb.ok()) << dst_lb.status();
+  const RemoteRegion::Counters c2 = rr.counters();
+  w = rr.Write(0, length, *src_lb, 7);
+  ASSERT_TRUE(w.ok()) << w;
+  const RemoteRegion::Counters c3 = rr.counters();
+  EXPECT_EQ(c3.bytes_copied, c2.bytes_copied) << "a zero-copy write was copied";
+  EXPECT_EQ(c3.work_requests - c2.work_requests, (length + (256 << 10) - 1) / (256 << 10));
+  ASSERT_TRUE(rr.Read(0, length, *dst_lb).ok());
+  EXPECT_EQ(std::memcmp(dst.data(), src.data() + 7, length), 0) << "the zero-copy write did not land byte for byte";
+  // A source not inside its LocalBuffer is refused.
+  EXPECT_EQ(rr.Write(0, length, *src_lb, 8).code(), absl::StatusCode::kInvalidArgument);
+
+  // Another client's read-only grant on the same range sees the written bytes.
+  {
+    absl::StatusOr<v1::IssuedGrant> ro = Issue(*r, offset, length, 60000, "b-after-write");
+    ASSERT_TRUE(ro.ok()) << ro.status();
+    auto other = RemoteRegion::Open(*ro, Opts(8, 64 << 10));
+    ASSERT_TRUE(other.ok()) << other.status();
+    std::string seen(length, '\0');
+    ASSERT_TRUE((*other)->Read(0, length, seen.data()).ok());
+    EXPECT_EQ(std::memcmp(seen.data(), src.data() + 7, length), 0);
+  }
+
+  // The grant's last three bytes; one byte past the end refused by the library, the connection still good.
+  ASSERT_TRUE(rr.Write(length - 3, 3, "xyz").ok());
+  char tail[3] = {};
+  ASSERT_TRUE(rr.Read(length - 3, 3, tail).ok());
+  EXPECT_EQ(std::string(tail, 3), "xyz");
+  absl::Status past = rr.Write(length - 2, 3, "abc");
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  EXPECT_TRUE(absl::StrContains(past.message(), "write of 3 bytes")) << past;
+  EXPECT_TRUE(absl::StrContains(past.message(), "library")) << past;
+  EXPECT_TRUE(rr.Read(0, 1, tail).ok());
+  *src_lb = client::LocalBuffer();
+  *dst_lb = client::LocalBuffer();
+}
+
+// A read-only grant is not written: the library refuses the write before posting it (PERMISSION_DENIED,
+// naming the access; the connection stays good), and with check_bounds off the write is posted and rdmad's
+// NIC refuses it (the window has no REMOTE_WRITE). A's bytes are unchanged either way.
+TEST_F(GrantE2e, WriteToAReadOnlyGrantRefusedByTheLibraryAndByTheNic) {
+  REGION_OR_FAIL(r);
+  const uint64_t offset = (4 << 20) + 1, length = 64 << 10;
+  ASSERT_GE(r->length, offset + length);
+  std::string junk(length, '\xee');
+  {
+    absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-ro-write");
+    ASSERT_TRUE(issued.ok()) << issued.status();
+    auto region = RemoteRegion::Open(*issued, Opts(4, 4096));
+    ASSERT_TRUE(region.ok()) << region.status();
+    RemoteRegion& rr = **region;
+    EXPECT_EQ(rr.key().access, wire::kGrantRead);
+    absl::Status s = rr.Write(0, 8, junk.data());
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "no write access")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "library")) << s;
+    absl::StatusOr<client::LocalBuffer> lb = rr.RegisterDestination(junk.data(), junk.size());
+    ASSERT_TRUE(lb.ok()) << lb.status();
+    s = rr.Write(0, length, *lb);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_EQ(rr.counters().work_requests, 0u) << "a refused write was posted";
+    char buf[8];
+    ASSERT_TRUE(rr.Read(0, 8, buf).ok()) << "the library's refusal broke the connection";
+    EXPECT_EQ(Compare(buf, 8, offset), "");
+  }
+  {
+    absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-ro-write-nic");
+    ASSERT_TRUE(issued.ok()) << issued.status();
+    RemoteRegion::Options o = Opts(4, 4096);
+    o.check_bounds = false;
+    auto region = RemoteRegion::Open(*issued, o);
+    ASSERT_TRUE(region.ok()) << region.status();
+    RemoteRegion& rr = **region;
+    absl::Status s = rr.Write(0, 8, junk.data());
+    EXPECT_EQ(rr.counters().work_requests, 1u) << "with check_bounds off the write is posted";
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "no write access")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "NIC")) << s;
+    EXPECT_FALSE(absl::StrContains(s.message(), "revoked")) << s;
+    char buf[8];
+    EXPECT_EQ(rr.Read(0, 8, buf).code(), absl::StatusCode::kPermissionDenied) << "the first error sticks";
+  }
+  ASSERT_EQ(WaitNoConnections(), 0u);
+  absl::StatusOr<v1::IssuedGrant> check = Issue(*r, offset, length, 60000, "b-ro-check");
+  ASSERT_TRUE(check.ok()) << check.status();
+  auto region = RemoteRegion::Open(*check, Opts(4, 64 << 10));
+  ASSERT_TRUE(region.ok()) << region.status();
+  std::string got(length, '\0');
+  ASSERT_TRUE((*region)->Read(0, length, got.data()).ok());
+  EXPECT_EQ(Compare(got.data(), length, offset), "") << "a refused write changed A's bytes";
+}
+
+RemoteRegion::Options EventOpts(size_t depth, size_t max_read) {
+  RemoteRegion::Options o = Opts(depth, max_read);
+  o.wait = RemoteRegion::Options::Wait::kEvents;
+  return o;
+}
+
+// Options::wait kEvents: reads work on both paths; completion_fd() (-1 when polling) wakes an epoll when a
+// posted read completes, is quiet again once Poll took it (the CQ re-armed), and wakes again for the next;
+// a Poll with a timeout and nothing outstanding returns nothing after the timeout.
+TEST_F(GrantE2e, EventsModeReadsAndCompletionFdWakesEpoll) {
+  REGION_OR_FAIL(r);
+  const uint64_t offset = 12345, length = (512 << 10) + 9;
+  absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, "b-events");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  auto region = RemoteRegion::Open(*issued, EventOpts(8, 64 << 10));
+  ASSERT_TRUE(region.ok()) << region.status();
+  RemoteRegion& rr = **region;
+  const int fd = rr.completion_fd();
+  ASSERT_GE(fd, 0);
+
+  std::string got(length, '\0');
+  ASSERT_TRUE(rr.Read(0, length, got.data()).ok());
+  EXPECT_EQ(Compare(got.data(), length, offset), "");
+  std::vector<char> dest(length);
+  absl::StatusOr<client::LocalBuffer> lb = rr.RegisterDestination(dest.data(), dest.size());
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  ASSERT_TRUE(rr.Read(0, length, *lb).ok());
+  EXPECT_EQ(Compare(dest.data(), length, offset), "");
+  RemoteRegion::ReadOp batch[3];
+  for (int i = 0; i < 3; ++i) {
+    batch[i].offset = uint64_t(i) * 100000;
+    batch[i].length = 4096;
+    batch[i].destination = got.data() + i * 4096;
+  }
+  ASSERT_TRUE(rr.ReadBatch(absl::MakeSpan(batch)).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Compare(got.data() + i * 4096, 4096, offset + i * 100000), "");
+
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+  (void)rr.Poll(0);  // whatever the reads above left pending is taken, the CQs armed
+  epoll_event out{};
+  EXPECT_EQ(epoll_wait(ep, &out, 1, 0), 0) << "the fd is readable with nothing new";
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    RemoteRegion::ReadOp op;
+    op.offset = length - 4096 - round;
+    op.length = 4096;
+    op.destination = dest.data();
+    op.registered = &*lb;
+    ASSERT_TRUE(rr.Post(&op).ok());
+    ASSERT_EQ(epoll_wait(ep, &out, 1, 10000), 1) << "no wake-up for a completed read";
+    EXPECT_EQ(out.data.fd, fd);
+    absl::StatusOr<std::vector<RemoteRegion::ReadOp*>> done = rr.Poll(0);
+    ASSERT_TRUE(done.ok()) << done.status();
+    if (done->empty()) done = rr.Poll(1);
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_EQ(done->size(), 1u);
+    ASSERT_TRUE(op.status.ok()) << op.status;
+    EXPECT_EQ(Compare(dest.data(), 4096, offset + op.offset), "");
+    EXPECT_EQ(epoll_wait(ep, &out, 1, 0), 0) << "still readable after Poll took the completion";
+  }
+  close(ep);
+
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::vector<RemoteRegion::ReadOp*>> none = rr.Poll(1, absl::Milliseconds(200));
+  const absl::Duration waited = absl::Now() - t0;
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  EXPECT_GE(waited, absl::Milliseconds(190));
+  EXPECT_LT(waited, absl::Seconds(5));
+  *lb = client::LocalBuffer();
+
+  absl::StatusOr<v1::IssuedGrant> polled = Issue(*r, offset, length, 60000, "b-polled");
+  ASSERT_TRUE(polled.ok()) << polled.status();
+  auto plain = RemoteRegion::Open(*polled, Opts(8, 64 << 10));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->completion_fd(), -1);
+}
+
+// This thread's CPU time (user + system).
+absl::Duration ThreadCpu() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return absl::DurationFromTimeval(ru.ru_utime) + absl::DurationFromTimeval(ru.ru_stime);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Waiting one second for nothing (Poll(1, 1s), nothing outstanding) costs this thread almost no CPU with
+// kEvents (asserted under 10% of the wall time; busy-polling is about 100%), measured against kPoll in the
+// same run; then the latency of 4 KiB reads at depth 1 in both modes, interleaved (printed: the figures in
+// docs/performance.md).
+TEST_F(GrantE2e, EventsModeWaitCostsNoCpu) {
+  REGION_OR_FAIL(r);
+  const uint64_t offset = 1 << 20, length = 1 << 20;
+  std::unique_ptr<RemoteRegion> regions[2];
+  const char* names[2] = {"poll", "events"};
+  for (int m = 0; m < 2; ++m) {
+    absl::StatusOr<v1::IssuedGrant> issued = Issue(*r, offset, length, 60000, absl::StrCat("b-wait-", names[m]));
+    ASSERT_TRUE(issued.ok()) << issued.status();
+    auto region = RemoteRegion::Open(*issued, m == 0 ? Opts(4, 64 << 10) : EventOpts(4, 64 << 10));
+    ASSERT_TRUE(region.ok()) << region.status();
+    regions[m] = std::move(*region);
+  }
+  double cpu_share[2] = {0, 0};
+  for (int m = 0; m < 2; ++m) {
+    const absl::Duration cpu0 = ThreadCpu();
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<std::vector<RemoteRegion::ReadOp*>> none = regions[m]->Poll(1, absl::Seconds(1));
+    const absl::Duration wall = absl::Now() - t0;
+    const absl::Duration cpu = ThreadCpu() - cpu0;
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_TRUE(none->empty());
+    EXPECT_GE(wall, absl::Milliseconds(990));
+    cpu_share[m] = absl::FDivDuration(cpu, wall);
+    std::printf("[          ] wait 1 s for nothing, %s: wall %s, thread cpu %s (%.1f%%)\n", names[m],
+                absl::FormatDuration(wall).c_str(), absl::FormatDuration(cpu).c_str(), 100 * cpu_share[m]);
+  }
+  EXPECT_LT(cpu_share[1], 0.10) << "kEvents spent CPU waiting for nothing";
+
+  // 4 KiB reads at depth 1, copying Read: rounds of 100 in each mode, alternating.
+  constexpr int kRounds = 10, kPerRound = 100;
+  std::vector<double> us[2];
+  absl::Duration cpu[2], wall[2];
+  char buf[4096];
+  for (int round = 0; round < kRounds; ++round) {
+    for (int m = 0; m < 2; ++m) {
+      const absl::Duration c0 = ThreadCpu();
+      const absl::Time w0 = absl::Now();
+      for (int i = 0; i < kPerRound; ++i) {
+        const uint64_t at = uint64_t((round * kPerRound + i) % 256) * 4096;
+        const absl::Time t0 = absl::Now();
+        absl::Status s = regions[m]->Read(at, sizeof buf, buf);
+        us[m].push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+        ASSERT_TRUE(s.ok()) << s;
+      }
+      wall[m] += absl::Now() - w0;
+      cpu[m] += ThreadCpu() - c0;
+      ASSERT_EQ(Compare(buf, sizeof buf, offset + uint64_t(((round + 1) * kPerRound - 1) % 256) * 4096), "");
+    }
+  }
+  const double med[2] = {Median(us[0]), Median(us[1])};
+  for (int m = 0; m < 2; ++m) {
+    std::printf("[          ] 4 KiB reads at depth 1, %s: %zu reads, median %.1f us, cpu %.0f%% of wall\n",
+                names[m], us[m].size(), med[m], 100 * absl::FDivDuration(cpu[m], wall[m]));
+  }
+  std::printf("[          ] events/poll: median latency x%.2f; waiting 1 s: cpu %.1f%% vs %.1f%%\n",
+              med[0] > 0 ? med[1] / med[0] : 0.0, 100 * cpu_share[1], 100 * cpu_share[0]);
 }
 
 // The deregistration at the end: nothing of the grants is left on the MR, and it goes.
