@@ -2,7 +2,7 @@
 # rdmad quick start (Debian 12, as root). Both commands install what they need first.
 #   ./quickstart.sh demo   rdmad's main job: install rdmad and rdmactl (/usr/local/bin) and serve this host's
 #                          verbs devices (creating a Soft-RoCE rxe0 where the kernel has rdma_rxe), or, where
-#                          it has not, the demo inside the project's Soft-RoCE guest (docs/harness.md)
+#                          it has not, the demo inside the project's Soft-RoCE guest (docs/dev/harness.md)
 #   ./quickstart.sh test   the whole test suite; ends with "N passed, N failed"
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -26,7 +26,7 @@ PKGS=(
   # (deploy/image/build-image.sh), the sidecar Pod under podman (runc: crun refuses hybrid cgroups here;
   # catatonit: the Pod's infra container), the manifests' schema (python3-kubernetes' typed models)
   mmdebstrap podman runc catatonit python3-kubernetes python3-yaml
-  # the ASan+UBSan build (--config=asan, docs/build.md#sanitizers): gcc 12's runtimes (g++ already pulls
+  # the ASan+UBSan build (--config=asan, docs/dev/build.md#sanitizers): gcc 12's runtimes (g++ already pulls
   # them in through libgcc-12-dev; named here because the suite needs them)
   libasan8 libubsan1
   # the thread-safety analysis and the TSan build (--config=tsa, --config=tsan): clang 14 and its

@@ -1,6 +1,6 @@
 // Daemon (daemon.h): the layers of rdmad built in order from a Config, served, and released in order.
 //
-// Threads: see daemon.h. What the layers own and run is theirs (docs/architecture.md#threads-locks-and-who-owns-what).
+// Threads: see daemon.h. What the layers own and run is theirs (docs/dev/architecture.md#threads-locks-and-who-owns-what).
 #include "server/daemon.h"
 
 #include <chrono>

@@ -7,7 +7,7 @@
 // (drain and shut down); all three are blocked in every thread, so only main (and, during the drain, the
 // watchdog) sees them. gRPC's
 // threads serve RPCs against the registry, the CM manager and the grant manager; the dispatchers (one per device, one per
-// event channel) and the pin workers are theirs (docs/architecture.md); `unix-accept` accepts unix-socket
+// event channel) and the pin workers are theirs (docs/dev/architecture.md); `unix-accept` accepts unix-socket
 // connections and hands them to gRPC (server/auth/listeners.h). On SIGTERM/SIGINT main stops accepting unix
 // connections and removes the sockets, refuses new calls (UNAVAILABLE; health NOT_SERVING), ends every grant
 // the normal way (SHUTDOWN: key killed, ENDED sent, disconnected), quiesces rdma_cm (watch streams end,

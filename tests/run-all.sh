@@ -149,7 +149,7 @@ tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-tenancy" -- \
   tests/conformance/run-tenancy.sh "$(pwd)/$out/guest-tenancy" || tenancy_rc=$?
 ((tenancy_rc == 0)) || rc=1
 
-# The API fuzzer (docs/fuzzing.md): one run as root, then two tenants at once, in one guest. A fresh seed each
+# The API fuzzer (docs/dev/fuzzing.md): one run as root, then two tenants at once, in one guest. A fresh seed each
 # time (printed; RDMAD_FUZZ_SEED and RDMAD_FUZZ_ITERATIONS override).
 fuzz_seed=${RDMAD_FUZZ_SEED:-$(($(od -An -N4 -tu4 /dev/urandom) % 1000000000))}
 fuzz_iterations=${RDMAD_FUZZ_ITERATIONS:-600}

@@ -6,7 +6,7 @@
 // re-calibrated against the kernel every so often. In the test harness's TCG guests, where the kernel
 // refuses the TSC ("TSCs unsynchronized"), times taken with it were seen ~180 ms apart from the peer's for
 // seconds under load, while clock_gettime(CLOCK_REALTIME) in the same guests stayed within 2 ms of the
-// peer's (docs/harness.md#clocks). clock_gettime is a vDSO call on Linux: cheap enough for every RPC.
+// peer's (docs/dev/harness.md#clocks). clock_gettime is a vDSO call on Linux: cheap enough for every RPC.
 #ifndef RDMAD_PROTO_WIRE_WALL_CLOCK_H_
 #define RDMAD_PROTO_WIRE_WALL_CLOCK_H_
 

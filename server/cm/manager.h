@@ -3,7 +3,7 @@
 // data-plane listeners and their connections, whose connect requests a DataPlaneHandler decides
 // (server/dataplane/: tokens, admission, the audit trail and grants live there, not here).
 //
-// Threads and ownership (docs/architecture.md#rdma_cm):
+// Threads and ownership (docs/dev/architecture.md#rdma_cm):
 //   - Each channel is a dispatch::EventLoop ("cm-N") that owns its fabric::CmChannel and every fabric::CmId
 //     on it. Every rdma_* call on an id runs on the loop of the channel the id is on *at that moment*: an
 //     operation is posted there, and if the id migrated meanwhile it is re-posted to the new channel's

@@ -11,7 +11,7 @@
 //   - ibv_bind_mw(3): window access flags, REMOTE_WRITE/ATOMIC need the MR's LOCAL_WRITE, the MR needs
 //     MW_BIND, the rkey is published only after the bind completion was polled successfully.
 //
-// Threads and locks (docs/architecture.md):
+// Threads and locks (docs/dev/architecture.md):
 //   - mu_ guards the name index and every entry's bookkeeping (entries.h: each entry's `book`, read as
 //     book.Get(mu_), which clang's -Wthread-safety checks as it does the ABSL_GUARDED_BY members). It is
 //     held only for short bookkeeping and never across a verbs call: an operation reserves what it needs

@@ -10,7 +10,7 @@
 # Binaries: bazel-bin/ of the checkout this script lives in (build //server:rdmad and
 # //tests/conformance:conformance_test first), or $RDMAD_BIN_DIR if set, e.g. the ASan+UBSan build's
 # (`tests/sanitizers/bazel-asan.sh info bazel-bin`; a sanitizer's report then lands in rdmad.log or the
-# tests' output, and fails the run: docs/build.md#sanitizers).
+# tests' output, and fails the run: docs/dev/build.md#sanitizers).
 set -euo pipefail
 
 out=${1:?usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]}

@@ -101,7 +101,7 @@ const char* kUsage =
     "                  [--rdma-addr ADDR] [--dp-port PORT] [--shm-dir DIR] [--tag NAME]\n"
     "                  [--names-out FILE] [--names-in FILE] [--cleanup-only] [--no-cleanup] [--no-rdma]\n"
     "                  [--wire-garbage] [--receives N]\n"
-    "docs/fuzzing.md describes every flag.\n";
+    "docs/dev/fuzzing.md describes every flag.\n";
 
 // ------------------------------------------------------------------------------------------------------
 // Randomness: one mt19937_64 from the seed; every draw goes through it (no distribution objects, whose
@@ -935,7 +935,7 @@ void Fuzzer::Created(const std::string& kind, const std::string& name) {
 
 // DeregisterMr, ReregisterMr and DeletePd with revoke_grants revoke the grants first and they "stay ended
 // whatever the outcome" (api.md), unless the request was refused by the checks made before the revocation
-// (api.md; docs/fuzzing.md): the callers leave those grants alone.
+// (api.md; docs/dev/fuzzing.md): the callers leave those grants alone.
 void Fuzzer::GrantsMayEnd(const std::string& mr, const std::string& pd) {
   for (auto& [g, gm] : m_.grants) {
     if ((!mr.empty() && gm.mr == mr) || (!pd.empty() && m_.mrs.count(gm.mr) && m_.mrs[gm.mr].pd == pd)) {

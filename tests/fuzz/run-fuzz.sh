@@ -2,7 +2,7 @@
 # Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): starts rdmad on rxe0 with its data-plane
 # listener on 10.0.2.15:7471, drives it with the API fuzzer (tests/fuzz/api_fuzzer.cc) for a bounded
 # number of iterations, stops rdmad with SIGTERM and checks that it survived, answered by its contract,
-# and leaves nothing behind. See docs/fuzzing.md.
+# and leaves nothing behind. See docs/dev/fuzzing.md.
 #
 # Usage: run-fuzz.sh OUT_DIR [--iterations N] [--seed S] [--tenants | --both] [--wire-garbage]
 #   --iterations N   default 600 (the CI form); a large N is the long soak
@@ -12,7 +12,7 @@
 #                    then root, an admin, deletes everything (api_fuzzer --cleanup-only)
 #   --both           the CI form: one run as root into OUT_DIR/one, then --tenants with half the iterations
 #                    each into OUT_DIR/tenants (two rdmad runs in one guest)
-#   --wire-garbage   passed to api_fuzzer (docs/fuzzing.md)
+#   --wire-garbage   passed to api_fuzzer (docs/dev/fuzzing.md)
 # OUT_DIR receives fuzz.xml (the fuzzer's verdict) and fuzz_shutdown.xml (the shutdown checks), one JUnit
 # test case each; fuzz.log (every RPC: method, request, reply), fuzz.out (summary), rdmad.log,
 # resources-{before,idle,cleaned,after}.txt.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layering rules the compiler cannot see, checked on the sources (docs/architecture.md#layers).
+"""The layering rules the compiler cannot see, checked on the sources (docs/dev/architecture.md#layers).
 
 Bazel's visibility decides which package may depend on which. An #include needs no dependency to compile
 when the header reaches the compiler through another one, so the includes are checked here too:

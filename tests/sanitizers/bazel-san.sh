@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Bazel with a sanitizer config of .bazelrc (asan: ASan + LSan + UBSan; tsan: ThreadSanitizer; tsa:
 # clang's thread-safety analysis; see
-# docs/build.md#sanitizers) in an output base of its own per config, so that it never waits for, nor disturbs,
+# docs/dev/build.md#sanitizers) in an output base of its own per config, so that it never waits for, nor disturbs,
 # the default Bazel server and its bazel-bin.
 #   tests/sanitizers/bazel-san.sh asan build //...
 #   tests/sanitizers/bazel-san.sh tsan test //tests/unit/...

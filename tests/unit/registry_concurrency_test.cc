@@ -1,4 +1,4 @@
-// The registry's concurrency design (server/registry/registry.h, docs/architecture.md), over the fake
+// The registry's concurrency design (server/registry/registry.h, docs/dev/architecture.md), over the fake
 // fabric with latches, never timings: while a bind or a registration is held inside the fabric, other
 // RPCs on other objects complete, conflicting ones are refused or queued (never parked), and the
 // registry shuts down without hanging or leaking.
