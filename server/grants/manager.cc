@@ -173,6 +173,17 @@ absl::StatusOr<GrantManager::Plan> GrantManager::Check(const v1::IssueGrantReque
                                                           "would use the MR's own rkey, and ", r.mr(),
                                                           " lacks the remote access asked for"));
     }
+    // The MR's own rkey allows whatever the MR allows remotely; a grant never gives more than it was asked.
+    const char* more = has(v1::REMOTE_ATOMIC)                                                 ? "REMOTE_ATOMIC"
+                       : has(v1::REMOTE_WRITE) && !(plan.access_bits & wire::kGrantWrite) ? "REMOTE_WRITE"
+                                                                                           : nullptr;
+    if (more != nullptr) {
+      return FailedPrecondition(
+          field("access"), absl::StrCat(pd->device(), " has no memory windows, so the grant would use ", r.mr(),
+                                        "'s own rkey, which also allows ", more, ": ask for the region's own "
+                                        "remote access, or grant from a region registered with only what the "
+                                        "grant gives"));
+    }
   }
   v1::Grant& g = plan.info;
   g.set_mr(r.mr());

@@ -281,8 +281,12 @@ TEST_F(GrantManagerTest, WithoutWindowsTheKeyIsTheMrsOwnAndRevokingRotatesItEndi
   fabric::DeviceInfo none = fake::MakeDeviceInfo("rxe0");
   none.mw_type1 = none.mw_type2b = false;
   Build(none);
-  v1::Grant a = Activate(Request(0, 4096));
-  v1::Grant b = Activate(Request(8192, 4096));
+  // The fixture's region allows REMOTE_WRITE, which its own rkey gives: the grants ask for it.
+  v1::IssueGrantRequest rw = Request(0, 4096);
+  rw.add_access(v1::REMOTE_WRITE);
+  v1::Grant a = Activate(rw);
+  rw.set_offset(8192);
+  v1::Grant b = Activate(rw);
   EXPECT_EQ(a.scope(), v1::SCOPE_MR);
   const v1::MemoryRegion before = registry_->GetMr(mr_).value();
   EXPECT_EQ(Messages(a).at(0).rkey, before.rkey());
@@ -291,6 +295,33 @@ TEST_F(GrantManagerTest, WithoutWindowsTheKeyIsTheMrsOwnAndRevokingRotatesItEndi
   EXPECT_NE(registry_->GetMr(mr_).value().rkey(), before.rkey());  // the old key is dead
   EXPECT_EQ(grants_->Get(b.name()).value().state(), v1::GRANT_ENDED);
   EXPECT_THAT(grants_->Get(b.name()).value().end_detail(), HasSubstr("rotated"));
+}
+
+// Without windows the key is the MR's own rkey: a grant that asks for less than the MR allows remotely
+// (read only, on a region with REMOTE_WRITE or REMOTE_ATOMIC) is refused, naming what the key would add.
+TEST_F(GrantManagerTest, WithoutWindowsAGrantAskingLessThanTheMrsOwnKeyGivesIsRefused) {
+  fabric::DeviceInfo none = fake::MakeDeviceInfo("rxe0");
+  none.mw_type1 = none.mw_type2b = false;
+  Build(none);
+  absl::StatusOr<v1::IssuedGrant> refused = grants_->Issue(Request());  // read only; the region allows writes
+  EXPECT_TRUE(IsError(refused, absl::StatusCode::kFailedPrecondition, "access")) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("also allows REMOTE_WRITE"));
+  EXPECT_THAT(grants_->List(v1::ListGrantsRequest()).value(), IsEmpty());
+  // A region registered for remote reads only: its key is exactly a read grant.
+  v1::RegisterMrRequest ro;
+  ro.set_pd(pd_);
+  ro.mutable_source()->mutable_anonymous()->set_size(1 << 16);
+  ro.add_access(v1::REMOTE_READ);
+  v1::IssueGrantRequest read = Request(0, 4096);
+  read.set_mr(registry_->RegisterMr(ro).value().name());
+  EXPECT_EQ(Activate(read).scope(), v1::SCOPE_MR);
+  // REMOTE_ATOMIC, which no grant gives, is refused whatever was asked.
+  ro.add_access(v1::LOCAL_WRITE);
+  ro.add_access(v1::REMOTE_WRITE);
+  ro.add_access(v1::REMOTE_ATOMIC);
+  read.set_mr(registry_->RegisterMr(ro).value().name());
+  read.add_access(v1::REMOTE_WRITE);
+  EXPECT_THAT(grants_->Issue(read).status().message(), HasSubstr("also allows REMOTE_ATOMIC"));
 }
 
 // grant_max_scope: an issue whose device can only give a wider key than the setting allows is refused
