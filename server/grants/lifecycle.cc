@@ -440,7 +440,6 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
   struct Goodbye {
     std::string cm_id, message;
     absl::AnyInvocable<void() &&> release;
-    bool grace = false;
   };
   std::vector<Goodbye> goodbyes;
   Waiters waiters;
@@ -476,9 +475,6 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
       FinishEndLocked(e, reason, detail, &waiters, &g.release);
       g.cm_id = b.info.cm_id();
       g.message = Message(e, wire::GrantMessageType::kEnded);
-      // The PD goes (its connections' QPs with it) or rdmad stops: no grace. Otherwise the QP answers a
-      // read with the dead key for a while.
-      g.grace = reason != v1::END_PD_DELETED && reason != v1::END_SHUTDOWN;
       goodbyes.push_back(std::move(g));
       info = b.info;
       if (b.info.scope() == v1::SCOPE_MR) {
@@ -501,7 +497,6 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
                           &none, &sg.release);
           sg.cm_id = sb.info.cm_id();
           sg.message = Message(s, wire::GrantMessageType::kEnded);
-          sg.grace = g.grace;
           goodbyes.push_back(std::move(sg));
         }
       }
@@ -513,7 +508,7 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
     else std::move(w)(WithContext(status, absl::StrCat("revoking ", info.name())));
   }
   for (Goodbye& g : goodbyes) {
-    if (status.ok()) Farewell(g.cm_id, std::move(g.message), std::move(g.release), g.grace);
+    if (status.ok()) Farewell(g.cm_id, std::move(g.message), std::move(g.release));
     else std::move(g.release)();
   }
 }
@@ -574,40 +569,21 @@ void GrantManager::FlushAudit() {
   for (const audit::Event& a : records) audit_->Record(a);
 }
 
-void GrantManager::Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release,
-                            bool grace) {
+void GrantManager::Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release) {
   if (release) return std::move(release)();  // the client left: nothing to say, its connection goes
   if (cm_id.empty() || cm_ == nullptr) return;
-  // Best effort: on a QP in the error state the SEND is flushed. Then, after Options::end_grace (during
-  // which rdmad's QP answers a read with the dead key by a remote access error, at once), the connection
-  // is closed; its DISCONNECTED brings OnGone, which releases it. A client that leaves first ends it sooner.
+  // Best effort: on a QP in the error state the SEND is flushed. Then the connection is closed; its
+  // DISCONNECTED brings OnGone, which releases it.
   {
     MutexLock lock(&mu_);
     ++farewells_;  // a drain waits for it
   }
-  cm_->Send(cm_id, std::move(message), Guarded([this, cm_id, grace](absl::Status) {
-    bool now = !grace || options_.end_grace <= absl::ZeroDuration();
-    bool arm = false;
-    {
+  cm_->Send(cm_id, std::move(message), Guarded([this, cm_id](absl::Status) {
+    cm_->Disconnect(cm_id, Guarded([this, cm_id](absl::StatusOr<v1::CmId> r) {
+      if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
       MutexLock lock(&mu_);
-      now = now || draining_ || shutdown_;
-      if (!now) {
-        const absl::Time deadline = options_.clock() + options_.end_grace;
-        arm = goodbyes_due_.empty() || deadline < goodbyes_due_.begin()->first;
-        goodbyes_due_.insert({deadline, cm_id});
-      }
-    }
-    if (now) return Hangup(cm_id);
-    if (arm) loop_->Post([this] { ArmTimer(); });
-  }));
-}
-
-void GrantManager::Hangup(const std::string& cm_id) {
-  cm_->Disconnect(cm_id, Guarded([this, cm_id](absl::StatusOr<v1::CmId> r) {
-    // NOT_FOUND when the client left first.
-    if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
-    MutexLock lock(&mu_);
-    --farewells_;
+      --farewells_;
+    }));
   }));
 }
 

@@ -67,8 +67,6 @@ size_t GrantManager::Drain(absl::Time deadline) {
   for (uint64_t id : live) {
     End(id, v1::END_SHUTDOWN, "rdmad is shutting down", [ending](absl::StatusOr<v1::Grant>) { --*ending; });
   }
-  // Connections in their grace after an end go now (draining_ sends the later ones at once, Farewell).
-  for (const std::string& cm_id : TakeGoodbyesDue(true)) Hangup(cm_id);
   MutexLock lock(&mu_);
   auto done = [this, &ending]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *ending == 0 && farewells_ == 0; };
   // The counter is not mu_'s: look again every 10 ms (a drain is rare and short).
@@ -591,7 +589,6 @@ void GrantManager::ArmTimer() {
     MutexLock lock(&mu_);
     if (!expiries_.empty()) next = expiries_.begin()->first;
     if (!kills_.empty()) next = std::min(next, kills_.begin()->first);
-    if (!goodbyes_due_.empty()) next = std::min(next, goodbyes_due_.begin()->first);
   }
   itimerspec spec{};
   if (next != absl::InfiniteFuture()) {
@@ -614,19 +611,7 @@ void GrantManager::OnTimer() {
   (void)!read(timer_fd_, &ticks, sizeof ticks);
   EndDue(TakeDue());
   Disconnect(TakeStuckKills());
-  for (const std::string& cm_id : TakeGoodbyesDue(false)) Hangup(cm_id);
   ArmTimer();
-}
-
-std::vector<std::string> GrantManager::TakeGoodbyesDue(bool all) {
-  std::vector<std::string> due;
-  MutexLock lock(&mu_);
-  const absl::Time now = options_.clock();
-  while (!goodbyes_due_.empty() && (all || goodbyes_due_.begin()->first <= now)) {
-    due.push_back(goodbyes_due_.begin()->second);
-    goodbyes_due_.erase(goodbyes_due_.begin());
-  }
-  return due;
 }
 
 std::vector<uint64_t> GrantManager::TakeDue() {

@@ -24,8 +24,7 @@
 //     CmManager or the TokenStore... except TokenStore::Issue/Revoke, which take only the store's own lock
 //     and never call back.
 //   - The "grants" EventLoop owns the timer (a timerfd) and refills pools. Expiry fires there, and so does
-//     the deadline of a key's invalidation stuck on its client's QP (Options::key_kill_timeout), and the
-//     disconnect of an ended grant's connection after its grace (Options::end_grace).
+//     the deadline of a key's invalidation stuck on its client's QP (Options::key_kill_timeout).
 //   - Activation and revocation are chains of callbacks: they start on a CM dispatcher (OnConnected,
 //     OnGone) or a gRPC thread (RevokeGrant, Retire), continue on the device dispatcher (bind and
 //     invalidate completions) and never wait. A grant with an operation in flight is `busy`; an end
@@ -78,10 +77,6 @@ class GrantManager final : public dataplane::GrantConnections {
     // retried without end if its connection asked for unlimited RNR retry) before rdmad disconnects it: the
     // QP's error state flushes the queue, and the window is deallocated and replaced, killing the key.
     absl::Duration key_kill_timeout = absl::Seconds(5);
-    // How long a grant's connection stays up after its key died and the ENDED message went out, before rdmad
-    // disconnects it: rdmad's QP still answers, so a read with the dead key fails at once with a remote
-    // access error instead of the transport's retries running out. Zero (and during a drain): at once.
-    absl::Duration end_grace = absl::Seconds(1);
   size_t pool_size = 8;                           // ready windows kept per PD
     size_t max_ended = 1024;                        // ended grants remembered for Get/List
     size_t max_batch = 1024;                        // IssueGrants
@@ -257,10 +252,7 @@ class GrantManager final : public dataplane::GrantConnections {
   // released by every path that ends a grant, before its waiters are answered.
   void FlushAudit() ABSL_LOCKS_EXCLUDED(mu_);
   // After an end: the ENDED (or FAILED) message, then rdma_disconnect; or the release, if the client left.
-  // `grace`: the connection stays Options::end_grace after the message (an ENDED whose key died; not a
-  // FAILED, nor an end because the PD goes or rdmad stops).
-  void Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release,
-                bool grace = false);
+  void Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release);
   // `key` (ACTIVE only; null: the entry's own): the key the message carries.
   std::string Message(const Entry& e, wire::GrantMessageType type, const Key* key = nullptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -276,15 +268,11 @@ class GrantManager final : public dataplane::GrantConnections {
   void ArmTimer();
   void OnTimer();
   // OnTimer's steps: take the grants whose lease has run out from the expiry index, then end them; take the
-  // invalidations past their deadline, then disconnect their clients; take the ended grants' connections
-  // whose grace is over (all of them with `all`), then disconnect them.
+  // invalidations past their deadline, then disconnect their clients.
   std::vector<uint64_t> TakeDue();
   void EndDue(const std::vector<uint64_t>& due);
   std::vector<std::pair<std::string, std::string>> TakeStuckKills();  // (grant, cm id)
   void Disconnect(const std::vector<std::pair<std::string, std::string>>& stuck);
-  std::vector<std::string> TakeGoodbyesDue(bool all);  // cm ids
-  // The last step of a Farewell: rdma_disconnect, then the drain's count of goodbyes goes down.
-  void Hangup(const std::string& cm_id);
   // Pool refill (the "grants" loop).
   void RefillSoon(const std::string& pd);
   void Refill(const std::string& pd);
@@ -311,8 +299,6 @@ class GrantManager final : public dataplane::GrantConnections {
   std::deque<uint64_t> ended_ ABSL_GUARDED_BY(mu_);                               // in end order
   std::set<std::pair<absl::Time, uint64_t>> expiries_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<absl::Time, uint64_t>> kills_ ABSL_GUARDED_BY(mu_);  // invalidations in flight, by deadline
-  // Ended grants' connections, disconnected at their grace's end (Options::end_grace): (deadline, cm id).
-  std::set<std::pair<absl::Time, std::string>> goodbyes_due_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued

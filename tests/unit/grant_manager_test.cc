@@ -40,10 +40,6 @@ class GrantManagerTestPeer {
  public:
   static std::vector<uint64_t> TakeDue(GrantManager& m) { return m.TakeDue(); }
   static void EndDue(GrantManager& m, const std::vector<uint64_t>& due) { m.EndDue(due); }
-  static size_t GoodbyesDue(GrantManager& m) {
-    MutexLock lock(&m.mu_);
-    return m.goodbyes_due_.size();
-  }
   static absl::StatusOr<v1::IssuedGrant> IssueChecked(GrantManager& m, const v1::IssueGrantRequest& request,
                                                       const std::function<void()>& between) {
     return m.IssueChecked(request, between);
@@ -235,34 +231,6 @@ TEST_F(GrantManagerTest, TheKeyIsAType2WindowOnTheClientsQpSentOnlyAfterItsBindA
   std::vector<v1::GrantEventType> seen;
   while (std::optional<v1::GrantEvent> e = watcher->Next()) seen.push_back(e->type());
   EXPECT_THAT(seen, ::testing::ElementsAre(v1::GRANT_ISSUED_EVENT, v1::GRANT_ACTIVATED, v1::GRANT_REVOKED));
-}
-
-// After the key died and ENDED went out, the connection stays for the grace (Options::end_grace, 1 s by
-// default): rdmad's QP still answers, so a read with the dead key fails at once with a remote access error.
-// Then rdmad disconnects it. A drain does not wait for the grace.
-TEST_F(GrantManagerTest, AnEndedGrantsConnectionStaysForTheGraceThenRdmadDisconnectsIt) {
-  fake_clock_ = true;  // the grace runs on fake time: nothing sleeps
-  Build();
-  const v1::Grant a = Activate(Request(0, 4096));
-  const v1::Grant b = Activate(Request(4096, 4096));
-  ASSERT_TRUE(Revoke(a.name()).ok());
-  ASSERT_TRUE(Eventually([&] { return GrantManagerTestPeer::GoodbyesDue(*grants_) == 1; }));
-  const std::vector<wire::GrantMessage> sent = Messages(a);
-  ASSERT_EQ(sent.size(), 2u);
-  EXPECT_EQ(sent[1].type, wire::GrantMessageType::kEnded);
-  Advance(absl::Milliseconds(999));
-  grants_->ClockMoved();
-  EXPECT_TRUE(cm_->GetCmId(a.cm_id()).ok());  // the grace is not over: connected, its QP answering
-  EXPECT_TRUE(registry_->GetQp(a.qp()).ok());
-  Advance(absl::Milliseconds(1));
-  grants_->ClockMoved();
-  EXPECT_EQ(GrantManagerTestPeer::GoodbyesDue(*grants_), 0u);
-  EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(a.cm_id()).ok() && !registry_->GetQp(a.qp()).ok(); }));
-
-  // A drain ends b and disconnects it at once, its grace or not, with the clock standing still.
-  EXPECT_EQ(grants_->Drain(absl::Now() + absl::Seconds(10)), 0u);
-  EXPECT_EQ(grants_->Get(b.name()).value().end_reason(), v1::END_SHUTDOWN);
-  EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(b.cm_id()).ok(); }));
 }
 
 TEST_F(GrantManagerTest, WithoutType2WindowsTheKeyIsAType1WindowAndWithoutWindowsTheMrsOwnRotatedToRevoke) {
