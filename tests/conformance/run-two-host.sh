@@ -42,7 +42,7 @@ cat >"$work/rdmad.json" <<JSON
 JSON
 if [ "$role" = a ]; then
   # The application: writes the bytes B will read through grants, before rdmad (and B) start.
-  dd if=/dev/urandom of="$grant_file" bs=1M count=64 iflag=fullblock status=none
+  dd if=/dev/urandom of="$grant_file" bs=1M count=16 iflag=fullblock status=none
   cp "$grant_file" "$out/grant-expected.bin"
 fi
 rdma resource show >"$work/before.txt" 2>&1 || true
