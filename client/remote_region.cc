@@ -199,6 +199,9 @@ struct RemoteRegion::Impl {
                         internal::OpKind kind = internal::OpKind::kRead);
   // Why `buffer` cannot take [destination, destination + length): "" when it can.
   std::string BufferProblem(const LocalBuffer& buffer, const void* destination, uint64_t length) const;
+  // A whole-buffer Read or Write's argument: `what` ("destination", "source") is this connection's
+  // LocalBuffer and `at` is inside it; INVALID_ARGUMENT naming the argument otherwise.
+  absl::Status CheckBuffer(const LocalBuffer& buffer, size_t at, const char* what) const;
   // Read (both forms): [offset, offset + length) into `destination` (inside `registered` if set), split into
   // work requests and kept in flight (RunChunks); returns when none is outstanding.
   // A write (`kind`) takes its bytes from `destination`.
@@ -786,6 +789,17 @@ absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& 
   return absl::OkStatus();
 }
 
+absl::Status RemoteRegion::Impl::CheckBuffer(const LocalBuffer& buffer, size_t at, const char* what) const {
+  if (std::string problem = BufferProblem(buffer, buffer.data(), 0); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", what, ": ", problem));
+  }
+  if (at > buffer.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", what, "_offset ", at, " is past the registered ",
+                                                   buffer.size(), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 std::string RemoteRegion::Impl::BufferProblem(const LocalBuffer& buffer, const void* destination,
                                               uint64_t length) const {
   if (buffer.empty()) return "an empty LocalBuffer (moved from, or never registered)";
@@ -897,13 +911,7 @@ absl::Status RemoteRegion::Write(uint64_t offset, uint64_t length, const void* s
 
 absl::Status RemoteRegion::Write(uint64_t offset, uint64_t length, const LocalBuffer& source, size_t source_offset) {
   Impl& impl = *impl_;
-  if (std::string problem = impl.BufferProblem(source, source.data(), 0); !problem.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": source: ", problem));
-  }
-  if (source_offset > source.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": source_offset ", source_offset,
-                                                   " is past the registered ", source.size(), " bytes"));
-  }
+  if (absl::Status s = impl.CheckBuffer(source, source_offset, "source"); !s.ok()) return s;
   return impl.ReadWhole(offset, length, source.data() + source_offset, &source, key_, expiry_,
                         internal::OpKind::kWrite);
 }
@@ -919,13 +927,7 @@ absl::Status RemoteRegion::Read(uint64_t offset, uint64_t length, void* destinat
 absl::Status RemoteRegion::Read(uint64_t offset, uint64_t length, const LocalBuffer& destination,
                                 size_t destination_offset) {
   Impl& impl = *impl_;
-  if (std::string problem = impl.BufferProblem(destination, destination.data(), 0); !problem.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": destination: ", problem));
-  }
-  if (destination_offset > destination.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(impl.label, ": destination_offset ", destination_offset,
-                                                   " is past the registered ", destination.size(), " bytes"));
-  }
+  if (absl::Status s = impl.CheckBuffer(destination, destination_offset, "destination"); !s.ok()) return s;
   return impl.ReadWhole(offset, length, destination.data() + destination_offset, &destination, key_, expiry_);
 }
 

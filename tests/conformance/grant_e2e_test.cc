@@ -179,12 +179,13 @@ const Region* TheRegion(std::string* error) {
   ASSERT_NE(var, nullptr) << var##_error
 
 absl::StatusOr<v1::IssuedGrant> Issue(const Region& r, uint64_t offset, uint64_t length, uint32_t ttl_ms,
-                                      const std::string& principal) {
+                                      const std::string& principal, bool writable = false) {
   v1::IssueGrantRequest req;
   req.set_mr(r.mr);
   req.set_offset(offset);
   req.set_length(length);
   req.add_access(v1::REMOTE_READ);
+  if (writable) req.add_access(v1::REMOTE_WRITE);
   req.set_ttl_ms(ttl_ms);
   req.set_principal(principal);
   return A().IssueGrant(req);
@@ -1226,15 +1227,7 @@ TEST_F(GrantE2e, LongReadFailsWholeOnOnePartsError) {
 
 absl::StatusOr<v1::IssuedGrant> IssueWritable(const Region& r, uint64_t offset, uint64_t length,
                                               const std::string& principal) {
-  v1::IssueGrantRequest req;
-  req.set_mr(r.mr);
-  req.set_offset(offset);
-  req.set_length(length);
-  req.add_access(v1::REMOTE_READ);
-  req.add_access(v1::REMOTE_WRITE);
-  req.set_ttl_ms(60000);
-  req.set_principal(principal);
-  return A().IssueGrant(req);
+  return Issue(r, offset, length, 60000, principal, /*writable=*/true);
 }
 
 // Puts A's bytes at [offset, offset + length) back as they were (Expected), through a grant of its own, and
