@@ -9,6 +9,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace rdmad::client {
@@ -66,7 +67,17 @@ Client::Client(std::pair<std::shared_ptr<grpc::Channel>, absl::Status> dialed, c
 
 bool Client::IsRead(const google::protobuf::Message& request) {
   const std::string& name = request.GetDescriptor()->name();
-  return absl::StartsWith(name, "Get") || absl::StartsWith(name, "List") || name == "WhoAmIRequest";
+  if (absl::StartsWith(name, "Get") || absl::StartsWith(name, "List") || name == "WhoAmIRequest") return true;
+  // A validation changes nothing: retried like a read.
+  const google::protobuf::FieldDescriptor* f = request.GetDescriptor()->FindFieldByName("validate_only");
+  return f != nullptr && f->type() == google::protobuf::FieldDescriptor::TYPE_BOOL &&
+         request.GetReflection()->GetBool(request, f);
+}
+
+absl::Status Client::NotValidated(const std::string& made) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("validate_only: rdmad does not support it and really created ", made,
+                   " (an older rdmad): remove it if it is not wanted"));
 }
 
 bool Client::BackOff(const absl::Status& failed, int attempt, std::chrono::system_clock::time_point deadline) const {
@@ -124,8 +135,10 @@ absl::StatusOr<v1::DeletePdResponse> Client::DeletePd(const std::string& name, b
   return Call(pds_.get(), &v1::ProtectionDomains::Stub::DeletePd, r);
 }
 
-absl::StatusOr<v1::MemoryRegion> Client::RegisterMr(const v1::RegisterMrRequest& request) {
-  return Call(mrs_.get(), &v1::MemoryRegions::Stub::RegisterMr, request);
+absl::StatusOr<v1::MemoryRegion> Client::RegisterMr(const v1::RegisterMrRequest& request,
+                                                    const MutateOptions& options) {
+  return Mutate(mrs_.get(), &v1::MemoryRegions::Stub::RegisterMr, request, options,
+                +[](const v1::MemoryRegion& mr) -> const std::string& { return mr.name(); });
 }
 absl::StatusOr<v1::MemoryRegion> Client::GetMr(const std::string& name) {
   v1::GetMrRequest r;
@@ -180,8 +193,11 @@ absl::StatusOr<v1::ListMwsResponse> Client::ListMws(const std::string& pd) {
   r.set_pd(pd);
   return Call(mws_.get(), &v1::MemoryWindows::Stub::ListMws, r);
 }
-absl::StatusOr<v1::MemoryWindow> Client::BindMw(const v1::BindMwRequest& request) {
-  return Call(mws_.get(), &v1::MemoryWindows::Stub::BindMw, request);
+absl::StatusOr<v1::MemoryWindow> Client::BindMw(const v1::BindMwRequest& request, const MutateOptions& options) {
+  // The window exists already: a validation answers it with no rkey (0), a real bind with its new one.
+  static const std::string kNone;
+  return Mutate(mws_.get(), &v1::MemoryWindows::Stub::BindMw, request, options,
+                +[](const v1::MemoryWindow& mw) -> const std::string& { return mw.rkey() != 0 ? mw.name() : kNone; });
 }
 absl::StatusOr<v1::MemoryWindow> Client::InvalidateMw(const std::string& name) {
   v1::InvalidateMwRequest r;

@@ -58,6 +58,17 @@ struct RetryOptions {
   double multiplier = 2.0;
 };
 
+// How a call that creates or binds runs (RegisterMr, BindMw, IssueGrant).
+struct MutateOptions {
+  // Only validate (the request's validate_only; either one sets it): rdmad checks the request exactly as for
+  // real (the same errors, codes and ErrorDetail field; quotas: would it fit?) and answers what the call would
+  // have returned, minus what exists only once made (names, addresses, keys, the grant's token: empty or 0,
+  // docs/api.md#validate-only); nothing is pinned, registered, bound, issued or recorded. Such a call is
+  // retried like a read. An rdmad too old to know validate_only would really create the object: its answer
+  // then has a name, and the call fails with FAILED_PRECONDITION on validate_only, naming what was made.
+  bool validate_only = false;
+};
+
 class Client {
  public:
   struct Options {
@@ -92,7 +103,7 @@ class Client {
   absl::StatusOr<v1::DeletePdResponse> DeletePd(const std::string& name, bool cascade = false,
                                                 bool revoke_grants = false);
 
-  absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request);
+  absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request, const MutateOptions& options = {});
   absl::StatusOr<v1::MemoryRegion> GetMr(const std::string& name);
   absl::StatusOr<v1::ListMrsResponse> ListMrs(const std::string& pd = "");
   absl::StatusOr<v1::ReregisterMrResponse> ReregisterMr(const v1::ReregisterMrRequest& request);
@@ -109,7 +120,7 @@ class Client {
   absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request);
   absl::StatusOr<v1::MemoryWindow> GetMw(const std::string& name);
   absl::StatusOr<v1::ListMwsResponse> ListMws(const std::string& pd = "");
-  absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request);
+  absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request, const MutateOptions& options = {});
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name);
 
@@ -146,7 +157,8 @@ class Client {
 
   // The IssuedGrant carries the token (a secret, single use: only this call returns it) and the endpoints
   // of rdmad's data-plane listener; RemoteRegion::Open (client/remote_region.h) takes it as it is.
-  absl::StatusOr<v1::IssuedGrant> IssueGrant(const v1::IssueGrantRequest& request);
+  // With options.validate_only: the grant it would issue, with no name, token name or token.
+  absl::StatusOr<v1::IssuedGrant> IssueGrant(const v1::IssueGrantRequest& request, const MutateOptions& options = {});
   // All or nothing (an error names "grants[i].field").
   absl::StatusOr<v1::IssueGrantsResponse> IssueGrants(const v1::IssueGrantsRequest& request);
   absl::StatusOr<v1::Grant> GetGrant(const std::string& name);
@@ -229,8 +241,31 @@ class Client {
                                  const std::function<bool()>& read, const std::function<bool()>& deliver,
                                  const std::function<grpc::Status()>& finish);
 
-  // Whether `request` is a read's (Get*, List*, WhoAmI): those alone are retried.
+  // Whether `request` is a read's (Get*, List*, WhoAmI, or any with validate_only set): those alone are retried.
   static bool IsRead(const google::protobuf::Message& request);
+  // A validate_only call (MutateOptions): `request` with validate_only set if `options` asks for it, then the
+  // call; an answer naming what it made (an rdmad that ignored validate_only) is FAILED_PRECONDITION.
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> Mutate(Stub* stub,
+                                  grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                                  const Request& request, const MutateOptions& options,
+                                  const std::string& (*made)(const Response&)) {
+    if (!options.validate_only || request.validate_only()) {
+      absl::StatusOr<Response> out = Call(stub, method, request);
+      if (request.validate_only()) return CheckValidated(std::move(out), made);
+      return out;
+    }
+    Request validated = request;
+    validated.set_validate_only(true);
+    return CheckValidated(Call(stub, method, validated), made);
+  }
+  template <typename Response>
+  static absl::StatusOr<Response> CheckValidated(absl::StatusOr<Response> out,
+                                                 const std::string& (*made)(const Response&)) {
+    if (!out.ok() || made(*out).empty()) return out;
+    return NotValidated(made(*out));
+  }
+  static absl::Status NotValidated(const std::string& made);
   // After attempt `attempt` failed with `failed`: whether to try again (then it has slept the backoff first).
   bool BackOff(const absl::Status& failed, int attempt, std::chrono::system_clock::time_point deadline) const;
 

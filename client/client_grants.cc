@@ -7,8 +7,10 @@
 
 namespace rdmad::client {
 
-absl::StatusOr<v1::IssuedGrant> Client::IssueGrant(const v1::IssueGrantRequest& request) {
-  return Call(grants_.get(), &v1::Grants::Stub::IssueGrant, request);
+absl::StatusOr<v1::IssuedGrant> Client::IssueGrant(const v1::IssueGrantRequest& request,
+                                                   const MutateOptions& options) {
+  return Mutate(grants_.get(), &v1::Grants::Stub::IssueGrant, request, options,
+                +[](const v1::IssuedGrant& g) -> const std::string& { return g.grant().name(); });
 }
 absl::StatusOr<v1::IssueGrantsResponse> Client::IssueGrants(const v1::IssueGrantsRequest& request) {
   return Call(grants_.get(), &v1::Grants::Stub::IssueGrants, request);

@@ -304,7 +304,8 @@ class FakeGrants final : public v1::Grants::Service {
   grpc::Status IssueGrant(grpc::ServerContext*, const v1::IssueGrantRequest* req, v1::IssuedGrant* resp) override {
     issued = *req;
     v1::Grant* g = resp->mutable_grant();
-    g->set_name("grants/9");
+    // A validation has no name, unless the principal plays an rdmad too old to know validate_only.
+    if (!req->validate_only() || req->principal() == "old-rdmad") g->set_name("grants/9");
     g->set_mr(req->mr());
     g->set_offset(req->offset());
     g->set_length(req->length());
@@ -437,6 +438,34 @@ TEST_F(ClientGrantsTest, IssueGrantCarriesTheRequestAndTheSecret) {
   EXPECT_EQ(g->token(), std::string(32, '\x5a'));
   ASSERT_EQ(g->endpoints_size(), 1);
   EXPECT_EQ(g->endpoints(0).port(), 7471u);
+}
+
+TEST_F(ClientGrantsTest, ValidateOnlyIsSentAndAnAnswerNamingAGrantIsRefused) {
+  auto c = MakeClient();
+  v1::IssueGrantRequest r;
+  r.set_mr("mrs/3");
+  r.set_length(4096);
+  r.set_principal("app-7");
+  MutateOptions validate;
+  validate.validate_only = true;
+  absl::StatusOr<v1::IssuedGrant> g = c->IssueGrant(r, validate);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(grants_.issued.validate_only());
+  EXPECT_EQ(g->grant().name(), "");
+  // The request's own validate_only does the same.
+  r.set_validate_only(true);
+  ASSERT_TRUE(c->IssueGrant(r).ok());
+  EXPECT_TRUE(grants_.issued.validate_only());
+  // Without either: a real issue.
+  r.set_validate_only(false);
+  ASSERT_TRUE(c->IssueGrant(r).ok());
+  EXPECT_FALSE(grants_.issued.validate_only());
+  // An rdmad that ignored validate_only answers the grant it made: the caller hears it.
+  r.set_principal("old-rdmad");
+  absl::Status s = c->IssueGrant(r, validate).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("grants/9"));
+  EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("validate_only:"));
 }
 
 TEST_F(ClientGrantsTest, IssueGrantsErrorNamesTheRequest) {
