@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The one command behind docs/performance.md: runs every benchmark in fresh Soft-RoCE guests, one
-# after the other, then rewrites the doc's generated tables and its plots from what they measured:
+# The one command behind docs/dev/benchmarks.md (the full tables) and the plots of docs/performance.md: runs every
+# benchmark in fresh Soft-RoCE guests, one after the other, then rewrites the generated tables and the plots
+# from what they measured:
 #   - each benchmark writes markdown fragments (NAME.md) and plot data (NAME.dat) into its output directory
 #     (RDMAD_BENCH_RESULTS, which the harness passes into the guests); they are gathered in OUT/results;
 #   - tests/bench/render_doc.py puts each NAME.md between `<!-- generated:NAME -->` and `<!-- end:NAME -->`
-#     in docs/performance.md, and draws each tests/bench/plots/NAME.gp from NAME.dat into docs/perf/NAME.png
+#     in docs/dev/benchmarks.md, and draws each tests/bench/plots/NAME.gp from NAME.dat into docs/perf/NAME.png
 #     (gnuplot, on the host).
-# The prose around the tables is written by hand; re-read it after a run whose figures moved.
+# The prose around the tables, and docs/performance.md's summary tables (ratios and their spread), are written
+# by hand: update them after a run whose figures moved, with the run's date.
 #
 # Usage: tests/bench/regenerate.sh [--out DIR] [--short] [--only NAMES] [--render-only]
 #   --out DIR      where logs and results go (default out/bench; kept)
@@ -82,13 +84,13 @@ if ((render_only == 0)); then
 fi
 
 if [ -n "$full" ] || ((render_only)); then
-  python3 tests/bench/render_doc.py docs/performance.md "$results" tests/bench/plots docs/perf ||
+  python3 tests/bench/render_doc.py docs/dev/benchmarks.md "$results" tests/bench/plots docs/perf ||
     failed+=(render)
 else
-  echo "regenerate.sh: --short: docs/performance.md left as it is (render with --render-only if wanted)"
+  echo "regenerate.sh: --short: docs/dev/benchmarks.md left as it is (render with --render-only if wanted)"
 fi
 if ((${#failed[@]})); then
   echo "regenerate.sh: FAILED: ${failed[*]}"
   exit 1
 fi
-echo "regenerate.sh: done; review: git diff docs/performance.md docs/perf"
+echo "regenerate.sh: done; review: git diff docs/dev/benchmarks.md docs/perf, then update docs/performance.md"

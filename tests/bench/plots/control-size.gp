@@ -1,15 +1,17 @@
-# RegisterMr of anonymous memory against its size: the direct ibv_reg_mr, the RPC, and the RPC minus the no-op
-# RPC sampled just before it (issue 9's goal: at most 1.2x the verbs call). Data: control_bench --data-prefix.
-set terminal pngcairo size 800,500
+# RegisterMr against ibv_reg_mr by region size, as a ratio: (the RPC - the no-op RPC sampled just before it) /
+# the direct ibv_reg_mr, p50s, beside the goal (at most 1.2x). Data: control_bench --data-prefix (size_bytes,
+# then verbs, RPC, no-op and RPC - no-op p50 in us). The title carries the date of the data file (the run's).
+set terminal pngcairo size 800,500 noenhanced
 set output out
-set title "RegisterMr: rdmad's RPC against ibv_reg_mr (Soft-RoCE guest, p50)"
-set logscale xy
-set xlabel "region size (bytes)"
-set ylabel "time (us)"
+date = system(sprintf("date -u -r '%s' +%%Y-%%m-%%d 2>/dev/null", in))
+set title sprintf("RegisterMr: (RPC - no-op RPC) / ibv_reg_mr, p50 (Soft-RoCE guest)\nmeasured %s", date)
+set logscale x
+set xlabel "region size"
+set ylabel "ratio (1 = the verbs call's own time)"
+set yrange [0:*]
 set grid
 set xtics ("4 KiB" 4096, "1 MiB" 1048576, "16 MiB" 16777216, "256 MiB" 268435456, "1 GiB" 1073741824)
-set key top left box opaque
-plot in using 1:2 with linespoints title "ibv_reg_mr (direct)", \
-     in using 1:3 with linespoints title "RegisterMr RPC", \
-     in using 1:5 with linespoints title "RPC - no-op RPC", \
-     in using 1:4 with lines dashtype 2 title "no-op RPC (ListPds)"
+set key top right box opaque
+plot in using 1:($5/$2) with linespoints lw 2 pt 7 title "RegisterMr: (RPC - no-op) / ibv_reg_mr", \
+     1.2 with lines dashtype 2 lc rgb "red" title "goal: at most 1.2", \
+     1 with lines dashtype 3 lc rgb "gray" notitle
