@@ -117,12 +117,16 @@ if [ -n "$addr" ]; then
   reader_rc=0
   wait "$reader" || reader_rc=$?
   sed 's/^/[the client] /' "$work/reader.err"
-  if ((reader_rc != 0)); then
-    echo "GRANT-REVOKED-READ-FAILED: the client's read after the revocation failed (exit status $reader_rc)"
-  else
+  if ((reader_rc == 0)); then
     echo "GRANT-REVOKED-READ-SUCCEEDED: the client read on after the revocation" >&2
     exit 1
+  elif [[ $("$bin/cli/rdmactl" --server "unix:$sock" get grants/2 -o json) != *END_REVOKED* ]]; then
+    echo "GRANT-READER-FAILED-OTHERWISE: the client failed (exit status $reader_rc), and grants/2 did not end revoked" >&2
+    exit 1
   fi
+  # (The client sees the revocation as its key refused, the ENDED message, or its connection dropped after
+  # it, whichever reaches it first: all of them end its reads.)
+  echo "GRANT-REVOKED-READ-FAILED: the client's read after the revocation failed (exit status $reader_rc)"
   ctl get grants --mr mrs/3 --all
 fi
 ctl delete pd pds/1 --cascade
