@@ -22,6 +22,10 @@ PKGS=(
   ibverbs-utils rdmacm-utils perftest
   # docs/examples/read_grant.py: a grant client on rdma-core's Python bindings alone
   python3-pyverbs
+  # the Python SDK (python/, docs/sdk.md#python): its extension module's headers (pybind11-dev, python3-dev's
+  # Python.h), the runtime its generated stubs need (python3-grpcio, python3-protobuf: the releases of Debian's
+  # protoc and grpc_python_plugin), numpy arrays as read buffers and the suite (tests/python/)
+  pybind11-dev python3-dev python3-grpcio python3-protobuf python3-numpy python3-pytest
   # Kubernetes (docs/operations.md#deployment-on-kubernetes): the image from Debian packages
   # (deploy/image/build-image.sh), the sidecar Pod under podman (runc: crun refuses hybrid cgroups here;
   # catatonit: the Pod's infra container), the manifests' schema (python3-kubernetes' typed models)

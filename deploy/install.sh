@@ -3,15 +3,17 @@
 # on PATH on Debian), with the systemd unit (/etc/systemd/system/rdmad.service) and, if none is there yet,
 # the example config as /etc/rdmad/rdmad.json. Also the C++ SDK (docs/sdk.md): $PREFIX/lib/librdmad-client.so.1
 # with its symlinks, the public headers under $PREFIX/include/rdmad/ and $PREFIX/lib/pkgconfig/rdmad-client.pc
-# (on pkg-config's default path for /usr/local), then ldconfig. DESTDIR stages the whole tree elsewhere (the
+# (on pkg-config's default path for /usr/local), then ldconfig. And the Python SDK (docs/sdk.md#python): the
+# package rdmad for Debian's /usr/bin/python3 in $PREFIX/lib/python3.X/dist-packages/rdmad. DESTDIR stages the whole tree elsewhere (the
 # test suite installs into a scratch directory this way). Idempotent; an existing config is never overwritten.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${PREFIX:-/usr/local}
 dest=${DESTDIR:-}
 
-echo "install: building rdmad, rdmactl and librdmad-client.so" >&2
-bazel build //server:rdmad //cli:rdmactl //client:librdmad-client.so //proto:rdmad_v1
+echo "install: building rdmad, rdmactl, librdmad-client.so and the Python package" >&2
+bazel build //server:rdmad //cli:rdmactl //client:librdmad-client.so //proto:rdmad_v1 \
+  //python:rdmad_v1_py //python:_rdmad_dataplane.so
 install -D -m 0755 bazel-bin/server/rdmad "$dest$prefix/bin/rdmad"
 install -D -m 0755 bazel-bin/cli/rdmactl "$dest$prefix/bin/rdmactl"
 install -d -m 0755 "$dest/etc/systemd/system" "$dest$prefix/share/doc/rdmad"
@@ -58,6 +60,34 @@ sed -e "s|@PREFIX@|$prefix|g" -e "s|@LIBDIR@|$libdir|g" -e "s|@VERSION@|$sdk_ver
 chmod 0644 "$dest$libdir/pkgconfig/rdmad-client.pc"
 [ -n "$dest" ] || ldconfig
 echo "install: $libdir/librdmad-client.so.$sdk_major, $prefix/include/rdmad/, $libdir/pkgconfig/rdmad-client.pc${dest:+ (under $dest)}" >&2
+
+# The Python SDK, for Debian's /usr/bin/python3 (its python3-grpcio and python3-protobuf, which the generated
+# code matches; the extension module is built for its 3.X ABI). $PREFIX/lib/python3.X/dist-packages is on that
+# interpreter's default sys.path for PREFIX=/usr/local; another prefix needs PYTHONPATH.
+python=/usr/bin/python3
+pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pysite=$prefix/lib/python$pyver/dist-packages
+pkg=$dest$pysite/rdmad
+rm -rf "$pkg"
+install -d -m 0755 "$pkg/v1"
+install -m 0644 python/rdmad/*.py "$pkg/"
+install -m 0644 python/rdmad/v1/__init__.py bazel-bin/python/rdmad/v1/rdmad_pb2.py \
+  bazel-bin/python/rdmad/v1/rdmad_pb2_grpc.py "$pkg/v1/"
+install -m 0644 bazel-bin/python/_rdmad_dataplane.so "$pkg/"
+# Import what was installed (from /, with only the installed tree added): a missing module, a dependency
+# (python3-grpcio, python3-protobuf) or an unresolved symbol of the extension fails the install.
+if ! imported=$(cd / && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$dest$pysite "$python" -c \
+  'import rdmad, rdmad._rdmad_dataplane as d; print(rdmad.__file__); print(d.__file__)' 2>&1); then
+  echo "install: the installed Python package does not import: $imported" >&2
+  exit 1
+fi
+case $imported in
+  "$pkg"/*) ;;
+  *) echo "install: python3 imported rdmad from elsewhere than $pkg: $imported" >&2; exit 1 ;;
+esac
+"$python" -m compileall -q -d "$pysite/rdmad" "$pkg" >/dev/null
+echo "install: $pysite/rdmad (import rdmad)${dest:+ (under $dest)}" >&2
+[ "$prefix" = /usr/local ] || echo "install: add $pysite to PYTHONPATH" >&2
 
 echo "install: $prefix/bin/rdmad, $prefix/bin/rdmactl, /etc/systemd/system/rdmad.service${dest:+ (under $dest)}" >&2
 if [ -z "$dest" ] && [ -d /run/systemd/system ]; then
