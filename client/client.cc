@@ -63,6 +63,12 @@ Client::Client(Options options) : Client(ChannelFor(options), options) {}
 Client::Client(std::pair<std::shared_ptr<grpc::Channel>, absl::Status> dialed, const Options& options)
     : Client(std::move(dialed.first), options.timeout, options.retry) {
   dial_status_ = std::move(dialed.second);
+  list_page_size_ = options.list_page_size;
+}
+
+absl::Status Client::RepeatedToken(const std::string& request) {
+  return absl::InternalError(
+      absl::StrCat("page_token: rdmad answered a ", request, " with the token it was given: the list would not end"));
 }
 
 bool Client::IsRead(const google::protobuf::Message& request) {
@@ -108,7 +114,11 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds
       grants_(v1::Grants::NewStub(channel_)) {}
 
 absl::StatusOr<v1::ListDevicesResponse> Client::ListDevices() {
-  return Call(devices_.get(), &v1::Devices::Stub::ListDevices, v1::ListDevicesRequest());
+  return ListAll(devices_.get(), &v1::Devices::Stub::ListDevices, v1::ListDevicesRequest(),
+                 &v1::ListDevicesResponse::mutable_devices);
+}
+absl::StatusOr<v1::ListDevicesResponse> Client::ListDevicesPage(const v1::ListDevicesRequest& request) {
+  return Call(devices_.get(), &v1::Devices::Stub::ListDevices, request);
 }
 absl::StatusOr<v1::Device> Client::GetDevice(const std::string& name) {
   v1::GetDeviceRequest r;
@@ -125,7 +135,11 @@ absl::StatusOr<v1::ProtectionDomain> Client::GetPd(const std::string& name) {
   return Call(pds_.get(), &v1::ProtectionDomains::Stub::GetPd, r);
 }
 absl::StatusOr<v1::ListPdsResponse> Client::ListPds() {
-  return Call(pds_.get(), &v1::ProtectionDomains::Stub::ListPds, v1::ListPdsRequest());
+  return ListAll(pds_.get(), &v1::ProtectionDomains::Stub::ListPds, v1::ListPdsRequest(),
+                 &v1::ListPdsResponse::mutable_pds);
+}
+absl::StatusOr<v1::ListPdsResponse> Client::ListPdsPage(const v1::ListPdsRequest& request) {
+  return Call(pds_.get(), &v1::ProtectionDomains::Stub::ListPds, request);
 }
 absl::StatusOr<v1::DeletePdResponse> Client::DeletePd(const std::string& name, bool cascade, bool revoke_grants) {
   v1::DeletePdRequest r;
@@ -148,7 +162,10 @@ absl::StatusOr<v1::MemoryRegion> Client::GetMr(const std::string& name) {
 absl::StatusOr<v1::ListMrsResponse> Client::ListMrs(const std::string& pd) {
   v1::ListMrsRequest r;
   r.set_pd(pd);
-  return Call(mrs_.get(), &v1::MemoryRegions::Stub::ListMrs, r);
+  return ListAll(mrs_.get(), &v1::MemoryRegions::Stub::ListMrs, r, &v1::ListMrsResponse::mutable_mrs);
+}
+absl::StatusOr<v1::ListMrsResponse> Client::ListMrsPage(const v1::ListMrsRequest& request) {
+  return Call(mrs_.get(), &v1::MemoryRegions::Stub::ListMrs, request);
 }
 absl::StatusOr<v1::ReregisterMrResponse> Client::ReregisterMr(const v1::ReregisterMrRequest& request) {
   return Call(mrs_.get(), &v1::MemoryRegions::Stub::ReregisterMr, request);
@@ -169,7 +186,10 @@ absl::StatusOr<v1::QueuePair> Client::GetQp(const std::string& name) {
   return Call(qps_.get(), &v1::QueuePairs::Stub::GetQp, r);
 }
 absl::StatusOr<v1::ListQpsResponse> Client::ListQps() {
-  return Call(qps_.get(), &v1::QueuePairs::Stub::ListQps, v1::ListQpsRequest());
+  return ListAll(qps_.get(), &v1::QueuePairs::Stub::ListQps, v1::ListQpsRequest(), &v1::ListQpsResponse::mutable_qps);
+}
+absl::StatusOr<v1::ListQpsResponse> Client::ListQpsPage(const v1::ListQpsRequest& request) {
+  return Call(qps_.get(), &v1::QueuePairs::Stub::ListQps, request);
 }
 absl::StatusOr<v1::QueuePair> Client::ConnectQp(const v1::ConnectQpRequest& request) {
   return Call(qps_.get(), &v1::QueuePairs::Stub::ConnectQp, request);
@@ -191,7 +211,10 @@ absl::StatusOr<v1::MemoryWindow> Client::GetMw(const std::string& name) {
 absl::StatusOr<v1::ListMwsResponse> Client::ListMws(const std::string& pd) {
   v1::ListMwsRequest r;
   r.set_pd(pd);
-  return Call(mws_.get(), &v1::MemoryWindows::Stub::ListMws, r);
+  return ListAll(mws_.get(), &v1::MemoryWindows::Stub::ListMws, r, &v1::ListMwsResponse::mutable_mws);
+}
+absl::StatusOr<v1::ListMwsResponse> Client::ListMwsPage(const v1::ListMwsRequest& request) {
+  return Call(mws_.get(), &v1::MemoryWindows::Stub::ListMws, request);
 }
 absl::StatusOr<v1::MemoryWindow> Client::BindMw(const v1::BindMwRequest& request, const MutateOptions& options) {
   // The window exists already: a validation answers it with no rkey (0), a real bind with its new one.

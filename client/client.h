@@ -12,6 +12,13 @@
 // no ErrorDetail. rdmad's own UNAVAILABLE (it is shutting down, rdma_cm is missing) is final, and nothing that
 // changes state is ever retried.
 //
+// Lists: rdmad answers a List call a page at a time (at most 1000 items, docs/api.md#paging). Each List*
+// method here follows next_page_token to the last page and returns every item in one response (whose
+// next_page_token is empty), in the order of their names' numbers: one call per page, each bounded by
+// Options::timeout; a failed page fails the whole list. Items made or removed meanwhile may or may not show,
+// but none shows twice. The List*Page methods make one call for one page: the request's page_size and
+// page_token as given, the response's next_page_token where the next page starts ("" after the last).
+//
 // Thread-safety: a Client may be used from many threads at once (gRPC channels and stubs are).
 #ifndef RDMAD_CLIENT_CLIENT_H_
 #define RDMAD_CLIENT_CLIENT_H_
@@ -77,10 +84,12 @@ class Client {
     // Mutual TLS on TCP (channel.h): CA, client certificate and key, server name override. Not used on a
     // unix socket, where rdmad identifies the caller by its uid.
     TlsOptions tls{};
-    // The largest answer accepted, in bytes (gRPC's own default is 4 MiB, less than a ListMrs of 100,000
-    // regions); -1: no limit. A larger answer fails with RESOURCE_EXHAUSTED.
+    // The largest answer accepted, in bytes (gRPC's own default is 4 MiB; a List answers a page of at most
+    // 1000 items, far less); -1: no limit. A larger answer fails with RESOURCE_EXHAUSTED.
     int max_receive_message_bytes = 64 << 20;
     RetryOptions retry{};
+    // The page_size the List* methods ask for on each page; 0: rdmad's default (1000, also its maximum).
+    int32_t list_page_size = 0;
   };
   // Checks the options (the TLS files are read here: INVALID_ARGUMENT naming the file) and makes the
   // channel; it connects on the first call.
@@ -94,11 +103,13 @@ class Client {
                   RetryOptions retry = RetryOptions{1});
 
   absl::StatusOr<v1::ListDevicesResponse> ListDevices();
+  absl::StatusOr<v1::ListDevicesResponse> ListDevicesPage(const v1::ListDevicesRequest& request);
   absl::StatusOr<v1::Device> GetDevice(const std::string& name);
 
   absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request);
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name);
   absl::StatusOr<v1::ListPdsResponse> ListPds();
+  absl::StatusOr<v1::ListPdsResponse> ListPdsPage(const v1::ListPdsRequest& request);
   // revoke_grants: revoke the live grants on the PD's regions first (without it rdmad refuses while any live).
   absl::StatusOr<v1::DeletePdResponse> DeletePd(const std::string& name, bool cascade = false,
                                                 bool revoke_grants = false);
@@ -106,6 +117,7 @@ class Client {
   absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request, const MutateOptions& options = {});
   absl::StatusOr<v1::MemoryRegion> GetMr(const std::string& name);
   absl::StatusOr<v1::ListMrsResponse> ListMrs(const std::string& pd = "");
+  absl::StatusOr<v1::ListMrsResponse> ListMrsPage(const v1::ListMrsRequest& request);
   absl::StatusOr<v1::ReregisterMrResponse> ReregisterMr(const v1::ReregisterMrRequest& request);
   // revoke_grants: revoke the live grants on the MR first (without it rdmad refuses while any live).
   // ReregisterMr takes it in its request.
@@ -114,12 +126,14 @@ class Client {
   absl::StatusOr<v1::QueuePair> CreateQp(const v1::CreateQpRequest& request);
   absl::StatusOr<v1::QueuePair> GetQp(const std::string& name);
   absl::StatusOr<v1::ListQpsResponse> ListQps();
+  absl::StatusOr<v1::ListQpsResponse> ListQpsPage(const v1::ListQpsRequest& request);
   absl::StatusOr<v1::QueuePair> ConnectQp(const v1::ConnectQpRequest& request);
   absl::Status DeleteQp(const std::string& name);
 
   absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request);
   absl::StatusOr<v1::MemoryWindow> GetMw(const std::string& name);
   absl::StatusOr<v1::ListMwsResponse> ListMws(const std::string& pd = "");
+  absl::StatusOr<v1::ListMwsResponse> ListMwsPage(const v1::ListMwsRequest& request);
   absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request, const MutateOptions& options = {});
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name);
@@ -129,11 +143,13 @@ class Client {
   absl::StatusOr<v1::EventChannel> CreateChannel(const v1::CreateChannelRequest& request);
   absl::StatusOr<v1::EventChannel> GetChannel(const std::string& name);
   absl::StatusOr<v1::ListChannelsResponse> ListChannels();
+  absl::StatusOr<v1::ListChannelsResponse> ListChannelsPage(const v1::ListChannelsRequest& request);
   absl::Status DeleteChannel(const std::string& name);
 
   absl::StatusOr<v1::CmId> CreateCmId(const v1::CreateCmIdRequest& request);
   absl::StatusOr<v1::CmId> GetCmId(const std::string& name);
   absl::StatusOr<v1::ListCmIdsResponse> ListCmIds(const std::string& channel = "");
+  absl::StatusOr<v1::ListCmIdsResponse> ListCmIdsPage(const v1::ListCmIdsRequest& request);
   absl::StatusOr<v1::CmId> Listen(const v1::ListenRequest& request);
   // Returns once the connection is established or failed, or when `timeout` (the call's deadline, not
   // Options::timeout) passes: then DEADLINE_EXCEEDED, and rdmad may still complete the connect.
@@ -165,6 +181,7 @@ class Client {
   // Filters are optional ("" for all); include_ended adds the recently ended grants rdmad remembers.
   absl::StatusOr<v1::ListGrantsResponse> ListGrants(const std::string& mr = "", const std::string& principal = "",
                                                     bool include_ended = false);
+  absl::StatusOr<v1::ListGrantsResponse> ListGrantsPage(const v1::ListGrantsRequest& request);
   // The lease then ends `ttl` after rdmad handles the call. INVALID_ARGUMENT (nothing sent) when `ttl` is
   // not 1 ms .. 2^32-1 ms.
   absl::StatusOr<v1::Grant> RenewGrant(const std::string& name, std::chrono::milliseconds ttl);
@@ -187,6 +204,7 @@ class Client {
   absl::StatusOr<v1::Caller> WhoAmI();
   // An admin gets every tenant, a tenant caller only its own; each with its quotas' use and its PDs.
   absl::StatusOr<v1::ListTenantsResponse> ListTenants();
+  absl::StatusOr<v1::ListTenantsResponse> ListTenantsPage(const v1::ListTenantsRequest& request);
   // "tenants/app" (or "app"); another tenant's is NOT_FOUND, as a missing one.
   absl::StatusOr<v1::Tenant> GetTenant(const std::string& name);
 
@@ -222,6 +240,35 @@ class Client {
                                 const Request& request) {
     return Call(stub, method, request, timeout_);
   }
+
+  // Every page of a List call: `request` (its page_size Options::list_page_size unless set), then again
+  // with each next_page_token until the last page; the items of all in one response.
+  template <typename Stub, typename Request, typename Response, typename Items>
+  absl::StatusOr<Response> ListAll(Stub* stub,
+                                   grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                                   Request request, Items* (Response::*items)()) {
+    if (request.page_size() == 0) request.set_page_size(list_page_size_);
+    Response all;
+    for (bool first = true;; first = false) {
+      absl::StatusOr<Response> page = Call(stub, method, request);
+      if (!page.ok()) return page.status();
+      std::string next = page->next_page_token();
+      if (first) {
+        all = *std::move(page);
+      } else {
+        Items* from = ((*page).*items)();
+        Items* to = (all.*items)();
+        to->Reserve(to->size() + from->size());
+        for (auto& item : *from) *to->Add() = std::move(item);
+      }
+      if (next.empty()) break;
+      if (next == request.page_token()) return RepeatedToken(Request::descriptor()->name());
+      request.set_page_token(std::move(next));
+    }
+    all.clear_next_page_token();
+    return all;
+  }
+  static absl::Status RepeatedToken(const std::string& request);
 
   // One server stream, read by ReadStream: `open` starts the call on the context it is given.
   template <typename Event, typename Open>
@@ -273,6 +320,7 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::chrono::milliseconds timeout_;
   RetryOptions retry_;
+  int32_t list_page_size_ = 0;
   std::unique_ptr<v1::Devices::Stub> devices_;
   std::unique_ptr<v1::ProtectionDomains::Stub> pds_;
   std::unique_ptr<v1::MemoryRegions::Stub> mrs_;

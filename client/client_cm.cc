@@ -17,7 +17,11 @@ absl::StatusOr<v1::EventChannel> Client::GetChannel(const std::string& name) {
   return Call(channels_.get(), &v1::EventChannels::Stub::GetChannel, r);
 }
 absl::StatusOr<v1::ListChannelsResponse> Client::ListChannels() {
-  return Call(channels_.get(), &v1::EventChannels::Stub::ListChannels, v1::ListChannelsRequest());
+  return ListAll(channels_.get(), &v1::EventChannels::Stub::ListChannels, v1::ListChannelsRequest(),
+                 &v1::ListChannelsResponse::mutable_channels);
+}
+absl::StatusOr<v1::ListChannelsResponse> Client::ListChannelsPage(const v1::ListChannelsRequest& request) {
+  return Call(channels_.get(), &v1::EventChannels::Stub::ListChannels, request);
 }
 absl::Status Client::DeleteChannel(const std::string& name) {
   v1::DeleteChannelRequest r;
@@ -36,7 +40,10 @@ absl::StatusOr<v1::CmId> Client::GetCmId(const std::string& name) {
 absl::StatusOr<v1::ListCmIdsResponse> Client::ListCmIds(const std::string& channel) {
   v1::ListCmIdsRequest r;
   r.set_channel(channel);
-  return Call(cm_ids_.get(), &v1::CmIds::Stub::ListCmIds, r);
+  return ListAll(cm_ids_.get(), &v1::CmIds::Stub::ListCmIds, r, &v1::ListCmIdsResponse::mutable_cm_ids);
+}
+absl::StatusOr<v1::ListCmIdsResponse> Client::ListCmIdsPage(const v1::ListCmIdsRequest& request) {
+  return Call(cm_ids_.get(), &v1::CmIds::Stub::ListCmIds, request);
 }
 absl::StatusOr<v1::CmId> Client::Listen(const v1::ListenRequest& request) {
   return Call(cm_ids_.get(), &v1::CmIds::Stub::Listen, request);

@@ -26,7 +26,10 @@ absl::StatusOr<v1::ListGrantsResponse> Client::ListGrants(const std::string& mr,
   r.set_mr(mr);
   r.set_principal(principal);
   r.set_include_ended(include_ended);
-  return Call(grants_.get(), &v1::Grants::Stub::ListGrants, r);
+  return ListAll(grants_.get(), &v1::Grants::Stub::ListGrants, r, &v1::ListGrantsResponse::mutable_grants);
+}
+absl::StatusOr<v1::ListGrantsResponse> Client::ListGrantsPage(const v1::ListGrantsRequest& request) {
+  return Call(grants_.get(), &v1::Grants::Stub::ListGrants, request);
 }
 absl::StatusOr<v1::Grant> Client::RenewGrant(const std::string& name, std::chrono::milliseconds ttl) {
   if (ttl.count() <= 0 || ttl.count() > UINT32_MAX) {

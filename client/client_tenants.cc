@@ -11,7 +11,12 @@ absl::StatusOr<v1::Caller> Client::WhoAmI() {
 }
 absl::StatusOr<v1::ListTenantsResponse> Client::ListTenants() {
   std::unique_ptr<v1::Tenants::Stub> stub = v1::Tenants::NewStub(channel_);
-  return Call(stub.get(), &v1::Tenants::Stub::ListTenants, v1::ListTenantsRequest());
+  return ListAll(stub.get(), &v1::Tenants::Stub::ListTenants, v1::ListTenantsRequest(),
+                 &v1::ListTenantsResponse::mutable_tenants);
+}
+absl::StatusOr<v1::ListTenantsResponse> Client::ListTenantsPage(const v1::ListTenantsRequest& request) {
+  std::unique_ptr<v1::Tenants::Stub> stub = v1::Tenants::NewStub(channel_);
+  return Call(stub.get(), &v1::Tenants::Stub::ListTenants, request);
 }
 absl::StatusOr<v1::Tenant> Client::GetTenant(const std::string& name) {
   std::unique_ptr<v1::Tenants::Stub> stub = v1::Tenants::NewStub(channel_);

@@ -39,6 +39,24 @@ absl::Status FillRandom(uint8_t* buf, size_t n) {
 
 TokenStore::TokenStore(Options options) : options_(std::move(options)) {}
 
+absl::Status TokenStore::CheckIssue(const Claims& claims, absl::Duration ttl) {
+  if (claims.pd.empty()) return InvalidArgument("pd", "required");
+  if (ttl <= absl::ZeroDuration()) {
+    return InvalidArgument("ttl", absl::StrCat("must be > 0, got ", absl::FormatDuration(ttl)));
+  }
+  if (ttl > options_.max_ttl) {
+    return InvalidArgument("ttl", absl::StrCat("must be at most ", absl::FormatDuration(options_.max_ttl),
+                                               " (rdmad's fixed maximum), got ", absl::FormatDuration(ttl)));
+  }
+  MutexLock lock(&mu_);
+  PurgeLocked(options_.clock());
+  if (outstanding_.size() >= options_.max_outstanding) {
+    return OverLimit("tokens", options_.max_outstanding, outstanding_.size(), 1,
+                     "outstanding tokens; they end when redeemed, revoked or expired");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Issued> TokenStore::Issue(Claims claims, absl::Duration ttl) {
   if (claims.pd.empty()) return InvalidArgument("pd", "required");
   if (ttl <= absl::ZeroDuration()) {

@@ -126,6 +126,8 @@ class TokenStore {
   // A new single-use token for `claims`, valid for `ttl`. INVALID_ARGUMENT on "pd" (empty) or "ttl"
   // (not in (0, max_ttl]); RESOURCE_EXHAUSTED at max_outstanding; getrandom(2) failing: its errno.
   absl::StatusOr<Issued> Issue(Claims claims, absl::Duration ttl);
+  // Issue's refusals (the same errors), without issuing: a grant's validate_only.
+  absl::Status CheckIssue(const Claims& claims, absl::Duration ttl);
 
   // Checks a connect request's private data and, if it holds a live token, uses the token up.
   Redemption Redeem(absl::string_view private_data);

@@ -292,6 +292,38 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
   return out;
 }
 
+absl::StatusOr<v1::IssuedGrant> GrantManager::CheckCommit(Plan plan, const std::vector<v1::SocketAddress>& endpoints,
+                                                          uint64_t ticket, bool* stale) {
+  v1::IssuedGrant out;
+  MutexLock lock(&mu_);
+  if (shutdown_ || draining_) return absl::UnavailableError("rdmad is shutting down");
+  auto t = tickets_.find(ticket);
+  if (t == tickets_.end() || t->second.stale) {
+    *stale = true;
+    return absl::AbortedError("the region or PD changed after the request was checked");
+  }
+  for (const std::string* what : {&plan.info.mr(), &plan.info.pd()}) {
+    if (retiring_.count(*what)) {
+      return FailedPrecondition("mr", absl::StrCat(*what, " is being deregistered or deleted: no new grants on it"));
+    }
+  }
+  cm::Claims claims;
+  claims.pd = plan.info.pd();
+  claims.principal = plan.info.principal();
+  claims.grant = "grants/0";  // a grant's token (the name only a real issue gives)
+  if (absl::Status room = tokens_->CheckIssue(claims, std::min(plan.ttl, options_.max_token_ttl)); !room.ok()) {
+    return WithField(room, "");
+  }
+  const absl::Time now = options_.clock();
+  v1::Grant& g = *out.mutable_grant();
+  g = std::move(plan.info);
+  g.set_state(v1::GRANT_ISSUED);
+  g.set_issue_time_unix_nanos(absl::ToUnixNanos(now));
+  g.set_expire_time_unix_nanos(absl::ToUnixNanos(now + plan.ttl));
+  for (const v1::SocketAddress& a : endpoints) *out.add_endpoints() = a;
+  return out;
+}
+
 absl::StatusOr<v1::IssuedGrant> GrantManager::Issue(const v1::IssueGrantRequest& request) {
   return IssueChecked(request, nullptr);
 }
@@ -321,7 +353,9 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::IssueChecked(const v1::IssueGrantR
     if (plan.ok() && between && check == 0) between();
     bool stale = false;
     absl::StatusOr<v1::IssuedGrant> out =
-        plan.ok() ? Commit(std::move(plan).value(), endpoints, ticket, &stale) : plan.status();
+        !plan.ok()                 ? plan.status()
+        : request.validate_only() ? CheckCommit(std::move(plan).value(), endpoints, ticket, &stale)
+                                  : Commit(std::move(plan).value(), endpoints, ticket, &stale);
     CloseTicket(ticket);
     if (!stale) return out;  // else checked again: the region may be gone (NOT_FOUND on mr), or changed
   }
@@ -333,6 +367,12 @@ absl::StatusOr<v1::IssueGrantsResponse> GrantManager::IssueBatch(const v1::Issue
   if (static_cast<size_t>(request.grants_size()) > options_.max_batch) {
     return InvalidArgument("grants", absl::StrCat("holds ", request.grants_size(), " requests; at most ",
                                                   options_.max_batch, " per call"));
+  }
+  for (int i = 0; i < request.grants_size(); ++i) {
+    if (request.grants(i).validate_only()) {
+      return InvalidArgument(absl::StrCat("grants[", i, "].validate_only"),
+                             "is for IssueGrant alone: IssueGrants issues every grant of its batch or none");
+    }
   }
   RDMAD_ASSIGN_OR_RETURN(std::vector<v1::SocketAddress> endpoints, Endpoints());
   std::set<std::string> mrs;

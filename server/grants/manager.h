@@ -210,6 +210,9 @@ class GrantManager final : public dataplane::GrantConnections {
   // Commits a checked plan, unless the ticket it was checked under went stale (*stale set, nothing done).
   absl::StatusOr<v1::IssuedGrant> Commit(Plan plan, const std::vector<v1::SocketAddress>& endpoints,
                                          uint64_t ticket, bool* stale);
+  // Commit's checks alone (validate_only): the grant it would issue, without a name, a token or any record.
+  absl::StatusOr<v1::IssuedGrant> CheckCommit(Plan plan, const std::vector<v1::SocketAddress>& endpoints,
+                                              uint64_t ticket, bool* stale);
   // A ticket covers an issue from before its Check until its Commit: a Retire of one of its regions (or of
   // any PD) in between makes it stale, and the issue is checked again, so it never commits on a region or
   // PD removed or changed after its check.

@@ -134,6 +134,29 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     // Within rdmad's RLIMIT_MEMLOCK (the kernel charges the pages to rdmad), said clearly either way.
     absl::Status room =
         mapping.ok() ? options_.memlock.Check((*mapping)->data(), (*mapping)->length(), "source") : mapping.status();
+    if (request.validate_only()) {
+      // Every check made (the source mapped and checked, then unmapped with the closure; nothing faulted in
+      // or pinned): the region it would register, without what only a registration gives (name, address,
+      // keys).
+      absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
+      if (!room.ok()) {
+        out = room;
+      } else {
+        v1::MemoryRegion would;
+        would.set_pd(Name("pds", pd->id));
+        *would.mutable_source() = request.source();
+        would.set_length((*mapping)->length());
+        AccessList(access, would.mutable_access());
+        would.set_state(v1::MR_READY);
+        out = std::move(would);
+      }
+      {
+        MutexLock lock(&mu_);
+        pd->book.Get(mu_).pending--;
+        creating_.mrs--;
+      }
+      return std::move(done)(std::move(out));
+    }
     // A large anonymous region (4 KiB pages) is faulted in from several threads first: ibv_reg_mr alone
     // would fault and zero it on this one.
     if (room.ok() && request.source().has_anonymous() && !request.source().anonymous().huge_pages()) {
@@ -194,15 +217,18 @@ absl::StatusOr<v1::MemoryRegion> Registry::GetMr(const std::string& name) const 
   return ToProto(*e);
 }
 
-absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMrsRequest& request) const {
+absl::StatusOr<std::vector<v1::MemoryRegion>> Registry::ListMrs(const v1::ListMrsRequest& request, uint64_t after,
+                                                                size_t limit) const {
   MutexLock lock(&mu_);
   std::vector<v1::MemoryRegion> out;
+  auto full = [&] { return limit != 0 && out.size() >= limit; };
   if (!request.pd().empty()) {
     RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
-    for (const auto& [id, e] : pd->book.Get(mu_).mrs) out.push_back(ToProto(*e));
+    const auto& mrs = pd->book.Get(mu_).mrs;
+    for (auto it = mrs.upper_bound(after); it != mrs.end() && !full(); ++it) out.push_back(ToProto(*it->second));
     return out;
   }
-  for (const auto& [id, e] : mrs_) out.push_back(ToProto(*e));
+  for (auto it = mrs_.upper_bound(after); it != mrs_.end() && !full(); ++it) out.push_back(ToProto(*it->second));
   return out;
 }
 

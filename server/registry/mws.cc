@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,19 @@ absl::Status CheckOwner(const registry_internal::MwEntry& w, const std::string& 
   if (w.owner.empty()) return FailedPrecondition("name", absl::StrCat(name, " is not owned by ", owner));
   return FailedPrecondition("name", absl::StrCat(name, " belongs to rdmad's ", w.owner,
                                                  " (use the grant's RevokeGrant, not the window)"));
+}
+
+// The binding a bind of `request` at `addr` gives a window.
+void FillBinding(const v1::BindMwRequest& request, uint64_t addr, v1::MwBinding* b) {
+  b->Clear();
+  b->set_mr(request.mr());
+  b->set_offset(request.offset());
+  b->set_length(request.length());
+  *b->mutable_access() = request.access();
+  b->set_zero_based(request.zero_based());
+  b->set_addr(addr);
+  b->set_remote_addr(request.zero_based() ? 0 : addr);
+  b->set_qp(request.qp());
 }
 
 }  // namespace
@@ -124,15 +138,18 @@ absl::StatusOr<v1::MemoryWindow> Registry::GetMw(const std::string& name) const 
   return ToProto(*e);
 }
 
-absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMwsRequest& request) const {
+absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMwsRequest& request, uint64_t after,
+                                                                size_t limit) const {
   MutexLock lock(&mu_);
   std::vector<v1::MemoryWindow> out;
+  auto full = [&] { return limit != 0 && out.size() >= limit; };
   if (!request.pd().empty()) {
     RDMAD_ASSIGN_OR_RETURN(PdEntry * pd, FindPd(request.pd(), "pd"));
-    for (const auto& [id, e] : pd->book.Get(mu_).mws) out.push_back(ToProto(*e));
+    const auto& mws = pd->book.Get(mu_).mws;
+    for (auto it = mws.upper_bound(after); it != mws.end() && !full(); ++it) out.push_back(ToProto(*it->second));
     return out;
   }
-  for (const auto& [id, e] : mws_) out.push_back(ToProto(*e));
+  for (auto it = mws_.upper_bound(after); it != mws_.end() && !full(); ++it) out.push_back(ToProto(*it->second));
   return out;
 }
 
@@ -225,6 +242,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   bool bounds_region = false;
   std::unique_ptr<fabric::Mr> premade;  // `pinned`'s region, when it is this bind's
   bool queued = false;
+  std::optional<v1::MemoryWindow> validated;  // validate_only: the window as the bind would leave it
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
     RDMAD_ASSIGN_OR_RETURN(w, FindMw(request.name(), "name"));
@@ -265,6 +283,17 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     if (then != nullptr && (type1 || user_qp == nullptr)) {
       return InvalidArgument("qp", "a key's SEND goes with the bind only for a type 2 window bound on that QP");
     }
+    if (request.validate_only()) {
+      // Checked as a bind is (the bounds region's room below): the window as it would be, without the
+      // rkey only the bind's completion gives. Neither the PD's lane nor anything else is taken.
+      addr = mb.addr + request.offset();
+      bounds_region = UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info());
+      validated = ToProto(*w);
+      validated->set_rkey(0);
+      validated->set_bound(true);
+      FillBinding(request, addr, validated->mutable_binding());
+      return absl::OkStatus();
+    }
     if (user_qp == nullptr && !TakeLane(*w->pd)) {
       // Runs again, re-validated, when the PD's type 1 lane is free.
       w->pd->book.Get(mu_).lane.push_back(dispatch::Carry([this, request, owner, done = std::move(done)]() mutable {
@@ -302,6 +331,15 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
   pinned.reset();  // one that was not this bind's: released, without the lock
   if (queued) return;
   if (!refused.ok()) return std::move(done)(refused);
+  if (validated.has_value()) {
+    if (bounds_region) {
+      if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(addr), request.length(), "length");
+          !room.ok()) {
+        return std::move(done)(WithContext(room, "its bounds region"));
+      }
+    }
+    return std::move(done)(*std::move(validated));
+  }
 
   auto work = std::make_shared<ReservedBind>(ReservedBind{w, mr, user_qp, request, addr, access, mr_access, parent,
                                                           bounds_region, std::move(then), std::move(done),
@@ -440,16 +478,7 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
       wb.mr = mr;
       wb.qp = user_qp;
       wb.rkey = *rkey;
-      v1::MwBinding& b = wb.binding;
-      b.Clear();
-      b.set_mr(request.mr());
-      b.set_offset(request.offset());
-      b.set_length(request.length());
-      *b.mutable_access() = request.access();
-      b.set_zero_based(request.zero_based());
-      b.set_addr(addr);
-      b.set_remote_addr(request.zero_based() ? 0 : addr);
-      b.set_qp(request.qp());
+      FillBinding(request, addr, &wb.binding);
       out = ToProto(*w);
     }
   }

@@ -106,10 +106,12 @@ absl::Status Registry::CheckPd(const std::string& name, const std::string& field
   return FindPd(name, field).status();
 }
 
-std::vector<v1::ProtectionDomain> Registry::ListPds() const {
+std::vector<v1::ProtectionDomain> Registry::ListPds(uint64_t after, size_t limit) const {
   MutexLock lock(&mu_);
   std::vector<v1::ProtectionDomain> out;
-  for (const auto& [id, e] : pds_) out.push_back(ToProto(*e));
+  for (auto it = pds_.upper_bound(after); it != pds_.end() && (limit == 0 || out.size() < limit); ++it) {
+    out.push_back(ToProto(*it->second));
+  }
   return out;
 }
 

@@ -102,13 +102,13 @@ absl::StatusOr<v1::QueuePair> Registry::GetQp(const std::string& name) const {
   return QueryAndConvert({e}).front();
 }
 
-std::vector<v1::QueuePair> Registry::ListQps() const {
+std::vector<v1::QueuePair> Registry::ListQps(uint64_t after, size_t limit) const {
   std::vector<QpEntry*> pinned;
   {
     MutexLock lock(&mu_);
-    for (const auto& [id, e] : qps_) {
-      e->book.Get(mu_).readers++;
-      pinned.push_back(e.get());
+    for (auto it = qps_.upper_bound(after); it != qps_.end() && (limit == 0 || pinned.size() < limit); ++it) {
+      it->second->book.Get(mu_).readers++;
+      pinned.push_back(it->second.get());
     }
   }
   return QueryAndConvert(pinned);

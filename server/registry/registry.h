@@ -132,7 +132,9 @@ class Registry {
   // `owner`: the tenant it is created for, recorded in the state store (restored with it after a restart).
   absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request, const std::string& owner = "");
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name) const;
-  std::vector<v1::ProtectionDomain> ListPds() const;
+  // The lists go in number order. `after`, `limit` (the List calls' pages): only those numbered past `after`,
+  // at most `limit` of them (0: all).
+  std::vector<v1::ProtectionDomain> ListPds(uint64_t after = 0, size_t limit = 0) const;
   // OK if the PD exists; otherwise the lookup's error, naming `field`.
   absl::Status CheckPd(const std::string& name, const std::string& field) const;
   absl::StatusOr<v1::DeletePdResponse> DeletePd(const v1::DeletePdRequest& request);
@@ -150,7 +152,8 @@ class Registry {
   absl::StatusOr<v1::MemoryRegion> RegisterMr(const v1::RegisterMrRequest& request,
                                               const FileAccess& files = {});
   absl::StatusOr<v1::MemoryRegion> GetMr(const std::string& name) const;
-  absl::StatusOr<std::vector<v1::MemoryRegion>> ListMrs(const v1::ListMrsRequest& request) const;
+  absl::StatusOr<std::vector<v1::MemoryRegion>> ListMrs(const v1::ListMrsRequest& request, uint64_t after = 0,
+                                                        size_t limit = 0) const;
   // ReregisterMr's checks of the request alone, without acting: what ReregisterMrAsync would refuse at
   // once (name, flags, PD, access, an unusable or busy region), but bound windows, which revoking the grants
   // on the region removes. The service calls it before it revokes grants (revoke_grants), so that a bad
@@ -167,7 +170,7 @@ class Registry {
 
   absl::StatusOr<v1::QueuePair> CreateQp(const v1::CreateQpRequest& request);
   absl::StatusOr<v1::QueuePair> GetQp(const std::string& name) const;
-  std::vector<v1::QueuePair> ListQps() const;
+  std::vector<v1::QueuePair> ListQps(uint64_t after = 0, size_t limit = 0) const;
   // What a tenant's quotas count in one PD, from running totals (O(log n), no listing, no device query):
   // its MRs, the bytes it pins (mr_bytes: its MRs' lengths, and the whole pages of its windows' bounds
   // regions, rdmad's grant windows' included), its windows but rdmad's own (grant pools), its QPs but rdma_cm
@@ -206,7 +209,8 @@ class Registry {
   // calls that pass the same `owner`; any other caller gets FAILED_PRECONDITION on "name".
   absl::StatusOr<v1::MemoryWindow> AllocMw(const v1::AllocMwRequest& request, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> GetMw(const std::string& name) const;
-  absl::StatusOr<std::vector<v1::MemoryWindow>> ListMws(const v1::ListMwsRequest& request) const;
+  absl::StatusOr<std::vector<v1::MemoryWindow>> ListMws(const v1::ListMwsRequest& request, uint64_t after = 0,
+                                                        size_t limit = 0) const;
   // A SEND that carries a type 2 window's new key, posted with its bind on the bind's QP and fenced behind
   // it (fabric::SendAfterBind): it leaves only once the bind took effect, and never if the bind failed.
   struct KeyMessage {

@@ -76,6 +76,7 @@ struct Ending {
   auth::Caller caller;
   std::string resource;
   absl::Time start = absl::Now();
+  bool validate_only = false;  // the audit record says "METHOD (validate_only)"
 
   // Runs where the answer leaves: the hand-offs on the path from the handler's thread to here
   // (server/dispatch/handoffs.h; the handler's thread starts it at 0).
@@ -90,7 +91,9 @@ struct Ending {
     } else if (!caller.authenticated) {
       RDMAD_LOG_INFO("unauthenticated call %s %s from %s", method.c_str(), what.c_str(), caller.peer.c_str());
     }
-    if (env->audit && Mutating(method)) env->audit(caller, method, what, status);
+    if (env->audit && Mutating(method)) {
+      env->audit(caller, validate_only ? method + " (validate_only)" : method, what, status);
+    }
   }
 };
 
@@ -110,6 +113,12 @@ class Call {
       ending_.caller.authenticated = peer.authenticated;
       ending_.caller.principal = env.gate->policy().PrincipalOf(peer);
     }
+  }
+
+  // A request with validate_only set: checked as for real, nothing made; its audit record says so.
+  Call& ValidateOnly(bool on) {
+    ending_.validate_only = on;
+    return *this;
   }
 
   bool ok() const { return status_.ok(); }

@@ -12,6 +12,7 @@
 #include "server/cm/events.h"
 #include "server/common/status.h"
 #include "server/rpc/call.h"
+#include "server/rpc/page.h"
 #include "server/rpc/services.h"
 #include "server/rpc/watch_writer.h"
 
@@ -24,6 +25,7 @@ using grpc::ServerUnaryReactor;
 using grpc::Status;
 using rpc_internal::Call;
 using rpc_internal::Fill;
+using rpc_internal::Pager;
 using tenancy::Quota;
 
 class ChannelsService final : public v1::EventChannels::Service {
@@ -41,13 +43,18 @@ class ChannelsService final : public v1::EventChannels::Service {
     if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
     return c.Reply(m_->GetChannel(req->name()), resp);
   }
-  Status ListChannels(ServerContext* ctx, const v1::ListChannelsRequest*, v1::ListChannelsResponse* resp) override {
+  Status ListChannels(ServerContext* ctx, const v1::ListChannelsRequest* req, v1::ListChannelsResponse* resp) override {
     Call c(*e_, *ctx, "ListChannels");
-    if (!c.ok()) return c.Refuse(resp);
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListChannels");
+    if (!c.Fail(page.status()).ok()) return c.Refuse(resp);
     auto channels = m_->ListChannels();
     if (channels.ok()) {
+      std::vector<v1::EventChannel> visible;
       for (auto& ch : *channels) {
-        if (!c.gate().SeesChannel(c.caller(), ch)) continue;
+        if (c.gate().SeesChannel(c.caller(), ch)) visible.push_back(std::move(ch));
+      }
+      for (auto& ch : page->Cut(std::move(visible), [](const v1::EventChannel& ch) -> const std::string& { return ch.name(); },
+                                resp->mutable_next_page_token())) {
         if (!c.caller().admin) {  // ids of other tenants on a shared channel are not named
           std::vector<std::string> ids(ch.cm_ids().begin(), ch.cm_ids().end());
           ch.clear_cm_ids();
@@ -89,12 +96,17 @@ class CmIdsService final
   }
   Status ListCmIds(ServerContext* ctx, const v1::ListCmIdsRequest* req, v1::ListCmIdsResponse* resp) override {
     Call c(*e_, *ctx, "ListCmIds");
-    if (!c.See(req->channel(), "channel").ok()) return c.Refuse(resp);
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListCmIds");
+    if (!c.See(req->channel(), "channel").Fail(page.status()).ok()) return c.Refuse(resp);
     auto ids = m_->ListCmIds(*req);
     if (ids.ok()) {
+      std::vector<v1::CmId> visible;
       for (auto& id : *ids) {
-        if (c.gate().SeesPd(c.caller(), id.pd())) *resp->add_cm_ids() = std::move(id);
+        if (c.gate().SeesPd(c.caller(), id.pd())) visible.push_back(std::move(id));
       }
+      Fill(page->Cut(std::move(visible), [](const v1::CmId& id) -> const std::string& { return id.name(); },
+                     resp->mutable_next_page_token()),
+           resp->mutable_cm_ids());
     }
     return c.Reply(ids.status(), resp);
   }

@@ -11,6 +11,7 @@
 #include "server/common/status.h"
 #include "server/grants/manager.h"
 #include "server/rpc/call.h"
+#include "server/rpc/page.h"
 #include "server/rpc/services.h"
 #include "server/rpc/watch_writer.h"
 
@@ -30,6 +31,7 @@ class GrantsService final
   explicit GrantsService(const Env* e) : e_(e), g_(e->grants) {}
   Status IssueGrant(ServerContext* ctx, const v1::IssueGrantRequest* req, v1::IssuedGrant* resp) override {
     Call c(*e_, *ctx, "IssueGrant");
+    c.ValidateOnly(req->validate_only());
     if (!c.See(req->mr(), "mr").Reserve({{Quota::kGrants, 1}, {Quota::kTokens, 1}}).ok()) return c.Refuse(resp);
     return c.Reply(g_->Issue(*req), resp);
   }
@@ -47,16 +49,22 @@ class GrantsService final
   }
   Status ListGrants(ServerContext* ctx, const v1::ListGrantsRequest* req, v1::ListGrantsResponse* resp) override {
     Call c(*e_, *ctx, "ListGrants");
-    if (!c.See(req->mr(), "mr").ok()) return c.Refuse(resp);
+    absl::StatusOr<rpc_internal::Pager> page = rpc_internal::Pager::Start(*req, "ListGrants");
+    if (!c.See(req->mr(), "mr").Fail(page.status()).ok()) return c.Refuse(resp);
     auto grants = g_->List(*req);
     if (grants.ok()) {
+      std::vector<v1::Grant> visible;
       for (auto& g : *grants) {
-        if (c.gate().SeesPd(c.caller(), g.pd())) *resp->add_grants() = std::move(g);
+        if (c.gate().SeesPd(c.caller(), g.pd())) visible.push_back(std::move(g));
       }
+      const bool none = visible.empty();
+      rpc_internal::Fill(page->Cut(std::move(visible), [](const v1::Grant& g) -> const std::string& { return g.name(); },
+                                   resp->mutable_next_page_token()),
+                         resp->mutable_grants());
       // A filter naming no region lists only the remembered grants this caller sees on it; with none it is
       // a name of nothing (else another tenant's deregistered region would answer differently from one that
-      // never existed).
-      if (resp->grants_size() == 0 && !req->mr().empty()) {
+      // never existed). Asked of the first page only: a later one answers what is left.
+      if (none && page->first() && !req->mr().empty()) {
         if (absl::Status region = g_->CheckMrFilter(req->mr()); !region.ok()) return c.Reply(region, resp);
       }
     }

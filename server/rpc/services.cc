@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "server/rpc/call.h"
+#include "server/rpc/page.h"
 
 namespace rdmad {
 namespace {
@@ -14,7 +15,13 @@ using grpc::ServerUnaryReactor;
 using grpc::Status;
 using rpc_internal::Call;
 using rpc_internal::Fill;
+using rpc_internal::Pager;
 using tenancy::Quota;
+
+template <typename T>
+const std::string& ItemName(const T& item) {
+  return item.name();
+}
 
 // Keeps the items the caller may see.
 template <typename T, typename Pred>
@@ -29,10 +36,13 @@ std::vector<T> Visible(std::vector<T> items, Pred visible) {
 class DevicesService final : public v1::Devices::Service {
  public:
   explicit DevicesService(const Env* e) : e_(e) {}
-  Status ListDevices(ServerContext* ctx, const v1::ListDevicesRequest*, v1::ListDevicesResponse* resp) override {
+  Status ListDevices(ServerContext* ctx, const v1::ListDevicesRequest* req, v1::ListDevicesResponse* resp) override {
     Call c(*e_, *ctx, "ListDevices");
-    if (!c.ok()) return c.Refuse(resp);
-    Fill(Visible(e_->registry->ListDevices(), [&](const v1::Device& d) { return c.gate().SeesDevice(c.caller(), d.name()); }),
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListDevices");
+    if (!c.Fail(page.status()).ok()) return c.Refuse(resp);
+    Fill(page->Cut(Visible(e_->registry->ListDevices(),
+                           [&](const v1::Device& d) { return c.gate().SeesDevice(c.caller(), d.name()); }),
+                   ItemName<v1::Device>, resp->mutable_next_page_token()),
          resp->mutable_devices());
     return c.Reply(absl::OkStatus(), resp);
   }
@@ -82,12 +92,18 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
     if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
     return c.Reply(e_->registry->GetPd(req->name()), resp);
   }
-  Status ListPds(ServerContext* ctx, const v1::ListPdsRequest*, v1::ListPdsResponse* resp) override {
+  Status ListPds(ServerContext* ctx, const v1::ListPdsRequest* req, v1::ListPdsResponse* resp) override {
     Call c(*e_, *ctx, "ListPds");
-    if (!c.ok()) return c.Refuse(resp);
-    Fill(Visible(e_->registry->ListPds(), [&](const v1::ProtectionDomain& p) { return c.gate().SeesPd(c.caller(), p.name()); }),
-         resp->mutable_pds());
-    return c.Reply(absl::OkStatus(), resp);
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListPds");
+    if (!c.Fail(page.status()).ok()) return c.Refuse(resp);
+    auto pds = page->Fetch<v1::ProtectionDomain>(
+        [&](uint64_t after, size_t limit) {
+          return absl::StatusOr<std::vector<v1::ProtectionDomain>>(e_->registry->ListPds(after, limit));
+        },
+        [&](const v1::ProtectionDomain& p) { return c.gate().SeesPd(c.caller(), p.name()); },
+        ItemName<v1::ProtectionDomain>, resp->mutable_next_page_token());
+    if (pds.ok()) Fill(std::move(*pds), resp->mutable_pds());
+    return c.Reply(pds.status(), resp);
   }
   ServerUnaryReactor* DeletePd(CallbackServerContext* ctx, const v1::DeletePdRequest* req,
                                v1::DeletePdResponse* resp) override {
@@ -160,6 +176,7 @@ class MrsService final
                                  v1::MemoryRegion* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     Call c(*e_, *ctx, "RegisterMr");
+    c.ValidateOnly(req->validate_only());  // quotas checked (Reserve) and given back when it answers
     if (!c.See(req->pd(), "pd").Reserve({{Quota::kMrs, 1}, {Quota::kPinnedBytes, SourceBytes(req->source())}}).ok()) {
       c.RefuseAsync(reactor);
       return reactor;
@@ -174,12 +191,13 @@ class MrsService final
   }
   Status ListMrs(ServerContext* ctx, const v1::ListMrsRequest* req, v1::ListMrsResponse* resp) override {
     Call c(*e_, *ctx, "ListMrs");
-    if (!c.See(req->pd(), "pd").ok()) return c.Refuse(resp);
-    auto mrs = e_->registry->ListMrs(*req);
-    if (mrs.ok()) {
-      Fill(Visible(std::move(*mrs), [&](const v1::MemoryRegion& m) { return c.gate().SeesPd(c.caller(), m.pd()); }),
-           resp->mutable_mrs());
-    }
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListMrs");
+    if (!c.See(req->pd(), "pd").Fail(page.status()).ok()) return c.Refuse(resp);
+    auto mrs = page->Fetch<v1::MemoryRegion>(
+        [&](uint64_t after, size_t limit) { return e_->registry->ListMrs(*req, after, limit); },
+        [&](const v1::MemoryRegion& m) { return c.gate().SeesPd(c.caller(), m.pd()); }, ItemName<v1::MemoryRegion>,
+        resp->mutable_next_page_token());
+    if (mrs.ok()) Fill(std::move(*mrs), resp->mutable_mrs());
     return c.Reply(mrs.status(), resp);
   }
   ServerUnaryReactor* ReregisterMr(CallbackServerContext* ctx, const v1::ReregisterMrRequest* req,
@@ -260,12 +278,18 @@ class QpsService final : public v1::QueuePairs::Service {
     if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
     return c.Reply(e_->registry->GetQp(req->name()), resp);
   }
-  Status ListQps(ServerContext* ctx, const v1::ListQpsRequest*, v1::ListQpsResponse* resp) override {
+  Status ListQps(ServerContext* ctx, const v1::ListQpsRequest* req, v1::ListQpsResponse* resp) override {
     Call c(*e_, *ctx, "ListQps");
-    if (!c.ok()) return c.Refuse(resp);
-    Fill(Visible(e_->registry->ListQps(), [&](const v1::QueuePair& q) { return c.gate().SeesPd(c.caller(), q.pd()); }),
-         resp->mutable_qps());
-    return c.Reply(absl::OkStatus(), resp);
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListQps");
+    if (!c.Fail(page.status()).ok()) return c.Refuse(resp);
+    auto qps = page->Fetch<v1::QueuePair>(
+        [&](uint64_t after, size_t limit) {
+          return absl::StatusOr<std::vector<v1::QueuePair>>(e_->registry->ListQps(after, limit));
+        },
+        [&](const v1::QueuePair& q) { return c.gate().SeesPd(c.caller(), q.pd()); }, ItemName<v1::QueuePair>,
+        resp->mutable_next_page_token());
+    if (qps.ok()) Fill(std::move(*qps), resp->mutable_qps());
+    return c.Reply(qps.status(), resp);
   }
   Status ConnectQp(ServerContext* ctx, const v1::ConnectQpRequest* req, v1::QueuePair* resp) override {
     Call c(*e_, *ctx, "ConnectQp");
@@ -300,18 +324,20 @@ class MwsService final
   }
   Status ListMws(ServerContext* ctx, const v1::ListMwsRequest* req, v1::ListMwsResponse* resp) override {
     Call c(*e_, *ctx, "ListMws");
-    if (!c.See(req->pd(), "pd").ok()) return c.Refuse(resp);
-    auto mws = e_->registry->ListMws(*req);
-    if (mws.ok()) {
-      Fill(Visible(std::move(*mws), [&](const v1::MemoryWindow& w) { return c.gate().SeesPd(c.caller(), w.pd()); }),
-           resp->mutable_mws());
-    }
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListMws");
+    if (!c.See(req->pd(), "pd").Fail(page.status()).ok()) return c.Refuse(resp);
+    auto mws = page->Fetch<v1::MemoryWindow>(
+        [&](uint64_t after, size_t limit) { return e_->registry->ListMws(*req, after, limit); },
+        [&](const v1::MemoryWindow& w) { return c.gate().SeesPd(c.caller(), w.pd()); }, ItemName<v1::MemoryWindow>,
+        resp->mutable_next_page_token());
+    if (mws.ok()) Fill(std::move(*mws), resp->mutable_mws());
     return c.Reply(mws.status(), resp);
   }
   ServerUnaryReactor* BindMw(CallbackServerContext* ctx, const v1::BindMwRequest* req,
                              v1::MemoryWindow* resp) override {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     Call c(*e_, *ctx, "BindMw");
+    c.ValidateOnly(req->validate_only());
     c.See(req->name(), "name").See(req->mr(), "mr").See(req->qp(), "qp");
     // Where the device needs a bounds region, the bind pins its pages: the tenant's pinned_bytes quota,
     // reserved until the bind has committed (or failed), before anything is pinned.
@@ -365,12 +391,16 @@ class TenantsService final : public v1::Tenants::Service {
     resp->set_gid(who.gid);
     return c.Reply(absl::OkStatus(), resp);
   }
-  Status ListTenants(ServerContext* ctx, const v1::ListTenantsRequest*, v1::ListTenantsResponse* resp) override {
+  Status ListTenants(ServerContext* ctx, const v1::ListTenantsRequest* req, v1::ListTenantsResponse* resp) override {
     Call c(*e_, *ctx, "ListTenants");
-    if (!c.ok()) return c.Refuse(resp);
+    absl::StatusOr<Pager> page = Pager::Start(*req, "ListTenants");
+    if (!c.Fail(page.status()).ok()) return c.Refuse(resp);
+    std::vector<v1::Tenant> tenants;
     for (const auto& t : e_->gate->policy().tenants()) {
-      if (c.caller().admin || c.caller().tenant == t.name) *resp->add_tenants() = e_->gate->TenantProto(t);
+      if (!page->After(rpc_internal::KeyOf(t.name))) continue;  // the quotas' use is counted only for the page
+      if (c.caller().admin || c.caller().tenant == t.name) tenants.push_back(e_->gate->TenantProto(t));
     }
+    Fill(page->Cut(std::move(tenants), ItemName<v1::Tenant>, resp->mutable_next_page_token()), resp->mutable_tenants());
     return c.Reply(absl::OkStatus(), resp);
   }
   Status GetTenant(ServerContext* ctx, const v1::GetTenantRequest* req, v1::Tenant* resp) override {
