@@ -276,7 +276,8 @@ TEST(ParseFormatTest, KnownAndUnknown) {
   EXPECT_EQ(ParseFormat("wide").value(), Format::kWide);
   EXPECT_EQ(ParseFormat("JSON").value(), Format::kJson);
   EXPECT_EQ(ParseFormat("name").value(), Format::kName);
-  EXPECT_THAT(std::string(ParseFormat("yaml").status().message()), HasSubstr("'yaml'"));
+  EXPECT_EQ(ParseFormat("YAML").value(), Format::kYaml);
+  EXPECT_THAT(std::string(ParseFormat("xml").status().message()), HasSubstr("'xml'"));
 }
 
 TEST(ScalarsTest, HexAndJsonEscapes) {

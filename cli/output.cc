@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cli/parse.h"
+#include "cli/yaml.h"
 
 namespace rdmad::cli {
 namespace {
@@ -46,8 +47,9 @@ absl::StatusOr<Format> ParseFormat(absl::string_view text) {
   if (f == "table") return Format::kTable;
   if (f == "wide") return Format::kWide;
   if (f == "json") return Format::kJson;
+  if (f == "yaml") return Format::kYaml;
   if (f == "name") return Format::kName;
-  return absl::InvalidArgumentError(absl::StrCat("unknown output format '", text, "' (table, wide, json or name)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown output format '", text, "' (table, wide, json, yaml or name)"));
 }
 
 std::string FormatSize(uint64_t bytes) {
@@ -87,14 +89,26 @@ void Table::AddRow(std::vector<std::string> row) {
   rows_.push_back(std::move(row));
 }
 
-std::string Table::Render() const {
+std::vector<size_t> Table::Widths() const {
   std::vector<size_t> width(header_.size(), 0);
   auto measure = [&width](const std::vector<std::string>& row) {
     for (size_t i = 0; i < row.size(); i++) width[i] = std::max(width[i], row[i].size());
   };
   measure(header_);
   for (const auto& row : rows_) measure(row);
-  std::string out = StreamColumns(header_, width) + "\n";  // every cell is as wide as its column: aligned
+  return width;
+}
+
+std::string Table::Render(bool headers) const {
+  std::vector<size_t> width = Widths();
+  if (!headers) {
+    width.assign(header_.size(), 0);
+    for (const auto& row : rows_) {
+      for (size_t i = 0; i < row.size(); i++) width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  // every cell is as wide as its column: aligned
+  std::string out = headers ? StreamColumns(header_, width) + "\n" : "";
   for (const auto& row : rows_) out += StreamColumns(row, width) + "\n";
   return out;
 }
@@ -167,6 +181,13 @@ std::string PrintJson(const google::protobuf::Message& message, bool pretty) {
 
 std::string ToJson(const google::protobuf::Message& message) { return PrintJson(message, true); }
 std::string ToJsonLine(const google::protobuf::Message& message) { return PrintJson(message, false); }
+std::string ToYaml(const google::protobuf::Message& message) {
+  absl::StatusOr<std::string> yaml = JsonToYaml(PrintJson(message, false));
+  return yaml.ok() ? *yaml : std::string(yaml.status().message()) + "\n";
+}
+std::string ToStructured(const google::protobuf::Message& message, Format format) {
+  return format == Format::kYaml ? ToYaml(message) : ToJson(message);
+}
 
 // ---- Errors
 
@@ -323,6 +344,38 @@ std::string TenantText(const v1::Tenant& t) {
     absl::StrAppend(&out, "  ", line, "\n");
   }
   if (rate) absl::StrAppend(&out, "  (", kRateQuota, " is a limit per connection: no use is counted)\n");
+  return out;
+}
+
+namespace {
+// A table's lines under `title`, indented by two spaces; "<title>: <none>" when it has no rows.
+void Section(std::string* out, absl::string_view title, const Table& table) {
+  if (table.rows() == 0) {
+    Field(out, title, {});
+    return;
+  }
+  absl::StrAppend(out, title, ":\n");
+  for (absl::string_view line : absl::StrSplit(table.Render(), '\n', absl::SkipEmpty())) {
+    absl::StrAppend(out, "  ", line, "\n");
+  }
+}
+}  // namespace
+
+std::string MrText(const v1::MemoryRegion& mr, const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& windows,
+                   const google::protobuf::RepeatedPtrField<v1::Grant>& grants, absl::Time now) {
+  std::string out;
+  Field(&out, "Name", {mr.name()});
+  Field(&out, "PD", {mr.pd()});
+  Field(&out, "Source", {SourceString(mr.source())});
+  Field(&out, "Length", {absl::StrCat(FormatSize(mr.length()), " (", mr.length(), " bytes)")});
+  Field(&out, "Address", {Hex(mr.addr())});
+  Field(&out, "Access", {AccessString(mr.access())});
+  Field(&out, "State", {MrStateString(mr.state())});
+  if (!mr.unusable_reason().empty()) Field(&out, "Reason", {mr.unusable_reason()});
+  Field(&out, "Generation", {absl::StrCat(mr.generation())});
+  Field(&out, "Keys", {absl::StrCat("lkey ", Hex(mr.lkey()), ", rkey ", Hex(mr.rkey()))});
+  Section(&out, "Windows", MakeTable(MwColumns(), windows, false));
+  Section(&out, "Grants", MakeTable(GrantColumns(now), grants, false));
   return out;
 }
 

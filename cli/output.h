@@ -23,8 +23,8 @@
 
 namespace rdmad::cli {
 
-// -o table|wide|json|name
-enum class Format { kTable, kWide, kJson, kName };
+// -o table|wide|json|yaml|name
+enum class Format { kTable, kWide, kJson, kYaml, kName };
 absl::StatusOr<Format> ParseFormat(absl::string_view text);
 
 // ---- Scalars
@@ -75,7 +75,10 @@ class Table {
   explicit Table(std::vector<std::string> header);
   void AddRow(std::vector<std::string> row);  // padded or cut to the header's width
   size_t rows() const { return rows_.size(); }
-  std::string Render() const;
+  // Without the header (--no-headers) the columns are as wide as their widest cell.
+  std::string Render(bool headers = true) const;
+  // Each column's width (the header's included), for the rows a watch prints later.
+  std::vector<size_t> Widths() const;
 
  private:
   std::vector<std::string> header_;
@@ -180,6 +183,10 @@ std::string QuotaUsedString(const v1::QuotaUsage& quota);
 std::string QuotaCell(const v1::QuotaUsage& quota);
 // `describe tenant`: name, principals, file roots, devices, PDs, then every quota (QUOTA USED LIMIT).
 std::string TenantText(const v1::Tenant& tenant);
+// `describe mr`: name, PD, source, length, address, access, state (and why UNUSABLE), generation, keys; then the
+// windows bound to it (the get mws table) and its grants (the get grants table, EXPIRES from `now`), or <none>.
+std::string MrText(const v1::MemoryRegion& mr, const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& windows,
+                   const google::protobuf::RepeatedPtrField<v1::Grant>& grants, absl::Time now);
 // `whoami`: principal, tenant, role, authenticated, transport, and uid/gid when rdmad gave them (>= 0).
 std::string CallerText(const v1::Caller& caller);
 
@@ -189,6 +196,10 @@ std::string CallerText(const v1::Caller& caller);
 std::string ToJson(const google::protobuf::Message& message);
 // One line (JSON Lines), ending in a newline.
 std::string ToJsonLine(const google::protobuf::Message& message);
+// -o yaml: the JSON above as YAML (cli/yaml.h), ending in a newline.
+std::string ToYaml(const google::protobuf::Message& message);
+// -o json or -o yaml, by `format`.
+std::string ToStructured(const google::protobuf::Message& message, Format format);
 
 // ---- Errors
 
