@@ -243,7 +243,8 @@ void RegisterCmCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kChannel, "rdma_cm event channels (each a dispatcher thread in rdmad)", true),
         GetOptions<json::ChannelList, v1::EventChannel>{
             Kind::kChannel, ChannelColumns, &client::Client::ListChannels, &v1::ListChannelsResponse::channels,
-            &client::Client::GetChannel});
+            &client::Client::GetChannel}
+            .WithLabel(&v1::EventChannel::label));
   r.Add(r.Noun("get", Kind::kCmId, "rdma_cm communication ids", true),
         GetOptions<json::CmIdList, v1::CmId>{Kind::kCmId, CmIdColumns, &client::Client::ListCmIds,
                                              &v1::ListCmIdsResponse::cm_ids, &client::Client::GetCmId}

@@ -37,8 +37,10 @@ struct GrantOptions {
   v1::IssueGrantRequest request;
   bool write = false;
   std::string token_file;  // empty: print the token (hex) instead
+  DryRun dry_run = DryRun::kNone;
 
   void Flags(CLI::App* sub) {
+    AddDryRun(sub, &dry_run);
     sub->add_option("MR", *request.mutable_mr(), NameHelp(Kind::kMr))->transform(NameFlag(Kind::kMr))->required();
     sub->add_option_function<uint64_t>("--offset", [this](uint64_t n) { request.set_offset(n); },
                                        "bytes from the start of the region (default 0)")
@@ -64,6 +66,15 @@ struct GrantOptions {
   // With a token file: the token's raw bytes go there and not on stdout (nor in -o json); if writing fails, the
   // grant just issued is revoked.
   int Run(Context& ctx) const {
+    if (dry_run == DryRun::kClient) return PrintDryRunRequest(ctx, request, "IssueGrant");
+    if (dry_run == DryRun::kServer) {  // no grant, no token: nothing to write or keep secret
+      auto checked = ctx.client().IssueGrant(request, Mutate(dry_run));
+      if (!checked.ok()) return ctx.Fail(checked.status());
+      return PrintResult(ctx, *checked, {},
+                         StrCat("a grant on ", request.mr(), " offset ", FormatSize(request.offset()), " length ",
+                                FormatSize(request.length()), " for ", request.principal(),
+                                " would be issued (server dry run: rdmad checked it; nothing was issued)"));
+    }
     auto issued = ctx.client().IssueGrant(request);
     if (!issued.ok()) return ctx.Fail(issued.status());
     const v1::Grant& g = issued->grant();
@@ -139,6 +150,19 @@ struct WatchGrantsOptions {
   }
 };
 
+// `get grants -w`: WatchGrants with the list's filters. An issued grant is ADDED; one that ended leaves the list
+// (DELETED), unless --all keeps the ended ones in it (MODIFIED); any other change is MODIFIED.
+absl::Status WatchGrantList(client::Client& c, const GetOptions<json::GrantList, v1::Grant>& o,
+                            const GetOptions<json::GrantList, v1::Grant>::OnChange& on) {
+  v1::WatchGrantsRequest request;
+  request.set_mr(o.filters[0].value);
+  request.set_principal(o.filters[1].value);
+  return c.WatchGrants(request, [&](const v1::GrantEvent& e) {
+    const bool ended = e.type() == v1::GRANT_REVOKED || e.type() == v1::GRANT_EXPIRED;
+    return on(e.grant(), e.type() == v1::GRANT_ISSUED_EVENT ? "ADDED" : (ended && !o.all ? "DELETED" : "MODIFIED"));
+  });
+}
+
 }  // namespace
 
 void RegisterGrantCommands(Registry& r) {
@@ -148,7 +172,8 @@ void RegisterGrantCommands(Registry& r) {
                                                &client::Client::GetGrant}
             .FilterBy("--mr", Kind::kMr, "on")
             .FilterBy("--for", "principal", "for")
-            .WithAll());
+            .WithAll()
+            .WatchWith(WatchGrantList, "The grant stream ended: rdmad closed it."));
   r.Add<GrantOptions>(r.Verb("grant"));
   r.Add<RenewOptions>(r.Noun("renew", Kind::kGrant, "Extend a grant's lease: it then ends --ttl from now"));
   r.Named("revoke", Kind::kGrant, "Revoke a grant: its key dies, its client is disconnected", Revoke);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/command.h"
+#include "proto/wire/wall_clock.h"
 
 namespace rdmad::cli {
 namespace {
@@ -54,10 +55,12 @@ struct SourceOptions {
 struct RegisterMrOptions {
   std::string pd, access;
   SourceOptions source;
+  DryRun dry_run = DryRun::kNone;
   v1::RegisterMrRequest request;
 
   void Flags(CLI::App* sub) {
     sub->add_option("--pd", pd, "protection domain (pds/N)")->transform(NameFlag(Kind::kPd))->required();
+    AddDryRun(sub, &dry_run);
     source.Flags(sub, "");
     sub->add_option("--access", access,
                     "access flags, comma-separated: local-write, remote-write, remote-read, remote-atomic, mw-bind, "
@@ -74,6 +77,14 @@ struct RegisterMrOptions {
     return absl::OkStatus();
   }
   int Run(Context& ctx) const {
+    if (dry_run == DryRun::kClient) return PrintDryRunRequest(ctx, request, "RegisterMr");
+    if (dry_run == DryRun::kServer) {
+      auto checked = ctx.client().RegisterMr(request, Mutate(dry_run));
+      if (!checked.ok()) return ctx.Fail(checked.status());
+      return PrintResult(ctx, *checked, {},
+                         absl::StrCat("memory region of ", checked->length(), " bytes in ", request.pd(),
+                                      " would be registered (server dry run: rdmad checked it; nothing was registered)"));
+    }
     return Done(ctx, ctx.client().RegisterMr(request), [](const v1::MemoryRegion& mr) {
       return absl::StrCat(mr.name(), " registered (lkey ", Hex(mr.lkey()), ", rkey ", Hex(mr.rkey()), ", addr ",
                           Hex(mr.addr()), ", ", mr.length(), " bytes)");
@@ -152,6 +163,24 @@ struct DeleteMrOptions {
   }
 };
 
+// `describe mr NAME`: GetMr, the windows bound to it (ListMws of its PD, narrowed to the region) and its live
+// grants (ListGrants --mr).
+int Describe(Context& ctx, const std::string& name) {
+  auto mr = ctx.client().GetMr(name);
+  if (!mr.ok()) return ctx.Fail(mr.status());
+  auto mws = ctx.client().ListMws(mr->pd());
+  if (!mws.ok()) return ctx.Fail(mws.status());
+  auto grants = ctx.client().ListGrants(name);
+  if (!grants.ok()) return ctx.Fail(grants.status());
+  json::MrDescription d;
+  *d.mutable_mr() = *mr;
+  for (const v1::MemoryWindow& mw : mws->mws()) {
+    if (mw.bound() && mw.binding().mr() == name) *d.add_windows() = mw;
+  }
+  *d.mutable_grants() = grants->grants();
+  return PrintResult(ctx, d, {name}, MrText(d.mr(), d.windows(), d.grants(), wire::WallNow()));
+}
+
 }  // namespace
 
 void RegisterMrCommands(Registry& r) {
@@ -159,6 +188,8 @@ void RegisterMrCommands(Registry& r) {
         GetOptions<json::MrList, v1::MemoryRegion>{Kind::kMr, MrColumns, &client::Client::ListMrs,
                                                    &v1::ListMrsResponse::mrs, &client::Client::GetMr}
             .FilterBy("--pd", Kind::kPd, "in"));
+  r.Named("describe", Kind::kMr, "A memory region: PD, source, access, state, generation, keys, its windows and grants",
+          Describe);
   r.Add<RegisterMrOptions>(r.Noun("register", Kind::kMr, "Register a memory region"));
   r.Add<ReregMrOptions>(
       r.Noun("rereg", Kind::kMr, "Change a region's access, PD or memory; the flags follow from the options given"));

@@ -29,9 +29,11 @@ struct CreateMwOptions {
 struct BindMwOptions {
   v1::BindMwRequest request;
   std::string access;
+  DryRun dry_run = DryRun::kNone;
 
   void Flags(CLI::App* sub) {
     AddName(sub, request.mutable_name(), Kind::kMw);
+    AddDryRun(sub, &dry_run);
     sub->add_option("--mr", *request.mutable_mr(), "memory region (mrs/N); needs mw-bind access")
         ->transform(NameFlag(Kind::kMr))
         ->required();
@@ -56,6 +58,14 @@ struct BindMwOptions {
     return absl::OkStatus();
   }
   int Run(Context& ctx) const {
+    if (dry_run == DryRun::kClient) return PrintDryRunRequest(ctx, request, "BindMw");
+    if (dry_run == DryRun::kServer) {
+      auto checked = ctx.client().BindMw(request, Mutate(dry_run));
+      if (!checked.ok()) return ctx.Fail(checked.status());
+      return PrintResult(ctx, *checked, {request.name()},
+                         absl::StrCat(request.name(), " would be bound to ", request.mr(), " (server dry run: rdmad "
+                                      "checked it; nothing was bound)"));
+    }
     return Done(ctx, ctx.client().BindMw(request), [](const v1::MemoryWindow& mw) {
       return absl::StrCat(mw.name(), " bound (rkey ", Hex(mw.rkey()), ", remote_addr ", Hex(mw.binding().remote_addr()),
                           ", ", mw.binding().length(), " bytes)");

@@ -247,7 +247,7 @@ struct BenchReadOptions {
     absl::StatusOr<client::BenchResult> result = reader->Bench(size, depth, duration);
     const std::string closed = Close(*reader, ctx);
     if (!result.ok()) rc = GrantSource::DataPlaneFail(ctx, result.status());
-    if (result.ok()) ctx.out() << (ctx.format() == Format::kJson ? ToJson(BenchJson(*result, reader->grant())) : BenchTable(*result));
+    if (result.ok()) ctx.out() << (ctx.structured() ? ToStructured(BenchJson(*result, reader->grant()), ctx.format()) : BenchTable(*result));
     if (!closed.empty()) ctx.err() << closed << "\n";
     return rc;
   }

@@ -26,6 +26,7 @@ void Context::UseChannel(std::shared_ptr<grpc::Channel> channel) {
 }
 
 int Context::Fail(const absl::Status& status) {
+  if (ignore_not_found_ && status.code() == absl::StatusCode::kNotFound) return kExitOk;
   std::optional<v1::ErrorDetail> detail;
   if (client::HasDetail(status)) detail = client::Detail(status);
   err_ << FormatError(status, detail, server_) << "\n";
@@ -123,12 +124,36 @@ absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::str
   return bytes;
 }
 
+CLI::Option* AddDryRun(CLI::App* sub, DryRun* dry_run) {
+  return sub
+      ->add_option_function<std::string>(
+          "--dry-run",
+          [dry_run](const std::string& v) {
+            *dry_run = v == "server" ? DryRun::kServer : v == "client" ? DryRun::kClient : DryRun::kNone;
+          },
+          "server: rdmad checks the request (validate_only) and makes nothing; client: print the request, send "
+          "nothing; none (default): do it")
+      ->check(CLI::IsMember({"none", "client", "server"}));
+}
+
+int PrintDryRunRequest(Context& ctx, const google::protobuf::Message& request, const std::string& call) {
+  switch (ctx.format()) {
+    case Format::kJson:
+    case Format::kYaml: ctx.out() << ToStructured(request, ctx.format()); break;
+    case Format::kName: break;
+    case Format::kTable:
+    case Format::kWide: ctx.out() << "dry run (client): rdmactl would call " << call << " with:\n" << ToYaml(request); break;
+  }
+  return kExitOk;
+}
+
 // ---- printing
 
 int PrintResult(Context& ctx, const google::protobuf::Message& result, const std::vector<std::string>& names,
                 const std::string& message) {
   switch (ctx.format()) {
-    case Format::kJson: ctx.out() << ToJson(result); break;
+    case Format::kJson:
+    case Format::kYaml: ctx.out() << ToStructured(result, ctx.format()); break;
     case Format::kName:
       for (const std::string& n : names) ctx.out() << n << "\n";
       break;

@@ -18,6 +18,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -27,10 +28,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "cli/output.h"
 #include "cli/parse.h"
 #include "cli/rdmactl_json.pb.h"
+#include "cli/selector.h"
+#include "cli/sort.h"
+#include "cli/yaml.h"
 #include "client/client.h"
 
 namespace rdmad::client {
@@ -52,11 +58,18 @@ class Context {
 
   Format format() const { return format_; }
   bool wide() const { return format_ == Format::kWide; }
+  bool structured() const { return format_ == Format::kJson || format_ == Format::kYaml; }  // -o json, -o yaml
   std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& server() const { return server_; }
   std::ostream& out() { return out_; }
   std::ostream& err() { return err_; }
   void set_command(std::string command) { command_ = std::move(command); }
+  // --ignore-not-found (get NAME, describe, delete): Fail() of a NOT_FOUND prints nothing and returns kExitOk.
+  void set_ignore_not_found(bool ignore) { ignore_not_found_ = ignore; }
+  // The config file's path (cli/config_file.h) and the context in use ("" for none).
+  void set_config(std::string path, std::string context) { config_path_ = std::move(path), context_ = std::move(context); }
+  const std::string& config_path() const { return config_path_; }
+  const std::string& context() const { return context_; }
 
   // "error: ..." (with rdmad's ErrorDetail and hints) on err; returns kExitServerError.
   int Fail(const absl::Status& status);
@@ -70,6 +83,8 @@ class Context {
   std::ostream& out_;
   std::ostream& err_;
   std::string command_;
+  bool ignore_not_found_ = false;
+  std::string config_path_, context_;
   std::unique_ptr<client::Client> client_;
 };
 
@@ -95,6 +110,7 @@ class Registry {
   CLI::App* Verb(const std::string& name);
   // `verb NOUN`: called by the kind's singular (plural: by its plural), the other an alias.
   CLI::App* Noun(const std::string& verb, Kind kind, const std::string& description, bool plural = false);
+  CLI::App* root() const { return root_; }
   // What runs when `sub` is the command chosen (a command without flags: health, version, whoami).
   void OnRun(CLI::App* sub, RunFn run);
   // Binds a new Options to `sub`: Flags(sub) now; Validate() then Run(ctx) when it is chosen.
@@ -130,6 +146,8 @@ void RegisterTenantCommands(Registry& r);
 void RegisterAuditCommands(Registry& r);
 void RegisterReadCommands(Registry& r);
 void RegisterServerCommands(Registry& r);
+void RegisterConfigCommands(Registry& r);
+void RegisterCompletionCommands(Registry& r);
 
 // ---- typed flags: CLI11 validators that check a flag's text with a parser of cli/parse.h (its error is the
 // flag's error) and, where the command uses the value's canonical text, replace the text with it
@@ -179,6 +197,19 @@ std::string NameHelp(Kind kind);
 // any such file should be, is a usage error ("FLAG: 'PATH' is larger than 4096 bytes" and `why`).
 absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path, const std::string& why);
 
+// --dry-run=none|client|server (register mr, grant, bind mw; kubectl's): client prints the request and sends
+// nothing; server sends it with validate_only, so rdmad checks it exactly as for real and makes nothing.
+enum class DryRun { kNone, kClient, kServer };
+CLI::Option* AddDryRun(CLI::App* sub, DryRun* dry_run);
+// --dry-run=client: `request` (-o json or yaml: as such; table and wide: "dry run (client): rdmactl would call
+// CALL with:" and the request as YAML; name: nothing). kExitOk.
+int PrintDryRunRequest(Context& ctx, const google::protobuf::Message& request, const std::string& call);
+inline client::MutateOptions Mutate(DryRun dry_run) {
+  client::MutateOptions o;
+  o.validate_only = dry_run == DryRun::kServer;
+  return o;
+}
+
 // ---- printing
 
 // One result of a change: -o json the message, -o name `names`, else `message` (and a newline, unless it ends in
@@ -209,16 +240,21 @@ NamedRunFn Deletes(absl::Status (client::Client::*call)(const std::string&)) {
 
 // `get KIND [NAME]`: the list (a List* call and its answer's repeated field) or one item (a Get* call). Printed
 // as the table of the kind's columns (NAME first), -o name the names, -o json {"items": [...]} as List (a message
-// of cli/rdmactl_json.proto), or the item itself for one. An empty list: "No resources found<scope>." on stderr,
-// except with json.
+// of cli/rdmactl_json.proto), or the item itself for one; -o yaml the same as YAML. An empty list: "No resources
+// found<scope>." on stderr, except with json and yaml.
 //
 // FilterBy adds `--FLAG VALUE` (a name of another kind, or free text), which narrows the list to the items
 // `preposition` that one ("get mrs --pd pds/1": those in pds/1); the List* call takes the filters' values in
 // order, then, with WithAll, whether --all (the recently ended items too) was given. Then prints more after
-// the table (-o table and wide).
+// the table (-o table and wide). WithLabel adds -l/--selector (cli/selector.h) over the items' label. Every get
+// has --no-headers, --sort-by (a column or a JSON field, cli/sort.h) and -w/--watch: with WatchWith, the kind's
+// Watch RPC says what changed; without, the list is fetched again every --watch-interval and compared.
 template <typename List, typename T>
 struct GetOptions {
   using Items = google::protobuf::RepeatedPtrField<T>;
+  // Calls on(item, "ADDED"|"MODIFIED"|"DELETED") per change until the stream ends or `on` returns false.
+  using OnChange = std::function<bool(const T&, const char* event)>;
+  using WatchFn = std::function<absl::Status(client::Client&, const GetOptions&, const OnChange&)>;
   struct Filter {
     std::string flag, preposition, what;
     std::optional<Kind> by;  // a name of this kind, or (nullopt) free text
@@ -254,6 +290,10 @@ struct GetOptions {
   }
   GetOptions& WithAll() { return with_all = true, *this; }
   GetOptions& Then(std::function<void(Context&, const Items&, bool one)> more) { return then = std::move(more), *this; }
+  GetOptions& WithLabel(std::function<std::string(const T&)> of) { return label = std::move(of), *this; }
+  GetOptions& WatchWith(WatchFn fn, std::string ended) {
+    return watch_rpc = std::move(fn), watch_ended = std::move(ended), *this;
+  }
 
   Kind kind;
   std::function<Columns<T>()> columns;
@@ -262,7 +302,18 @@ struct GetOptions {
   std::vector<Filter> filters;
   bool with_all = false, all = false;
   std::function<void(Context&, const Items&, bool one)> then;
-  std::string name;
+  std::function<std::string(const T&)> label;
+  WatchFn watch_rpc;
+  std::string watch_ended;
+  std::string name, sort_by, selector_text;
+  bool no_headers = false, watch = false, watch_events = false;
+  int64_t watch_interval_ms = 1000;
+  CLI::Option* interval_flag = nullptr;
+  CLI::Option* events_flag = nullptr;
+  // Validate()'s: the selector, and the column (index) or field to sort by.
+  std::optional<Selector> selector;
+  int sort_column = -1;
+  FieldPath sort_field;
 
   void Flags(CLI::App* sub) {
     AddName(sub, &name, kind, false);
@@ -272,40 +323,179 @@ struct GetOptions {
       if (f.by) o->transform(NameFlag(*f.by));
     }
     if (with_all) sub->add_flag("--all", all, "also the recently ended ones rdmad remembers (revoked, expired, ...)");
+    if (label) {
+      sub->add_option("-l,--selector", selector_text,
+                      "only those whose label matches: key=value, key!=value, key, !key, 'key in (a,b)', 'key notin "
+                      "(a,b)'; comma-separated, all must hold (docs/cli.md#label-selectors)")
+          ->transform(Transform("SELECTOR", Selector::Parse));
+    }
+    sub->add_flag("--no-headers", no_headers, "table and wide: no header line");
+    sub->add_option("--sort-by", sort_by,
+                    "sort the list by a column (its header, any case: NAME, LENGTH) or a field of -o json (.length, "
+                    "{.binding.mr})");
+    sub->add_flag("-w,--watch", watch,
+                  watch_rpc ? "print the list, then each change as it happens (the kind's Watch RPC; Ctrl-C to stop)"
+                            : "print the list, then each change (the list fetched again every --watch-interval; "
+                              "Ctrl-C to stop)");
+    interval_flag = sub->add_option("--watch-interval", watch_interval_ms,
+                                    "with --watch: how often to fetch the list again (default 1s)")
+                        ->transform(DurationFlag(INT64_MAX));
+    events_flag = sub->add_flag("--output-watch-events", watch_events,
+                                "with --watch: say what happened to each item (ADDED, MODIFIED, DELETED)");
   }
-  absl::Status Validate() const {
+  absl::Status Validate() {
     std::vector<std::string> flags;
-    bool filtered = all;
+    bool filtered = all || !selector_text.empty();
     for (const Filter& f : filters) flags.push_back(f.flag), filtered = filtered || !f.value.empty();
     if (with_all) flags.push_back("--all");
+    if (label) flags.push_back("-l/--selector");
+    selector.reset();
+    if (!selector_text.empty()) selector = *Selector::Parse(selector_text);  // checked by the flag
+    if (!watch && (interval_flag->count() > 0 || events_flag->count() > 0)) {
+      return UsageError(std::string(interval_flag->count() > 0 ? "--watch-interval" : "--output-watch-events") +
+                        " goes with -w/--watch");
+    }
+    if (absl::Status s = ResolveSortBy(); !s.ok()) return s;
     if (name.empty() || !filtered) return absl::OkStatus();
     if (flags.size() == 1) return UsageError(flags[0] + " filters a list: give either NAME or " + flags[0]);
     const std::string last = flags.back();
     flags.pop_back();
     return UsageError(absl::StrJoin(flags, ", ") + " and " + last + " filter a list: give either NAME or filters");
   }
+  absl::Status ResolveSortBy() {
+    sort_column = -1;
+    sort_field.clear();
+    if (sort_by.empty()) return absl::OkStatus();
+    const Columns<T> cs = columns();
+    std::vector<std::string> headers;
+    for (size_t i = 0; i < cs.size(); i++) {
+      headers.push_back(cs[i].header);
+      if (sort_by[0] != '.' && sort_by[0] != '{' && absl::EqualsIgnoreCase(cs[i].header, sort_by)) sort_column = int(i);
+    }
+    if (sort_column >= 0) return absl::OkStatus();
+    absl::StatusOr<FieldPath> path = ParseFieldPath(T::descriptor(), sort_by);
+    if (!path.ok()) {
+      return UsageError("--sort-by: " + std::string(path.status().message()) +
+                        (sort_by[0] == '.' || sort_by[0] == '{' ? "" : "; nor is it a column (" + absl::StrJoin(headers, ", ") + ")"));
+    }
+    sort_field = *std::move(path);
+    return absl::OkStatus();
+  }
+  // The list (or the one item), narrowed by the selector and sorted.
+  absl::StatusOr<Items> Fetch(Context& ctx) const {
+    absl::StatusOr<Items> items = name.empty() ? list(ctx.client(), *this) : get(ctx.client(), name);
+    if (!items.ok()) return items;
+    std::vector<T> kept;
+    for (T& item : *items) {
+      if (Wanted(item)) kept.push_back(std::move(item));
+    }
+    if (sort_column >= 0) {
+      const Columns<T> cs = columns();
+      const auto& cell = cs[static_cast<size_t>(sort_column)].cell;
+      std::stable_sort(kept.begin(), kept.end(), [&cell](const T& a, const T& b) { return CompareCells(cell(a), cell(b)) < 0; });
+    } else if (!sort_field.empty()) {
+      std::stable_sort(kept.begin(), kept.end(),
+                       [this](const T& a, const T& b) { return CompareByField(a, b, sort_field) < 0; });
+    }
+    Items out;
+    for (T& item : kept) *out.Add() = std::move(item);
+    return out;
+  }
+  bool Wanted(const T& item) const {
+    if (!name.empty() && item.name() != name) return false;
+    return !selector || selector->Matches(label(item));
+  }
   int Run(Context& ctx) const {
     const bool one = !name.empty();
-    absl::StatusOr<Items> items = one ? get(ctx.client(), name) : list(ctx.client(), *this);
+    if (!one) ctx.set_ignore_not_found(false);  // it is about NAME
+    absl::StatusOr<Items> items = Fetch(ctx);
     if (!items.ok()) return ctx.Fail(items.status());
-    if (ctx.format() == Format::kJson) {
+    if (watch) return Watch(ctx, *std::move(items));
+    if (ctx.structured()) {
       List list;
       *list.mutable_items() = *items;
-      ctx.out() << (one ? ToJson(items->Get(0)) : ToJson(list));
+      ctx.out() << (one ? ToStructured(items->Get(0), ctx.format()) : ToStructured(list, ctx.format()));
       return kExitOk;
     }
     if (ctx.format() == Format::kName) {
       for (const T& item : *items) ctx.out() << item.name() << "\n";
     } else if (!items->empty()) {
-      ctx.out() << MakeTable(columns(), *items, ctx.wide()).Render();
+      ctx.out() << MakeTable(columns(), *items, ctx.wide()).Render(!no_headers);
       if (then) then(ctx, *items, one);
     }
     if (!items->empty()) return kExitOk;
-    std::string scope;
-    for (const Filter& f : filters) scope += f.value.empty() ? "" : " " + f.preposition + " " + f.value;
-    ctx.err() << "No resources found" << scope << (with_all && !all ? " (--all shows the recently ended ones too)" : "")
+    ctx.err() << "No resources found" << Scope() << (with_all && !all ? " (--all shows the recently ended ones too)" : "")
               << ".\n";
     return kExitOk;
+  }
+  std::string Scope() const {
+    std::string scope;
+    for (const Filter& f : filters) scope += f.value.empty() ? "" : " " + f.preposition + " " + f.value;
+    if (!selector_text.empty()) scope += " matching " + selector_text;
+    return scope;
+  }
+
+  // -w: the list (each item ADDED), then each change, until the Watch RPC's stream ends (or a fetch fails).
+  int Watch(Context& ctx, Items current) const {
+    std::vector<size_t> widths = MakeTable(columns(), current, ctx.wide()).Widths();
+    if (watch_events) widths.insert(widths.begin(), std::string("MODIFIED").size());
+    bool header = !no_headers;
+    auto print = [&](const T& item, const char* event) {
+      std::string json = ToJsonLine(item);
+      if (watch_events) json = absl::StrCat("{\"type\":\"", event, "\",\"object\":", absl::StripSuffix(json, "\n"), "}\n");
+      switch (ctx.format()) {
+        case Format::kJson: ctx.out() << json; break;
+        case Format::kYaml: ctx.out() << "---\n" << JsonToYaml(json).value_or(json); break;
+        case Format::kName: ctx.out() << item.name() << "\n"; break;
+        case Format::kTable:
+        case Format::kWide: {
+          std::vector<std::string> head, row;
+          if (watch_events) head.push_back("EVENT"), row.push_back(event);
+          for (const Column<T>& c : columns()) {
+            if (!ctx.wide() && c.wide) continue;
+            head.push_back(c.header);
+            row.push_back(c.cell(item));
+            if (row.back().empty()) row.back() = "<none>";
+          }
+          if (header) ctx.out() << StreamColumns(head, widths) << "\n", header = false;
+          ctx.out() << StreamColumns(row, widths) << "\n";
+          break;
+        }
+      }
+      ctx.out().flush();
+      return true;
+    };
+    for (const T& item : current) print(item, "ADDED");
+    if (watch_rpc) {
+      absl::Status s = watch_rpc(ctx.client(), *this, [&](const T& item, const char* event) {
+        return !Wanted(item) || print(item, event);
+      });
+      if (!s.ok()) return ctx.Fail(s);
+      ctx.err() << watch_ended << "\n";
+      return kExitOk;
+    }
+    std::map<std::string, T> seen;
+    for (T& item : current) seen.emplace(item.name(), std::move(item));
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(watch_interval_ms));
+      absl::StatusOr<Items> next = Fetch(ctx);
+      if (!next.ok() && !name.empty() && next.status().code() == absl::StatusCode::kNotFound) next = Items();
+      if (!next.ok()) return ctx.Fail(next.status());
+      std::map<std::string, T> now;
+      for (T& item : *next) {
+        auto was = seen.find(item.name());
+        if (was == seen.end()) {
+          print(item, "ADDED");
+        } else if (was->second.SerializeAsString() != item.SerializeAsString()) {
+          print(item, "MODIFIED");
+        }
+        now.emplace(item.name(), std::move(item));
+      }
+      for (const auto& [n, item] : seen) {
+        if (now.count(n) == 0) print(item, "DELETED");
+      }
+      seen = std::move(now);
+    }
   }
 };
 
@@ -319,6 +509,7 @@ class StreamPrinter {
   bool operator()(const T& item) {
     switch (ctx_.format()) {
       case Format::kJson: ctx_.out() << (json_ ? json_(item) : ToJsonLine(item)); break;
+      case Format::kYaml: ctx_.out() << "---\n" << ToYaml(item); break;  // a document per event
       case Format::kName: ctx_.out() << spec_.name(item) << "\n"; break;
       case Format::kTable:
       case Format::kWide:
@@ -342,7 +533,7 @@ class StreamPrinter {
     }
     if (follow) {
       ctx_.err() << ended << "\n";
-    } else if (count_ == 0 && ctx_.format() != Format::kJson) {
+    } else if (count_ == 0 && !ctx_.structured()) {
       ctx_.err() << "No " << what << " found.\n";
     }
     return kExitOk;

@@ -6,6 +6,7 @@
 #include "cli/rdmactl.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <ostream>
 #include <set>
@@ -15,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/command.h"
+#include "cli/config_file.h"
 #include "client/channel.h"
 
 namespace rdmad::cli {
@@ -50,40 +52,73 @@ constexpr const char* kVerbs[][2] = {
     {"describe", "Show everything about one resource, for people"},
     {"whoami", "Who rdmad takes you to be: principal, tenant, role, transport"},
     {"health", "Check that rdmad is serving (gRPC health)"},
-    {"version", "Print rdmactl's version"},
+    {"version", "Print rdmactl's version, and whether rdmad answers (--client: rdmactl's alone)"},
+    {"config", "Show the config file's contexts (rdmad addresses and TLS files) and choose the current one"},
+    {"completion", "Print a shell completion script (bash, zsh): source <(rdmactl completion bash)"},
 };
 
-// The global flags (environment: RDMAD_SERVER, RDMAD_TLS_*).
+// The global flags. Each setting comes from its flag, else the environment (RDMAD_SERVER, RDMAD_TLS_*), else the
+// context (--context, else the config file's current-context; cli/config_file.h), else its default.
 struct GlobalOptions {
-  std::string server = client::kDefaultTarget;
-  std::string output = "table";
+  std::string server, output = "table", context;
   int64_t timeout_ms = 30000;
   client::TlsOptions tls;
+  bool ignore_not_found = false;  // get NAME, describe, delete
+  std::vector<std::pair<CLI::Option*, std::string*>> settings;  // flag, value
 
   void Flags(CLI::App* app) {
-    app->add_option("--server", server, "rdmad address: unix:/path or host:port")
-        ->envname("RDMAD_SERVER")
-        ->capture_default_str();
-    app->add_option("-o,--output", output, "output format: table, wide, json or name")
+    auto setting = [&](const std::string& flag, std::string* value, const std::string& help) {
+      settings.emplace_back(app->add_option(flag, *value, help), value);
+    };
+    setting("--server", &server,
+            std::string("rdmad address: unix:/path or host:port (env RDMAD_SERVER; default ") + client::kDefaultTarget + ")");
+    app->add_option("-o,--output", output, "output format: table, wide, json, yaml or name")
         ->transform(FormatFlag())
         ->capture_default_str();
     app->add_option("--timeout", timeout_ms, "per-request timeout: 30s, 500ms, 2m or seconds (default 30s)")
         ->transform(DurationFlag(INT64_MAX));
+    app->add_option("--context", context, "the config file's context to use (default: its current-context)");
     // Mutual TLS to rdmad on TCP (docs/security.md); not used for unix:/path.
-    app->add_option("--tls-ca", tls.ca_file, "TCP with mutual TLS: the CA (PEM) that signs rdmad's certificate")
-        ->envname("RDMAD_TLS_CA");
-    app->add_option("--tls-cert", tls.cert_file, "TCP with mutual TLS: this client's certificate (PEM)")
-        ->envname("RDMAD_TLS_CERT");
-    app->add_option("--tls-key", tls.key_file, "TCP with mutual TLS: the certificate's private key (PEM)")
-        ->envname("RDMAD_TLS_KEY");
-    app->add_option("--tls-server-name", tls.server_name,
-                    "check rdmad's certificate for this name instead of the --server host")
-        ->envname("RDMAD_TLS_SERVER_NAME");
+    setting("--tls-ca", &tls.ca_file, "TCP with mutual TLS: the CA (PEM) that signs rdmad's certificate");
+    setting("--tls-cert", &tls.cert_file, "TCP with mutual TLS: this client's certificate (PEM)");
+    setting("--tls-key", &tls.key_file, "TCP with mutual TLS: the certificate's private key (PEM)");
+    setting("--tls-server-name", &tls.server_name, "check rdmad's certificate for this name instead of the --server host");
   }
 
-  absl::StatusOr<std::unique_ptr<Context>> MakeContext(std::ostream& out, std::ostream& err) const {
+  // Flags > environment > context > defaults, for the settings CLI11 parsed.
+  absl::Status Resolve(const std::string& config_path) {
+    absl::StatusOr<ConfigFile> config = LoadConfig(config_path);
+    if (!config.ok()) return config.status();
+    const std::string name = context.empty() ? config->current : context;
+    ContextEntry entry;
+    if (!name.empty()) {
+      const ContextEntry* found = config->Find(name);
+      if (found == nullptr) {
+        return UsageError((context.empty() ? "current-context" : "--context") + std::string(": no context '") + name +
+                          "' in " + (config_path.empty() ? "(no config file)" : config_path));
+      }
+      entry = *found;
+    }
+    const std::string* from_context[] = {&entry.server, &entry.tls_ca, &entry.tls_cert, &entry.tls_key,
+                                         &entry.tls_server_name};
+    const char* env[] = {"RDMAD_SERVER", "RDMAD_TLS_CA", "RDMAD_TLS_CERT", "RDMAD_TLS_KEY", "RDMAD_TLS_SERVER_NAME"};
+    const std::string fallback[] = {client::kDefaultTarget, "", "", "", ""};
+    for (size_t i = 0; i < settings.size(); i++) {
+      auto [flag, value] = settings[i];
+      const std::optional<std::string> given = flag->count() > 0 ? std::optional<std::string>(*value) : std::nullopt;
+      *value = Pick(given, std::getenv(env[i]), *from_context[i], fallback[i]);
+    }
+    context = name;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Context>> MakeContext(std::ostream& out, std::ostream& err) {
+    const std::string config_path = ConfigPath();
+    if (absl::Status s = Resolve(config_path); !s.ok()) return s;
     if (server.empty()) return UsageError("--server: an address is required (unix:/path or host:port)");
     auto ctx = std::make_unique<Context>(server, *ParseFormat(output), std::chrono::milliseconds(timeout_ms), out, err);
+    ctx->set_ignore_not_found(ignore_not_found);
+    ctx->set_config(config_path, context);
     if (tls.enabled()) {  // mutual TLS to a TCP rdmad (on a unix socket rdmad knows the uid instead)
       absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::Dial(server, tls);
       if (!channel.ok()) return UsageError("--tls-ca/--tls-cert/--tls-key: " + std::string(channel.status().message()));
@@ -96,6 +131,13 @@ struct GlobalOptions {
 std::vector<CLI::App*> Subcommands(CLI::App* parent) {
   return parent->get_subcommands([](CLI::App*) { return true; });
 }
+
+// kubectl habits that name another verb here: `create mr` is `register mr`, ... (verb, noun, what to run).
+constexpr const char* kOtherVerb[][3] = {
+    {"create", "mr", "rdmactl register mr"},   {"create", "mrs", "rdmactl register mr"},
+    {"create", "grant", "rdmactl grant MR"},   {"create", "grants", "rdmactl grant MR"},
+    {"delete", "grant", "rdmactl revoke grant"}, {"delete", "grants", "rdmactl revoke grant"},
+};
 
 // CLI11 reports an unknown verb or noun as "A subcommand is required"; say what is wrong instead. Where a noun
 // follows the verb, kubectl's TYPE/NAME form is split first ("events --channel channels/2" has none).
@@ -113,6 +155,9 @@ bool CheckVerbAndNoun(CLI::App* app, std::vector<std::string>& args, const std::
     if (found == nullptr) {
       if (verb.empty()) err << "error: unknown command '" << args[word] << "' (commands: " << names << ")\n";
       else err << "error: '" << parent->get_name() << "' does not apply to '" << args[word] << "' (" << names << ")\n";
+      for (const auto& other : kOtherVerb) {
+        if (parent->get_name() == other[0] && args[word] == other[1]) err << "hint: did you mean `" << other[2] << "`?\n";
+      }
       err << "Run 'rdmactl " << verb << "--help' for usage.\n";
       return false;
     }
@@ -143,7 +188,8 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
       "rdmactl"};
   // Inherited by every subcommand created after this (their help does not list the root's options).
   app.footer(
-      "Global flags: --server ADDR (env RDMAD_SERVER), -o table|wide|json|name, --timeout DURATION,\n"
+      "Global flags: --server ADDR (env RDMAD_SERVER), -o table|wide|json|yaml|name, --timeout DURATION,\n"
+      "  --context NAME (config file: $RDMACTL_CONFIG or ~/.config/rdmactl/config),\n"
       "  --tls-ca FILE --tls-cert FILE --tls-key FILE [--tls-server-name NAME] (env RDMAD_TLS_CA, ...).\n"
       "See 'rdmactl --help' and docs/cli.md.");
   app.fallthrough();  // global flags may follow the verb and noun; inherited by every subcommand
@@ -154,11 +200,20 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
   Registry registry(&app);
   for (auto add : {RegisterDeviceCommands, RegisterPdCommands, RegisterMrCommands, RegisterMwCommands,
                    RegisterQpCommands, RegisterCmCommands, RegisterGrantCommands, RegisterTenantCommands,
-                   RegisterAuditCommands, RegisterReadCommands, RegisterServerCommands}) {
+                   RegisterAuditCommands, RegisterReadCommands, RegisterServerCommands,
+                   RegisterConfigCommands, RegisterCompletionCommands}) {
     add(registry);
   }
   for (CLI::App* verb : Subcommands(&app)) {
     if (!Subcommands(verb).empty()) verb->require_subcommand(1);
+  }
+  // kubectl's --ignore-not-found on the commands about one named object.
+  for (const char* verb : {"get", "describe", "delete"}) {
+    for (CLI::App* noun : Subcommands(app.get_subcommand(verb))) {
+      noun->add_flag("--ignore-not-found", global.ignore_not_found,
+                     std::string("NAME does not exist: print nothing and exit 0") +
+                         (std::string(verb) == "get" ? " (with NAME only)" : ""));
+    }
   }
   app.footer(  // the root's own, set last: not inherited
       "Examples:\n"
@@ -180,7 +235,7 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
     out << app.help();
     return kExitOk;
   }
-  const std::set<std::string> valued = {"--server", "-o",         "--output",  "--timeout",
+  const std::set<std::string> valued = {"--server",  "-o",       "--output", "--timeout",        "--context",
                                         "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name"};
   std::vector<std::string> args = arguments;
   if (args.front() == "help") {  // kubectl's "help [VERB [NOUN]]" is "[VERB [NOUN]] --help"

@@ -129,8 +129,8 @@ run delete mr pds/1
 expect_rc 2 "delete mr pds/1"
 run rereg mr mrs/1
 expect_rc 2 "rereg mr with nothing to change"
-run get pds -o yaml
-expect_rc 2 "-o yaml"
+run get pds -o xml
+expect_rc 2 "-o xml"
 
 # ---- rdma_cm. A host without RDMA has no rdma_cm: rdmad says so in its log and answers UNAVAILABLE to
 # what needs it; rdmactl must print rdmad's reason, exit 1, and not blame the connection.
@@ -297,7 +297,83 @@ expect_rc 0 "grant --help"
 [[ "$out" == *"SECRET"* && "$out" == *"--token-file"* ]] || fail "grant --help: '$out'"
 run version
 expect_rc 0 "version"
-[[ "$out" == rdmactl* ]] || fail "version: '$out'"
+[[ "$out" == "Client Version: rdmactl "* ]] || fail "version: '$out'"
+
+# ---- kubectl habits (docs/cli.md)
+echo "--- create mr: a hint to register mr, exit 2"
+run create mr --pd pds/1 --size 4KiB --access local-write
+expect_rc 2 "create mr"
+[[ "$err" == *'did you mean `rdmactl register mr`?'* ]] || fail "create mr: stderr '$err' has no hint"
+
+echo "--- -o yaml, --no-headers, --ignore-not-found, --sort-by, -l"
+run get devices -o yaml
+expect_rc 0 "get devices -o yaml"
+[[ "$out" == "items: []" || "$out" == items:* ]] || fail "get devices -o yaml: '$out'"
+run version -o yaml
+expect_rc 0 "version -o yaml"
+[[ "$out" == *"server_status: SERVING"* ]] || fail "version -o yaml: '$out'"
+run get mrs mrs/17 --ignore-not-found
+expect_rc 0 "get mrs/17 --ignore-not-found"
+[[ -z "$out$err" ]] || fail "get mrs/17 --ignore-not-found printed '$out' '$err'"
+run delete pd 7 --ignore-not-found
+expect_rc 0 "delete pd 7 --ignore-not-found"
+run describe mr 17
+expect_rc 1 "describe mr 17"
+run get pds --sort-by .nope
+expect_rc 2 "--sort-by .nope"
+[[ "$err" == *"no field 'nope'"* ]] || fail "--sort-by .nope: '$err'"
+run get pds -l 'app in (a'
+expect_rc 2 "-l 'app in (a'"
+run get devices --no-headers -o wide
+expect_rc 0 "--no-headers"
+
+echo "--- version: rdmactl's and rdmad's answer"
+run version
+expect_rc 0 "version"
+[[ "$out" == *"Client Version: rdmactl"* && "$out" == *"Server: rdmad at $sock serves rdmad.v1"* ]] || fail "version: '$out'"
+
+echo "--- a context names the server; the flag and RDMAD_SERVER win over it"
+cat >"$dir/config" <<CONFIG
+{"current-context": "nowhere", "contexts": [{"name": "smoke", "server": "$sock"},
+ {"name": "nowhere", "server": "unix:$dir/nobody.sock"}]}
+CONFIG
+RDMACTL_CONFIG="$dir/config" "$RDMACTL" --timeout 2s health >"$dir/out" 2>"$dir/err"; rc=$?
+expect_rc 1 "health through the current context (nobody there)"
+RDMACTL_CONFIG="$dir/config" "$RDMACTL" --context smoke health >"$dir/out" 2>"$dir/err"; rc=$?
+expect_rc 0 "health --context smoke"
+RDMACTL_CONFIG="$dir/config" RDMAD_SERVER="$sock" "$RDMACTL" health >"$dir/out" 2>"$dir/err"; rc=$?
+expect_rc 0 "RDMAD_SERVER over the context"
+RDMACTL_CONFIG="$dir/config" "$RDMACTL" config use-context smoke >"$dir/out" 2>"$dir/err"; rc=$?
+expect_rc 0 "config use-context smoke"
+RDMACTL_CONFIG="$dir/config" "$RDMACTL" health >"$dir/out" 2>"$dir/err"; rc=$?
+expect_rc 0 "health through the new current context"
+[[ "$(RDMACTL_CONFIG="$dir/config" "$RDMACTL" config current-context)" == smoke ]] || fail "current-context is not smoke"
+
+echo "--- completion bash: the script sources, and offers the verbs, the kinds and the flags"
+if ! out="$(bash -c '
+  source <("$0" completion bash) || exit 1
+  complete -p rdmactl >/dev/null || exit 1
+  complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _rdmactl; echo "${COMPREPLY[*]}"; }
+  echo "verbs: $(complete_words rdmactl "")"
+  echo "get: $(complete_words rdmactl get "")"
+  echo "de: $(complete_words rdmactl de)"
+  echo "describe: $(complete_words rdmactl -o json describe "")"
+  echo "flags: $(complete_words rdmactl get mr --so)"
+  echo "output: $(complete_words rdmactl get pds -o y)"
+' "$RDMACTL" 2>&1)"; then
+  fail "completion bash does not source: '$out'"
+fi
+grep -q '^verbs: .*\bget\b.*\bdescribe\b' <<<"$out" || fail "completion: no get/describe among the verbs: '$out'"
+grep -q '^get: .*\bdevices\b.*\bpds\b.*\bmrs\b.*\bgrants\b' <<<"$out" || fail "completion: no kinds after get: '$out'"
+grep -qx 'de: delete describe' <<<"$out" || fail "completion: 'de' does not give delete describe: '$out'"
+grep -qx 'describe: mr tenant' <<<"$out" || fail "completion: describe's nouns: '$out'"
+grep -qx 'flags: --sort-by' <<<"$out" || fail "completion: get mr --so: '$out'"
+grep -qx 'output: yaml' <<<"$out" || fail "completion: -o y: '$out'"
+
+echo "--- rdmad --version"
+out="$("$RDMAD" --version 2>&1)"; rc=$?
+expect_rc 0 "rdmad --version"
+[[ "$out" == "rdmad "[0-9]*" (API rdmad.v1)" ]] || fail "rdmad --version: '$out'"
 
 echo "--- nobody listening: exit 1 with a hint"
 "$RDMACTL" --server "unix:$dir/nobody.sock" --timeout 2s health >"$dir/out" 2>"$dir/err"

@@ -626,9 +626,9 @@ TEST_F(RdmactlTest, ReadAndBenchUsageErrorsSendNothing) {
   EXPECT_THAT(grants_.issued, IsEmpty());
   EXPECT_THAT(mrs_.got, IsEmpty());
   // -o is the global output format on every command, read included (its file is --out-file).
-  Result bench = Run({"bench", "read", "mrs/3", "-o", "yaml"});
+  Result bench = Run({"bench", "read", "mrs/3", "-o", "xml"});
   EXPECT_EQ(bench.rc, 2);
-  EXPECT_THAT(bench.err, HasSubstr("--output: unknown output format 'yaml'"));
+  EXPECT_THAT(bench.err, HasSubstr("--output: unknown output format 'xml'"));
   Result old = Run({"read", "mrs/3", "-o", Path("out.bin")});
   EXPECT_EQ(old.rc, 2);
   EXPECT_THAT(old.err, HasSubstr("unknown output format"));
@@ -809,9 +809,9 @@ TEST_F(RdmactlTest, DescribeTenant) {
   EXPECT_THAT(r.err, HasSubstr("tenants/batch does not exist"));
   r = Run({"describe", "tenant"});
   EXPECT_EQ(r.rc, 2);
-  r = Run({"describe", "mrs", "3"});
+  r = Run({"describe", "pds", "3"});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.err, HasSubstr("'describe' does not apply to 'mrs' (tenant)"));
+  EXPECT_THAT(r.err, HasSubstr("'describe' does not apply to 'pds' (mr, tenant)"));
 }
 
 TEST_F(RdmactlTest, WhoAmI) {
