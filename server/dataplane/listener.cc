@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/dataplane/interfaces.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 
@@ -26,15 +28,33 @@ cm::Redemption OverQuota(const cm::Redemption& r, const absl::Status& why) {
   return out;
 }
 
+using Options = Listener::Options;
+
+Options WithDefaults(Options options) {
+  if (!options.wildcard_addresses) {
+    options.wildcard_addresses = [](const std::string& wildcard) { return RdmaInterfaceAddresses(wildcard); };
+  }
+  return options;
+}
+
 }  // namespace
 
 Listener::Listener(cm::CmManager* cm, const Registry* registry, cm::TokenStore* tokens, Options options)
-    : cm_(cm), registry_(registry), tokens_(tokens), options_(std::move(options)) {}
+    : cm_(cm), registry_(registry), tokens_(tokens), options_(WithDefaults(std::move(options))) {}
 
 absl::Status Listener::Start() {
   if (!cm_->available()) return absl::OkStatus();
   for (const fabric::SockAddr& addr : options_.listen) {
     RDMAD_RETURN_IF_ERROR(cm_->ListenDataPlane(addr, options_.backlog, this).status());
+    if (!IsWildcard(addr.host)) continue;
+    const std::vector<std::string> told = Expand(addr.host);
+    if (told.empty()) {
+      RDMAD_LOG_WARN("data-plane listener on %s:%u: no RDMA interface has an address; clients are told %s itself",
+                     addr.host.c_str(), addr.port, addr.host.c_str());
+    } else {
+      RDMAD_LOG_INFO("data-plane listener on %s:%u: clients are told %s (the RDMA interfaces' addresses)",
+                     addr.host.c_str(), addr.port, absl::StrJoin(told, ", ").c_str());
+    }
   }
   listening_ = !options_.listen.empty();
   return absl::OkStatus();
@@ -47,12 +67,33 @@ absl::StatusOr<std::vector<v1::SocketAddress>> Listener::Endpoints() const {
   }
   std::vector<v1::SocketAddress> out;
   for (const fabric::SockAddr& a : options_.listen) {
-    v1::SocketAddress e;
-    e.set_address(a.host);
-    e.set_port(a.port);
-    out.push_back(std::move(e));
+    std::vector<std::string> hosts = {a.host};
+    if (IsWildcard(a.host)) {
+      std::vector<std::string> expanded = Expand(a.host);
+      if (!expanded.empty()) hosts = std::move(expanded);
+    }
+    for (std::string& host : hosts) {
+      v1::SocketAddress e;
+      e.set_address(std::move(host));
+      e.set_port(a.port);
+      out.push_back(std::move(e));
+    }
   }
   return out;
+}
+
+std::vector<std::string> Listener::Expand(const std::string& wildcard) const {
+  const absl::Time now = absl::Now();
+  {
+    MutexLock lock(&expanded_mu_);
+    auto it = expanded_.find(wildcard);
+    if (it != expanded_.end() && now - it->second.at < options_.wildcard_refresh) return it->second.addresses;
+  }
+  // Read without the lock (sysfs and getifaddrs): two callers at once may both ask; the later answer stays.
+  std::vector<std::string> addresses = options_.wildcard_addresses(wildcard);
+  MutexLock lock(&expanded_mu_);
+  expanded_[wildcard] = Expanded{addresses, now};
+  return addresses;
 }
 
 absl::StatusOr<v1::ConnectToken> Listener::IssueConnectToken(const v1::IssueConnectTokenRequest& request) {

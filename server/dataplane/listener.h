@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "server/audit/sink.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
+#include "server/common/sync.h"
 #include "server/fabric/cm.h"
 #include "server/registry/registry.h"
 
@@ -68,6 +70,10 @@ class Listener final : public cm::DataPlaneHandler {
     std::vector<fabric::SockAddr> listen;  // "rdma_listen"; none: no listener, grants and tokens refused
     int backlog = 128;
     absl::Duration default_token_ttl = absl::Seconds(30);  // IssueConnectToken's, for ttl_ms 0
+    // For a listener on "0.0.0.0" or "::": the addresses clients are told instead (interfaces.h's
+    // RdmaInterfaceAddresses when unset; tests set their own). Asked again after wildcard_refresh.
+    std::function<std::vector<std::string>(const std::string& wildcard)> wildcard_addresses;
+    absl::Duration wildcard_refresh = absl::Seconds(10);
   };
 
   // None is owned; all outlive the Listener. The registry checks the PD a connect token names.
@@ -79,7 +85,8 @@ class Listener final : public cm::DataPlaneHandler {
   absl::Status Start();
 
   // The addresses clients connect to: UNAVAILABLE without rdma_cm, FAILED_PRECONDITION without a listener
-  // (no "rdma_listen").
+  // (no "rdma_listen"). A wildcard listener's are its RDMA interfaces' addresses (Options::wildcard_addresses),
+  // at most wildcard_refresh old; the wildcard itself if there is none.
   absl::StatusOr<std::vector<v1::SocketAddress>> Endpoints() const;
   // A plain connect token for the request's PD (no grant): connections it admits get a QP on that PD.
   absl::StatusOr<v1::ConnectToken> IssueConnectToken(const v1::IssueConnectTokenRequest& request);
@@ -104,6 +111,9 @@ class Listener final : public cm::DataPlaneHandler {
   void OnGone(const std::string& cm_id, const std::string& tag, absl::AnyInvocable<void() &&> release) override;
 
  private:
+  // The addresses clients are told for a wildcard listener (cached wildcard_refresh).
+  std::vector<std::string> Expand(const std::string& wildcard) const;
+
   cm::CmManager* const cm_;
   const Registry* const registry_;
   cm::TokenStore* const tokens_;
@@ -113,6 +123,13 @@ class Listener final : public cm::DataPlaneHandler {
   Observer* observer_ = nullptr;
   std::function<absl::Status(const cm::Claims&)> admit_;
   std::atomic<bool> listening_{false};  // Start opened every listener
+  // The last answer of wildcard_addresses per wildcard, for Endpoints (gRPC threads).
+  struct Expanded {
+    std::vector<std::string> addresses;
+    absl::Time at;
+  };
+  mutable Mutex expanded_mu_;
+  mutable std::map<std::string, Expanded> expanded_ ABSL_GUARDED_BY(expanded_mu_);
 };
 
 }  // namespace rdmad::dataplane

@@ -569,6 +569,64 @@ TEST_F(CmManagerTest, BadInputsNameTheField) {
   EXPECT_THAT(std::string(no_listener.status().message()), HasSubstr("rdma_listen"));
 }
 
+// A listener on every address tells clients where the RDMA devices are reached, not "0.0.0.0"; asked again
+// once the answer is older than wildcard_refresh; the wildcard itself when no interface has an address.
+TEST_F(CmManagerTest, WildcardListenerToldAsTheRdmaInterfacesAddresses) {
+  Build();
+  int asked = 0;
+  std::vector<std::string> addresses = {"10.0.2.15", "10.0.3.1"};
+  dataplane::Listener::Options options;
+  options.listen = {{"0.0.0.0", 7472}, {kAddr, 7473}};
+  options.wildcard_addresses = [&](const std::string& wildcard) {
+    EXPECT_EQ(wildcard, "0.0.0.0");
+    ++asked;
+    return addresses;
+  };
+  options.wildcard_refresh = absl::ZeroDuration();  // every call asks again
+  dataplane::Listener listener(manager_.get(), registry_.get(), &tokens_, options);
+  ASSERT_TRUE(listener.Start().ok());
+  auto told = [&] {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<v1::SocketAddress>> endpoints = listener.Endpoints();
+    EXPECT_TRUE(endpoints.ok()) << endpoints.status();
+    for (const v1::SocketAddress& e : endpoints.value_or(std::vector<v1::SocketAddress>{})) {
+      out.push_back(absl::StrCat(e.address(), ":", e.port()));
+    }
+    return out;
+  };
+  EXPECT_THAT(told(), ::testing::ElementsAre("10.0.2.15:7472", "10.0.3.1:7472", "10.0.2.15:7473"));
+  const int before = asked;
+  addresses = {};
+  EXPECT_THAT(told(), ::testing::ElementsAre("0.0.0.0:7472", "10.0.2.15:7473"));
+  EXPECT_GT(asked, before);
+  // A token names the same endpoints.
+  addresses = {"10.0.3.1"};
+  v1::IssueConnectTokenRequest issue;
+  issue.set_pd(pd_);
+  absl::StatusOr<v1::ConnectToken> token = listener.IssueConnectToken(issue);
+  ASSERT_TRUE(token.ok()) << token.status();
+  ASSERT_EQ(token->endpoints_size(), 2);
+  EXPECT_EQ(token->endpoints(0).address(), "10.0.3.1");
+  manager_->Quiesce();  // the listener's id goes before the Listener
+}
+
+TEST_F(CmManagerTest, WildcardAnswerIsCachedForItsRefresh) {
+  Build();
+  int asked = 0;
+  dataplane::Listener::Options options;
+  options.listen = {{"0.0.0.0", 7474}};
+  options.wildcard_addresses = [&](const std::string&) {
+    ++asked;
+    return std::vector<std::string>{"10.0.2.15"};
+  };
+  options.wildcard_refresh = absl::Hours(1);
+  dataplane::Listener listener(manager_.get(), registry_.get(), &tokens_, options);
+  ASSERT_TRUE(listener.Start().ok());
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(listener.Endpoints().value().at(0).address(), "10.0.2.15");
+  EXPECT_EQ(asked, 1);  // Start asked once; the Endpoints calls used its answer
+  manager_->Quiesce();
+}
+
 TEST_F(CmManagerTest, WatchersReplayFromTheOldestAndLearnWhenRdmadStops) {
   Build();
   v1::CmId active, passive;
