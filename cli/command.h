@@ -326,7 +326,7 @@ struct GetOptions {
     if (label) {
       sub->add_option("-l,--selector", selector_text,
                       "only those whose label matches: key=value, key!=value, key, !key, 'key in (a,b)', 'key notin "
-                      "(a,b)'; comma-separated, all must hold (docs/cli.md#label-selectors)")
+                      "(a,b)'; comma-separated, all must hold (docs/cli.md: Lists)")
           ->transform(Transform("SELECTOR", Selector::Parse));
     }
     sub->add_flag("--no-headers", no_headers, "table and wide: no header line");
