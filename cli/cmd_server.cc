@@ -1,4 +1,4 @@
-// rdmactl health (is rdmad serving?) and version (rdmactl's, and whether rdmad answers; --client: no server).
+// rdmactl health (is rdmad serving?) and version (rdmactl's and rdmad's; --client: no server).
 #include "cli/command.h"
 
 namespace rdmad::cli {
@@ -16,8 +16,8 @@ int Health(Context& ctx) {
   return kExitOk;
 }
 
-// kubectl's version: rdmactl's, then rdmad's answer. rdmad.v1 has no call that returns rdmad's version
-// (`rdmad --version` prints it on the server's host), so the server line says whether rdmad serves the API.
+// kubectl's version: rdmactl's, then rdmad's (WhoAmI's server_version; an rdmad too old to report it is
+// shown as serving the API, its version unknown).
 struct VersionOptions {
   bool client_only = false;
 
@@ -31,14 +31,23 @@ struct VersionOptions {
       version.set_server(ctx.server());
       health = ctx.client().Health();
       version.set_server_status(health.ok() ? "SERVING" : std::string(health.message()));
+      if (health.ok()) {
+        absl::StatusOr<v1::Caller> who = ctx.client().WhoAmI();
+        if (who.ok()) version.set_server_version(who->server_version());
+      }
     }
     if (ctx.structured()) {
       ctx.out() << ToStructured(version, ctx.format());
     } else {
       ctx.out() << "Client Version: rdmactl " << kRdmactlVersion << " (API " << kApiVersion << ")\n";
       if (!client_only && health.ok()) {
-        ctx.out() << "Server: rdmad at " << ctx.server() << " serves " << kApiVersion
-                  << " (rdmad's own version is not in the API: 'rdmad --version' on its host)\n";
+        if (!version.server_version().empty()) {
+          ctx.out() << "Server Version: rdmad " << version.server_version() << " (API " << kApiVersion << ") at "
+                    << ctx.server() << "\n";
+        } else {
+          ctx.out() << "Server: rdmad at " << ctx.server() << " serves " << kApiVersion
+                    << " (it does not report its version: 'rdmad --version' on its host)\n";
+        }
       }
     }
     return health.ok() ? kExitOk : ctx.Fail(health);

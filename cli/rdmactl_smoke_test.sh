@@ -330,7 +330,7 @@ expect_rc 0 "--no-headers"
 echo "--- version: rdmactl's and rdmad's answer"
 run version
 expect_rc 0 "version"
-[[ "$out" == *"Client Version: rdmactl"* && "$out" == *"Server: rdmad at $sock serves rdmad.v1"* ]] || fail "version: '$out'"
+[[ "$out" == *"Client Version: rdmactl"* && "$out" == *"Server Version: rdmad 0.1.0 (API rdmad.v1) at $sock"* ]] || fail "version: '$out'"
 
 echo "--- a context names the server; the flag and RDMAD_SERVER win over it"
 cat >"$dir/config" <<CONFIG
@@ -374,6 +374,8 @@ echo "--- rdmad --version"
 out="$("$RDMAD" --version 2>&1)"; rc=$?
 expect_rc 0 "rdmad --version"
 [[ "$out" == "rdmad "[0-9]*" (API rdmad.v1)" ]] || fail "rdmad --version: '$out'"
+# the same version as WhoAmI reports to rdmactl version
+[[ "$out" == "rdmad 0.1.0 (API rdmad.v1)" ]] || fail "rdmad --version and WhoAmI differ: '$out'"
 
 echo "--- nobody listening: exit 1 with a hint"
 "$RDMACTL" --server "unix:$dir/nobody.sock" --timeout 2s health >"$dir/out" 2>"$dir/err"

@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
+#include "server/common/version.h"
 #include "server/config.h"
 #include "server/daemon.h"
 #include "server/drain_watchdog.h"
@@ -73,12 +74,9 @@ unsigned long long MonotonicMicros() {
          static_cast<unsigned long long>(ts.tv_nsec) / 1000;
 }
 
-// rdmad's version (`rdmad --version`); rdmactl's is in cli/cmd_server.cc.
-constexpr char kRdmadVersion[] = "0.1.0";
-
 int Run(int argc, char** argv) {
   CLI::App app{"rdmad: RDMA resource manager daemon (gRPC API rdmad.v1)"};
-  app.set_version_flag("--version", std::string("rdmad ") + kRdmadVersion + " (API rdmad.v1)");
+  app.set_version_flag("--version", std::string("rdmad ") + kRdmadVersion + " (API " + kApiVersion + ")");
   std::string config_path;
   std::vector<std::string> listen;
   std::string log_level;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/version.h"
 #include "absl/strings/strip.h"
 
 namespace rdmad::metrics {
@@ -144,6 +145,11 @@ void RdmadMetrics::SetSources(Sources sources) {
                     "rdmad's RLIMIT_MEMLOCK (soft): pinned memory the kernel lets it lock; +Inf when unlimited.",
                     "gauge",
                     {{"", {}, MemlockLimit()}}});
+    // Prometheus' build_info convention: 1, labelled with what was built (joins a version to any series).
+    out->push_back({"rdmad_build_info",
+                    "rdmad's version and the API it serves, as labels; the value is always 1.",
+                    "gauge",
+                    {{"", {{"version", kRdmadVersion}, {"api", kApiVersion}}, 1}}});
   });
 }
 

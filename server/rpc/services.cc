@@ -5,6 +5,7 @@
 
 #include "server/rpc/call.h"
 #include "server/rpc/page.h"
+#include "server/common/version.h"
 
 namespace rdmad {
 namespace {
@@ -389,6 +390,7 @@ class TenantsService final : public v1::Tenants::Service {
     resp->set_transport(who.transport);
     resp->set_uid(who.uid);
     resp->set_gid(who.gid);
+    resp->set_server_version(kRdmadVersion);
     return c.Reply(absl::OkStatus(), resp);
   }
   Status ListTenants(ServerContext* ctx, const v1::ListTenantsRequest* req, v1::ListTenantsResponse* resp) override {

@@ -104,6 +104,15 @@ TEST(RdmadMetrics, MemlockLimitIsReported) {
       << text;
 }
 
+TEST(RdmadMetrics, BuildInfoCarriesTheVersion) {
+  RdmadMetrics m;
+  m.SetSources({});
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("# TYPE rdmad_build_info gauge\nrdmad_build_info{version=\"0.1.0\",api=\"rdmad.v1\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(HttpEndpoint, ServesMetricsOnLoopbackAndNothingElse) {
   int calls = 0;
   auto e = HttpEndpoint::Start("127.0.0.1", 0, [&] { return "rdmad_up " + std::to_string(++calls) + "\n"; });
