@@ -30,11 +30,8 @@ PKGS=(
   # (deploy/image/build-image.sh), the sidecar Pod under podman (runc: crun refuses hybrid cgroups here;
   # catatonit: the Pod's infra container), the manifests' schema (python3-kubernetes' typed models)
   mmdebstrap podman runc catatonit python3-kubernetes python3-yaml
-  # the ASan+UBSan build (--config=asan, docs/dev/build.md#sanitizers): gcc 12's runtimes (g++ already pulls
-  # them in through libgcc-12-dev; named here because the suite needs them)
-  libasan8 libubsan1
-  # the thread-safety analysis and the TSan build (--config=tsa, --config=tsan): clang 14 and its
-  # sanitizer runtimes
+  # the thread-safety analysis and the sanitizer builds (--config=tsa, asan, tsan; docs/dev/build.md#sanitizers):
+  # clang 14 and its sanitizer runtimes
   clang libclang-rt-14-dev
   # the performance doc's plots (tests/bench/regenerate.sh draws them on the host)
   gnuplot-nox
