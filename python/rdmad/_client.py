@@ -70,6 +70,9 @@ class _Rpc:
         self.streaming = method.server_streaming
         self.call = getattr(stub, method.name)
         self.read = method.name.startswith(("Get", "List")) or method.name == "WhoAmI"
+        # A List call that pages (page_token in, next_page_token out): followed to the end unless asked not to.
+        self.pages = ("page_token" in self.request.DESCRIPTOR.fields_by_name and
+                      "next_page_token" in self.response.DESCRIPTOR.fields_by_name)
 
 
 class _Stream:
@@ -115,6 +118,10 @@ class Client:
     A convenience over the request: a method whose request has a single field `name` (get_*, delete_*,
     revoke_grant, ...) also takes it positionally: client.revoke_grant("grants/3").
 
+    List calls page on the server (at most page_size items per answer, 1000 by default): list_* follows
+    next_page_token and returns one response with every item. all_pages=False, or a page_token, asks for
+    that one page only (its next_page_token names the rest).
+
     Thread-safety: a Client may be used from many threads at once.
     """
 
@@ -143,8 +150,14 @@ class Client:
             raise AttributeError(f"rdmad.Client has no method {attr!r} (the RPCs: see Client.methods())")
         rpc = rpcs[attr]
 
-        def method(*args, timeout=None, **fields):
-            return self._invoke(rpc, args, fields, timeout)
+        if rpc.pages:
+            def method(*args, timeout=None, all_pages=True, **fields):
+                if all_pages and "page_token" not in fields and not (args and getattr(args[0], "page_token", "")):
+                    return self._all_pages(rpc, args, fields, timeout)
+                return self._invoke(rpc, args, fields, timeout)
+        else:
+            def method(*args, timeout=None, **fields):
+                return self._invoke(rpc, args, fields, timeout)
 
         method.__name__ = attr
         method.__doc__ = f"{rpc.full_name}({rpc.request.DESCRIPTOR.name}) -> {rpc.response.DESCRIPTOR.name}"
@@ -212,6 +225,28 @@ class Client:
             time.sleep(backoff)
             backoff = min(backoff * _MULTIPLIER, _MAX_BACKOFF)
             attempt += 1
+
+    def _all_pages(self, rpc, args, fields, timeout):
+        # A List call's every page (rdmad answers at most page_size items, 1000 by default, and a token for
+        # the rest): one response holding all of them, its next_page_token empty. Each page gets the
+        # client's whole timeout (a long list is many calls).
+        request = self._request(rpc, args, fields)
+        out = None
+        while True:
+            page = self._invoke(rpc, (request,), {}, timeout)
+            if out is None:
+                out = page
+            else:
+                for field in rpc.response.DESCRIPTOR.fields:
+                    if field.label == descriptor.FieldDescriptor.LABEL_REPEATED:
+                        getattr(out, field.name).extend(getattr(page, field.name))
+            if not page.next_page_token:
+                out.next_page_token = ""
+                return out
+            following = rpc.request()
+            following.CopyFrom(request)
+            following.page_token = page.next_page_token
+            request = following
 
     @staticmethod
     def _stream(rpc, request, timeout):

@@ -70,6 +70,29 @@ def test_pd_life_cycle(client, device):
     assert e.detail is not None  # rdmad's own error: it carries an ErrorDetail
 
 
+def test_list_calls_follow_every_page(client, device):
+    made = [client.create_pd(device=device, label=f"pytest-page-{i}").name for i in range(3)]
+    try:
+        # One item per page: list_pds asks three times or more and returns them all in one response.
+        whole = client.list_pds(page_size=1)
+        names = [p.name for p in whole.pds]
+        assert all(n in names for n in made) and whole.next_page_token == ""
+        assert names == sorted(names, key=lambda n: int(n.split("/")[1]))  # in the order of their numbers
+        # all_pages=False: the first page only, and a token for the rest.
+        first = client.list_pds(page_size=1, all_pages=False)
+        assert len(first.pds) == 1 and first.next_page_token
+        second = client.list_pds(page_size=1, page_token=first.next_page_token)
+        assert len(second.pds) == 1 and second.pds[0].name != first.pds[0].name
+        # A token used with other filters is refused, naming it.
+        e = expect_error(grpc.StatusCode.INVALID_ARGUMENT, client.list_mrs, pd=made[0], page_token=first.next_page_token)
+        assert e.field == "page_token"
+        e = expect_error(grpc.StatusCode.INVALID_ARGUMENT, client.list_pds, page_size=-1)
+        assert e.field == "page_size"
+    finally:
+        for n in made:
+            client.delete_pd(name=n)
+
+
 def test_bad_field_names_the_field(client, device):
     e = expect_error(grpc.StatusCode.INVALID_ARGUMENT, client.create_pd, device=device, label="x" * 129)
     assert e.field == "label"
