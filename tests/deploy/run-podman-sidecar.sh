@@ -125,7 +125,7 @@ fi
 log "runtime $runtime (nofile $nofile, nproc $nproc)"
 # The image holds the two binaries and everything they load (checked again on the imported image).
 if ! podman run --rm --network none --entrypoint /bin/sh "$image" -c \
-     'ldd /usr/local/bin/rdmad /usr/local/bin/rdmactl | grep "not found"; /usr/local/bin/rdmactl version' \
+     'ldd /usr/local/bin/rdmad /usr/local/bin/rdmactl | grep "not found"; /usr/local/bin/rdmactl version --client; /usr/local/bin/rdmad --version' \
      >"$work/ldd.out" 2>&1 || grep -q "not found" "$work/ldd.out"; then
   img_fail="inside the image: $(tr '\n' ' ' <"$work/ldd.out")"
 fi
