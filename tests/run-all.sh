@@ -249,7 +249,7 @@ check_sanitizer_logs() {  # XML CASE PATTERN TESTLOGS TARGETS...
   [ -z "$problem" ] || { echo "$problem" >&2; rc=1; }
 }
 if [ "$sanitizers" != 0 ]; then
-  step "the ASan build (started in the background after the host tests) finishes"
+  step "the ASan build (started in the background after the SDK step) finishes"
   # Failures show again, and count, in the steps below, which build whatever is missing.
   while [ ! -e "$out/asan-built" ] && kill -0 "$san_prebuild" 2>/dev/null; do sleep 5; done
   grep -E "^INFO: (Elapsed|Build completed)|^ERROR" "$out/sanitizer-builds.log" | head -n 20
