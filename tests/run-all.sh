@@ -125,12 +125,14 @@ if [ "$sanitizers" != 0 ]; then
       renice -n 19 -p "$pid" && ionice -c 3 -p "$pid"  # the actions it starts inherit both
       if [ -w "/proc/$pid/autogroup" ]; then echo 19 >"/proc/$pid/autogroup"; cat "/proc/$pid/autogroup"; fi
     done
+    echo "--- the ASan build (at $((SECONDS / 60))m$((SECONDS % 60))s)"
     $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test
     $asan build --keep_going --build_tests_only //...
     touch "$out/asan-built"  # the ASan steps may start; the TSan build goes on behind them
-    echo "--- the TSan build"
+    echo "--- the TSan build (at $((SECONDS / 60))m$((SECONDS % 60))s)"
     $tsan build --keep_going --build_tests_only --test_tag_filters=-no_tsan //...
     $tsan build --keep_going //server/... //client/...
+    echo "--- done (at $((SECONDS / 60))m$((SECONDS % 60))s)"
   ) >"$out/sanitizer-builds.log" 2>&1 &
   san_prebuild=$!
 fi

@@ -507,15 +507,17 @@ TEST(CmConformance, AnIdMigratedBeforeConnectGetsEstablishedOnItsNewChannel) {
 TEST(CmConformance, MigrationRacingADisconnectNeitherHangsNorLeaks) {
   const std::string pd = NewPd();
   const std::string target = NewChannel();
-  auto [active, passive] = ConnectPair(pd, 7603);
+  // Named, not structured bindings: the threads' lambdas capture them (clang 14 refuses a captured binding).
+  const auto [active_id, passive_id] = ConnectPair(pd, 7603);
+  const std::string active = active_id.name(), passive = passive_id.name();
   grpc::Status migrated, disconnected;
   std::thread a([&] {
     v1::CmId out;
-    migrated = Migrate(passive.name(), target, &out);
+    migrated = Migrate(passive, target, &out);
   });
   std::thread b([&] {
     v1::DisconnectRequest d;
-    d.set_name(active.name());
+    d.set_name(active);
     v1::CmId out;
     disconnected = Call(Api().ids.get(), &v1::CmIds::Stub::Disconnect, d, &out);
   });
@@ -523,9 +525,9 @@ TEST(CmConformance, MigrationRacingADisconnectNeitherHangsNorLeaks) {
   b.join();
   EXPECT_TRUE(migrated.ok()) << migrated.error_message();
   EXPECT_TRUE(disconnected.ok()) << disconnected.error_message();
-  EXPECT_EQ(GetId(passive.name()).channel(), target);
-  ASSERT_RPC_OK(DeleteId(active.name()));
-  ASSERT_RPC_OK(DeleteId(passive.name()));
+  EXPECT_EQ(GetId(passive).channel(), target);
+  ASSERT_RPC_OK(DeleteId(active));
+  ASSERT_RPC_OK(DeleteId(passive));
   DeletePd(pd);
 }
 
