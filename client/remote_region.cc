@@ -69,8 +69,9 @@ constexpr int kPollBatch = 16;          // completions taken per ibv_poll_cq
 constexpr size_t kSpinsPerCheck = 4096; // empty polls between two looks at the recv CQ and the channel
 constexpr size_t kMaxReadBytes = size_t{1} << 31;  // an IB message is at most 2^31 bytes
 constexpr uint8_t kMaxRdAtomic = 16;
-// After DISCONNECTED, how long Check waits for the reads in flight to be flushed, so that an error one of
-// them carries (a refused key) is the region's first error rather than "connection lost".
+// After DISCONNECTED, how long Check lets the reads in flight complete on their own (a refusal by rdmad's NIC
+// may arrive just behind the disconnect), and then, after its own disconnect, waits for them to be flushed:
+// so that an error one of them carries (a refused key) is the region's first error, not "connection lost".
 constexpr auto kFlushWait = std::chrono::milliseconds(100);
 // The CM event channel (a syscall) is looked at once every this many posts, not on each: a disconnect
 // also shows in the completions (flushed reads), and the receive CQ (ENDED) is polled on every post.
@@ -462,8 +463,14 @@ absl::Status RemoteRegion::Impl::Check(absl::Time expiry, bool on_post) {
       return absl::OkStatus();
     }
     disconnect_seen = true;
-    (void)rdma_disconnect(id);  // our side too (rdma_disconnect(3)): the QP's reads in flight are flushed
     if (CheckEnded()) return sticky.first();  // rdmad sends ENDED before it disconnects
+    // Before our side goes too, the reads in flight get a while to complete on their own: a refusal by
+    // rdmad's NIC (its NAK) may be on the wire behind the disconnect's request, and it, not the flush,
+    // says why the connection ended.
+    const Clock::time_point settle = Clock::now() + kFlushWait;
+    while (InFlight() > 0 && !sticky.broken() && Clock::now() < settle) (void)DrainSendCq(expiry);
+    (void)rdma_disconnect(id);  // our side too (rdma_disconnect(3)): the QP's reads in flight are flushed
+    if (sticky.broken() || CheckEnded()) return sticky.first();
   }
   const Clock::time_point until = Clock::now() + kFlushWait;
   while (InFlight() > 0 && !sticky.broken() && Clock::now() < until) (void)DrainSendCq(expiry);

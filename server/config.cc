@@ -79,11 +79,12 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
       }
       c.watch_buffer = value.get<int>();
     } else if (key == "max_grant_ttl_s" || key == "grant_quarantine_ms" || key == "grant_window_pool" ||
-               key == "grant_key_kill_timeout_ms") {
+               key == "grant_key_kill_timeout_ms" || key == "grant_end_grace_ms") {
       const int64_t lo = key == "max_grant_ttl_s" ? 1 : key == "grant_key_kill_timeout_ms" ? 100 : 0;
       const int64_t hi = key == "max_grant_ttl_s"             ? 604800
                          : key == "grant_quarantine_ms"       ? 3600000
                          : key == "grant_key_kill_timeout_ms" ? 600000
+                         : key == "grant_end_grace_ms"        ? 10000
                                                               : 4096;
       if (!value.is_number_integer() || value.get<int64_t>() < lo || value.get<int64_t>() > hi) {
         return InvalidArgument(key, absl::StrCat("must be an integer from ", lo, " to ", hi));
@@ -91,6 +92,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
       if (key == "max_grant_ttl_s") c.max_grant_ttl_s = value.get<int64_t>();
       else if (key == "grant_quarantine_ms") c.grant_quarantine_ms = value.get<int64_t>();
       else if (key == "grant_key_kill_timeout_ms") c.grant_key_kill_timeout_ms = value.get<int64_t>();
+      else if (key == "grant_end_grace_ms") c.grant_end_grace_ms = value.get<int64_t>();
       else c.grant_window_pool = value.get<int>();
     } else if (key == "grant_max_scope") {
       const std::string v = value.is_string() ? value.get<std::string>() : "";
@@ -119,7 +121,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
     } else {
       return InvalidArgument(key, "unknown setting (known: listen, allowed_file_roots, allow_disk_files, "
                                   "max_mr_bytes, log_level, rdma_listen, cm_workers, pin_workers, completion_poll_us, watch_buffer, max_grant_ttl_s, "
-                                  "grant_quarantine_ms, grant_window_pool, grant_key_kill_timeout_ms, grant_max_scope, shutdown_deadline_s, state_file, insecure_tcp, "
+                                  "grant_quarantine_ms, grant_window_pool, grant_key_kill_timeout_ms, grant_end_grace_ms, grant_max_scope, shutdown_deadline_s, state_file, insecure_tcp, "
                                   "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
                                   "mw_bounds_region, default_quotas, limits)");
     }

@@ -92,6 +92,7 @@ struct Config {
   // How long revoking a grant's key may wait on its client's connection before rdmad disconnects the client
   // to kill the key (100..600000 ms).
   int64_t grant_key_kill_timeout_ms = 5000;
+  int64_t grant_end_grace_ms = 250;  // an ended grant's connection stays this long after ENDED (0..10000)
   // The widest key a grant may give (docs/grants.md#scopes-what-a-key-exposes), as rdmad::v1::GrantScope's
   // number: "qp" 1, "pd" 2, "mr" 3 (any: a device's narrowest, down to the MR's own rkey).
   int grant_max_scope = 3;

@@ -242,6 +242,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   grant_options.max_ttl = absl::Seconds(config.max_grant_ttl_s);
   grant_options.quarantine = absl::Milliseconds(config.grant_quarantine_ms);
   grant_options.key_kill_timeout = absl::Milliseconds(config.grant_key_kill_timeout_ms);
+  grant_options.end_grace = absl::Milliseconds(config.grant_end_grace_ms);
   grant_options.pool_size = static_cast<size_t>(config.grant_window_pool);
   grant_options.max_scope = static_cast<v1::GrantScope>(config.grant_max_scope);
   grant_options.watch_buffer = static_cast<size_t>(config.watch_buffer);

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Reads memory through an rdmad grant with rdma-core's pyverbs alone (docs/PROTOCOL.md#grants).
   read_grant.py --endpoint 10.0.2.15:7471 --token-file app-7.token --offset 0 --length 4096 -o out.bin
+With --loop it reads the range again and again until a read fails (a revocation, the lease's end), and
+prints when, by this host's clock, and with which completion status.
 The token file holds the grant's 32 raw bytes, as `rdmactl grant ... --token-file FILE` writes them.
 Exit status: 0 read, 1 usage or local error, 2 rejected, 3 FAILED / ENDED, 4 completion error or timeout.
 """
@@ -51,6 +53,8 @@ def main():
     p.add_argument('-o', '--output', help='write the bytes here (default: print their SHA-256)')
     p.add_argument('--timeout', type=int, default=30, help='seconds for the whole run (default 30)')
     p.add_argument('--no-bounds-check', action='store_true', help='post reads outside the grant (the NIC refuses)')
+    p.add_argument('--loop', action='store_true',
+                   help='read the range over and over until a read fails (as after a revocation); print when')
     a = p.parse_args()
     host, _, port = a.endpoint.rpartition(':')
     with open(a.token_file, 'rb') as f:
@@ -94,16 +98,24 @@ def main():
             die(1, '[%d, +%d) is not inside the grant (%d bytes)' % (a.offset, length, glen))
         buf = cmid.reg_msgs(min(length, CHUNK))  # LOCAL_WRITE: the reads land here
         mrs.append(buf)
-        out, digest, done = open(a.output, 'wb') if a.output else None, hashlib.sha256(), 0
+        out, digest, done, passes = open(a.output, 'wb') if a.output else None, hashlib.sha256(), 0, 0
         while done < length:
             n = min(CHUNK, length - done)
             cmid.post_read(buf, n, (raddr + a.offset + done) % (1 << 64), rkey, flags=e.IBV_SEND_SIGNALED)
             wc = cmid.get_send_comp()
             if wc.status != e.IBV_WC_SUCCESS:  # the QP is now in the error state
                 hint = ' (outside the grant, or the grant ended)' if wc.status == e.IBV_WC_REM_ACCESS_ERR else ''
+                if a.loop:
+                    print('read_grant: read failed at %d ns (Unix time) after %d passes: %s%s'
+                          % (time.time_ns(), passes, cqe_status_to_str(wc.status), hint), file=sys.stderr)
                 die(4, 'read at offset %d: %s%s' % (a.offset + done, cqe_status_to_str(wc.status), hint))
-            (out.write if out else digest.update)(buf.read(n, 0))
+            if not a.loop or passes == 0:
+                (out.write if out else digest.update)(buf.read(n, 0))
             done += n
+            if a.loop and done == length:  # again, from the start
+                passes, done = passes + 1, 0
+                if passes == 1:
+                    print('read_grant: pass 1 done, reading on until a read fails', file=sys.stderr, flush=True)
         out and out.close()
         print('%d bytes %s' % (done, 'written to ' + a.output if out else 'read, sha256 ' + digest.hexdigest()))
         cmid.disconnect()  # rdmad then ends the grant (DISCONNECTED) and releases the connection

@@ -572,18 +572,27 @@ void GrantManager::FlushAudit() {
 void GrantManager::Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release) {
   if (release) return std::move(release)();  // the client left: nothing to say, its connection goes
   if (cm_id.empty() || cm_ == nullptr) return;
-  // Best effort: on a QP in the error state the SEND is flushed. Then the connection is closed; its
-  // DISCONNECTED brings OnGone, which releases it.
+  // Best effort: on a QP in the error state the SEND is flushed. Then, after Options::end_grace, the
+  // connection is closed (Part, from the timer); its DISCONNECTED brings OnGone, which releases it. The grace
+  // holds whatever the SEND's fate: on a QP that went to the error state for a read through the dead key,
+  // the NAK that told the client so is on the wire ahead of the disconnect, and has time to arrive first.
   {
     MutexLock lock(&mu_);
     ++farewells_;  // a drain waits for it
   }
   cm_->Send(cm_id, std::move(message), Guarded([this, cm_id](absl::Status) {
-    cm_->Disconnect(cm_id, Guarded([this, cm_id](absl::StatusOr<v1::CmId> r) {
-      if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
+    bool now = options_.end_grace <= absl::ZeroDuration(), earliest = false;
+    {
       MutexLock lock(&mu_);
-      --farewells_;
-    }));
+      now = now || shutdown_;  // the timer's loop is stopped
+      if (!now) {
+        const absl::Time at = absl::Now() + options_.end_grace;  // real time, whatever the leases' clock
+        earliest = partings_.empty() || at < partings_.begin()->first;
+        partings_.insert({at, cm_id});
+      }
+    }
+    if (now) return Part({cm_id});
+    if (earliest) loop_->Post([this] { ArmTimer(); });
   }));
 }
 

@@ -624,17 +624,21 @@ void GrantManager::UnwatchKillLocked(Entry& e) {
 
 void GrantManager::ArmTimer() {
   if (timer_fd_ < 0) return;
-  absl::Time next = absl::InfiniteFuture();
+  absl::Time next = absl::InfiniteFuture();    // by options_.clock (leases, kill deadlines)
+  absl::Time parting = absl::InfiniteFuture();  // by absl::Now() (graces)
   {
     MutexLock lock(&mu_);
     if (!expiries_.empty()) next = expiries_.begin()->first;
     if (!kills_.empty()) next = std::min(next, kills_.begin()->first);
+    if (!partings_.empty()) parting = partings_.begin()->first;
   }
   itimerspec spec{};
-  if (next != absl::InfiniteFuture()) {
+  absl::Duration in = absl::InfiniteDuration();
+  if (next != absl::InfiniteFuture()) in = next - options_.clock();
+  if (parting != absl::InfiniteFuture()) in = std::min(in, parting - absl::Now());
+  if (in != absl::InfiniteDuration()) {
     // At least 1 ns: a zero it_value would disarm the timer.
-    const absl::Duration in = std::max(next - options_.clock(), absl::Nanoseconds(1));
-    spec.it_value = absl::ToTimespec(in);
+    spec.it_value = absl::ToTimespec(std::max(in, absl::Nanoseconds(1)));
   }
   if (timerfd_settime(timer_fd_, 0, &spec, nullptr) != 0) {
     RDMAD_LOG_ERROR("grants: timerfd_settime: %s", ErrnoName(errno).c_str());
@@ -651,7 +655,30 @@ void GrantManager::OnTimer() {
   (void)!read(timer_fd_, &ticks, sizeof ticks);
   EndDue(TakeDue());
   Disconnect(TakeStuckKills());
+  Part(TakeDuePartings());
   ArmTimer();
+}
+
+std::vector<std::string> GrantManager::TakeDuePartings() {
+  std::vector<std::string> due;
+  MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  while (!partings_.empty() && partings_.begin()->first <= now) {
+    due.push_back(partings_.begin()->second);
+    partings_.erase(partings_.begin());
+  }
+  return due;
+}
+
+void GrantManager::Part(const std::vector<std::string>& cm_ids) {
+  for (const std::string& cm_id : cm_ids) {
+    // The client may have gone meanwhile (its DISCONNECTED released the id): then NOT_FOUND, nothing to do.
+    cm_->Disconnect(cm_id, Guarded([this, cm_id](absl::StatusOr<v1::CmId> r) {
+      if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
+      MutexLock lock(&mu_);
+      --farewells_;
+    }));
+  }
 }
 
 std::vector<uint64_t> GrantManager::TakeDue() {

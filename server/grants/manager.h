@@ -12,7 +12,7 @@
 // proto/wire/grant_message.h). A grant ends (revoked, expired, disconnected, MR/PD gone) by invalidating
 // the window and waiting for the invalidation's completion (on a QP in the error state the registry
 // replaces the window instead, which also kills the key); then RevokeGrant returns, the ENDED message is
-// sent (best effort) and the connection is closed.
+// sent (best effort) and, Options::end_grace later, the connection is closed.
 //
 // Windows come from a per-PD pool (WindowPool), refilled on the "grants" thread, so ibv_alloc_mw is off
 // the request path. A window whose key was revoked is quarantined before it is bound again, and a key
@@ -24,7 +24,8 @@
 //     CmManager or the TokenStore... except TokenStore::Issue/Revoke, which take only the store's own lock
 //     and never call back.
 //   - The "grants" EventLoop owns the timer (a timerfd) and refills pools. Expiry fires there, and so does
-//     the deadline of a key's invalidation stuck on its client's QP (Options::key_kill_timeout).
+//     the deadline of a key's invalidation stuck on its client's QP (Options::key_kill_timeout), and the
+//     end of an ended grant's connection's grace (Options::end_grace).
 //   - Activation and revocation are chains of callbacks: they start on a CM dispatcher (OnConnected,
 //     OnGone) or a gRPC thread (RevokeGrant, Retire), continue on the device dispatcher (bind and
 //     invalidate completions) and never wait. A grant with an operation in flight is `busy`; an end
@@ -77,6 +78,11 @@ class GrantManager final : public dataplane::GrantConnections {
     // retried without end if its connection asked for unlimited RNR retry) before rdmad disconnects it: the
     // QP's error state flushes the queue, and the window is deallocated and replaced, killing the key.
     absl::Duration key_kill_timeout = absl::Seconds(5);
+    // After a grant's key is dead and its ENDED message sent, how long its client's connection stays before
+    // rdmad disconnects it: meanwhile a read through the dead key gets a remote access error from rdmad's NIC
+    // within one round trip (any rdma-core client), and a NAK already on the wire reaches the client before
+    // the disconnect flushes its queue. 0: disconnect as soon as the message's completion is seen.
+    absl::Duration end_grace = absl::Milliseconds(250);
   size_t pool_size = 8;                           // ready windows kept per PD
     size_t max_ended = 1024;                        // ended grants remembered for Get/List
     size_t max_batch = 1024;                        // IssueGrants
@@ -273,6 +279,9 @@ class GrantManager final : public dataplane::GrantConnections {
   // OnTimer's steps: take the grants whose lease has run out from the expiry index, then end them; take the
   // invalidations past their deadline, then disconnect their clients.
   std::vector<uint64_t> TakeDue();
+  // The connections whose end_grace is over; then Part disconnects them (and counts their farewells done).
+  std::vector<std::string> TakeDuePartings();
+  void Part(const std::vector<std::string>& cm_ids);
   void EndDue(const std::vector<uint64_t>& due);
   std::vector<std::pair<std::string, std::string>> TakeStuckKills();  // (grant, cm id)
   void Disconnect(const std::vector<std::pair<std::string, std::string>>& stuck);
@@ -302,6 +311,9 @@ class GrantManager final : public dataplane::GrantConnections {
   std::deque<uint64_t> ended_ ABSL_GUARDED_BY(mu_);                               // in end order
   std::set<std::pair<absl::Time, uint64_t>> expiries_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<absl::Time, uint64_t>> kills_ ABSL_GUARDED_BY(mu_);  // invalidations in flight, by deadline
+  // Ended grants' connections in their end_grace, by when they are disconnected (absl::Now(), not
+  // options_.clock: a grace is real time), counted in farewells_.
+  std::set<std::pair<absl::Time, std::string>> partings_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued

@@ -10,7 +10,8 @@
 #            two_host_test (two_host.xml): rdma_cm between the two rdmads, and a plain client;
 #            grant_e2e_test (grant_e2e.xml): grants of rdmad A on A's file, read from B (client library only);
 #            the grant clients (grant_clients_*.xml): docs/examples/read_grant.py (pyverbs) and `rdmactl read`,
-#            each reading a grant of the same file, compared byte for byte;
+#            each reading a grant of the same file, compared byte for byte, and read_grant.py --loop revoked
+#            mid-stream: its first failed read refused by A's NIC (grant_clients_pyverbs_revoked.xml);
 #            the reject flood (reject_flood.xml): 300 connect requests with garbage private data at A's
 #            data-plane listener, every one rejected, A still answering gRPC, and A's audit trail
 #            (OUT_DIR/audit-a.jsonl) and log (OUT_DIR/rdmad-a.log) holding the first reject per interval and
@@ -69,7 +70,7 @@ serve_snapshots() {
 }
 
 # B: docs/examples/read_grant.py (pyverbs) and `rdmactl read` on grants of A's file, compared with the copy.
-# Each is a JUnit case: grant_clients_pyverbs.xml, grant_clients_rdmactl.xml.
+# Each is a JUnit case: grant_clients_pyverbs.xml, grant_clients_pyverbs_revoked.xml, grant_clients_rdmactl.xml.
 expected_slice() {  # OFFSET LENGTH: the expected bytes of A's file
   tail -c +$(($1 + 1)) "$out/grant-expected.bin" | head -c "$2"
 }
@@ -82,6 +83,7 @@ grant_clients() {
     problem="rdmactl could not register $grant_file in A: $(tr '\n' ' ' <"$work/ctl.err")"
     "$junit" "$out/grant_clients_pyverbs.xml" GrantClients PyverbsExample "$problem"
     "$junit" "$out/grant_clients_rdmactl.xml" GrantClients RdmactlRead "$problem"
+    "$junit" "$out/grant_clients_pyverbs_revoked.xml" GrantClients PyverbsRefusedByTheNicRightAfterRevoke "$problem"
     echo "$problem" >&2
     return 1
   }
@@ -109,6 +111,48 @@ grant_clients() {
   "$junit" "$out/grant_clients_pyverbs.xml" GrantClients PyverbsExample "$problem"
   [ -z "$problem" ] && echo "grant clients: read_grant.py (pyverbs) read 200000 bytes: identical" ||
     { echo "grant clients: $problem" >&2; status=1; }
+
+  # pyverbs, revoked mid-stream: read_grant.py --loop reads a grant's range over and over; once it has read it
+  # whole, the grant is revoked (rdmactl revoke, from here). Its first failed read must be refused by A's NIC
+  # (remote access error) at once: not flushed by a disconnect, nor timed out by its transport (the
+  # connection stays up for A's grant_end_grace_ms after the key died). Printed: from RevokeGrant's return
+  # to that failure, by this guest's clock.
+  problem=""
+  local grant loop_pid loop_rc=0 called returned failed_at
+  if ! grant=$("${ctl[@]}" -o name grant "$mr" --length 65536 --for pyverbs-loop --ttl 120s       --token-file "$work/loop.token" 2>"$work/grant.out"); then
+    problem="rdmactl grant failed: $(tr '\n' ' ' <"$work/grant.out")"
+  else
+    /usr/bin/python3 "$example" --endpoint "$RDMAD_PEER_ADDR:7471" --token-file "$work/loop.token" --length 65536 \
+      --loop --timeout 90 -o "$work/loop.out" >"$out/read_grant_loop.log" 2>&1 &
+    loop_pid=$!
+    for _ in $(seq 600); do
+      grep -q "pass 1 done" "$out/read_grant_loop.log" && break
+      kill -0 "$loop_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    called=$(date +%s%N)
+    "${ctl[@]}" revoke "$grant" >"$work/revoke.out" 2>&1 || problem="rdmactl revoke $grant failed: $(tr '\n' ' ' <"$work/revoke.out")"
+    returned=$(date +%s%N)
+    wait "$loop_pid" || loop_rc=$?
+    failed_at=$(sed -n 's/^read_grant: read failed at \([0-9]*\) ns.*/\1/p' "$out/read_grant_loop.log")
+    if [ -n "$problem" ]; then
+      :
+    elif ! grep -q "pass 1 done" "$out/read_grant_loop.log"; then
+      problem="read_grant.py --loop never read the range whole (exit $loop_rc): $(tail -n 3 "$out/read_grant_loop.log" | tr '\n' ' ')"
+    elif [ -z "$failed_at" ]; then
+      problem="read_grant.py --loop did not report a failed read (exit $loop_rc): $(tail -n 3 "$out/read_grant_loop.log" | tr '\n' ' ')"
+    elif ! grep -q "read failed at .*remote access error" "$out/read_grant_loop.log"; then
+      problem="the first failed read after the revocation was not refused by the NIC: $(grep 'read failed at' "$out/read_grant_loop.log")"
+    elif ! cmp -s <(expected_slice 0 65536) "$work/loop.out"; then
+      problem="read_grant.py --loop's first pass differs from A's file"
+    else
+      echo "grant clients: revoke took $(((returned - called) / 1000000)) ms; the pyverbs reader's first failed read came" \
+        "$(((failed_at - returned) / 1000000)) ms after RevokeGrant returned: $(sed -n 's/^read_grant: read failed at [0-9]* ns (Unix time) //p' "$out/read_grant_loop.log")"
+    fi
+  fi
+  sed 's/^/  read_grant.py --loop: /' "$out/read_grant_loop.log" 2>/dev/null | tail -n 3 || true
+  "$junit" "$out/grant_clients_pyverbs_revoked.xml" GrantClients PyverbsRefusedByTheNicRightAfterRevoke "$problem"
+  [ -z "$problem" ] || { echo "grant clients: $problem" >&2; status=1; }
 
   # rdmactl read: rdmactl issues its own grant over the range, reads it, revokes it.
   problem=""

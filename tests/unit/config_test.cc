@@ -227,6 +227,13 @@ TEST(ParseConfigTest, GrantKeys) {
   EXPECT_EQ(c->grant_window_pool, 4);
   EXPECT_EQ(c->grant_key_kill_timeout_ms, 100);
   EXPECT_EQ(ParseConfig("{}")->grant_key_kill_timeout_ms, 5000);
+  EXPECT_EQ(ParseConfig("{}")->grant_end_grace_ms, 250);
+  EXPECT_EQ(ParseConfig(R"({"grant_end_grace_ms": 0})")->grant_end_grace_ms, 0);
+  EXPECT_EQ(ParseConfig(R"({"grant_end_grace_ms": 10000})")->grant_end_grace_ms, 10000);
+  for (const char* bad : {R"({"grant_end_grace_ms": -1})", R"({"grant_end_grace_ms": 10001})",
+                          R"({"grant_end_grace_ms": 0.5})"}) {
+    EXPECT_TRUE(IsError(ParseConfig(bad), absl::StatusCode::kInvalidArgument, "grant_end_grace_ms")) << bad;
+  }
   for (const char* bad : {R"({"grant_key_kill_timeout_ms": 99})", R"({"grant_key_kill_timeout_ms": 600001})",
                           R"({"grant_key_kill_timeout_ms": "5s"})"}) {
     EXPECT_TRUE(IsError(ParseConfig(bad), absl::StatusCode::kInvalidArgument, "grant_key_kill_timeout_ms")) << bad;

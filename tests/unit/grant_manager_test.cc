@@ -39,6 +39,10 @@ namespace rdmad::grants {
 class GrantManagerTestPeer {
  public:
   static std::vector<uint64_t> TakeDue(GrantManager& m) { return m.TakeDue(); }
+  static size_t Partings(GrantManager& m) {
+    MutexLock lock(&m.mu_);
+    return m.partings_.size();
+  }
   static void EndDue(GrantManager& m, const std::vector<uint64_t>& due) { m.EndDue(due); }
   static absl::StatusOr<v1::IssuedGrant> IssueChecked(GrantManager& m, const v1::IssueGrantRequest& request,
                                                       const std::function<void()>& between) {
@@ -78,6 +82,7 @@ class GrantManagerTest : public ::testing::Test {
     if (fake_clock_) options.clock = [this] { return Now(); };
     if (max_grants_ != 0) options.max_grants = max_grants_;
     options.max_scope = max_scope_;
+    options.end_grace = end_grace_;
     grants_ = std::make_unique<GrantManager>(registry_.get(), cm_.get(), listener_.get(), &tokens_, options);
     v1::CreatePdRequest pd;
     pd.set_device("rxe0");
@@ -178,6 +183,7 @@ class GrantManagerTest : public ::testing::Test {
   }
 
   bool fake_clock_ = false;
+  absl::Duration end_grace_ = GrantManager::Options().end_grace;  // set before Build
   uint64_t max_grants_ = 0;  // set before Build: the rdmad-wide limit grants (0: the default)
   v1::GrantScope max_scope_ = v1::SCOPE_MR;  // set before Build: grant_max_scope (SCOPE_MR: the default, any)
   Mutex clock_mu_;
@@ -607,6 +613,37 @@ TEST_F(GrantManagerTest, AKeyKillStuckOnTheClientsQueueDisconnectsTheClientPastT
   EXPECT_FALSE(registry_->GetMw(g.window()).value().bound());
   EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok() && !registry_->GetQp(g.qp()).ok(); }));
 
+}
+
+// After a grant ends, its connection stays for end_grace past the ENDED message, and only then is the client
+// disconnected: reads through the dead key meanwhile are refused by the NIC (a remote access error within a
+// round trip), and a refusal already on the wire arrives before the disconnect flushes the client's queue.
+// The same with the QP in the error state (its ENDED flushed). The grace is real time: the leases' clock is
+// fake here and does not move. A grace of 1 s, checked at 300 ms: well apart on a slow machine.
+TEST_F(GrantManagerTest, AnEndedGrantsClientIsDisconnectedOnlyAfterTheGrace) {
+  fake_clock_ = true;
+  end_grace_ = absl::Seconds(1);
+  Build();
+  for (bool qp_error : {false, true}) {
+    SCOPED_TRACE(qp_error ? "QP in the error state" : "QP ready");
+    v1::Grant g = Activate(Request());
+    const uint32_t qpn = registry_->GetQp(g.qp()).value().local().qpn();
+    if (qp_error) ledger_->ForceQpError(qpn);
+    ASSERT_TRUE(Revoke(g.name()).ok());
+    if (!qp_error) {
+      ASSERT_TRUE(Eventually([&] { return ledger_->Sent(qpn).size() == 2; }));
+      EXPECT_EQ(wire::DecodeGrantMessage(ledger_->Sent(qpn)[1]).value().type, wire::GrantMessageType::kEnded);
+    }
+    // The SEND's completion seen (or its flush): the grace has begun.
+    ASSERT_TRUE(Eventually([&] { return GrantManagerTestPeer::Partings(*grants_) == 1; }));
+    const absl::Time began = absl::Now();
+    absl::SleepFor(absl::Milliseconds(300));
+    if (absl::Now() - began < absl::Milliseconds(900)) {
+      EXPECT_EQ(cm_->GetCmId(g.cm_id()).value().state(), v1::CM_CONNECTED);
+    }
+    EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok() && !registry_->GetQp(g.qp()).ok(); }));
+    EXPECT_EQ(GrantManagerTestPeer::Partings(*grants_), 0u);
+  }
 }
 
 // Activation in one step: on the client's QP the key's SEND is posted with the window's bind, fenced behind
