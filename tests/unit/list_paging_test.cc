@@ -34,16 +34,8 @@ using ::testing::HasSubstr;
 constexpr char kA[] = "spiffe://t/a";
 constexpr char kB[] = "spiffe://t/b";
 
-// The ErrorDetail field of a failed call.
-std::string FieldOf(const grpc::Status& s) {
-  v1::RpcStatus rpc;
-  if (!rpc.ParseFromString(s.error_details())) return "";
-  for (const auto& any : rpc.details()) {
-    v1::ErrorDetail d;
-    if (any.UnpackTo(&d)) return d.field();
-  }
-  return "";
-}
+// The request field a failed call's ErrorDetail names, read as the client library reads it.
+std::string FieldOf(const grpc::Status& s) { return client::Detail(client::FromGrpc(s)).field(); }
 
 class ListPagingTest : public ::testing::Test {
  protected:

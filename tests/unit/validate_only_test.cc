@@ -35,15 +35,8 @@ using ::testing::HasSubstr;
 constexpr char kA[] = "spiffe://t/a";  // tenant a, with quotas
 constexpr char kAdmin[] = "ops";
 
-std::string FieldOf(const grpc::Status& s) {
-  v1::RpcStatus rpc;
-  if (!rpc.ParseFromString(s.error_details())) return "";
-  for (const auto& any : rpc.details()) {
-    v1::ErrorDetail d;
-    if (any.UnpackTo(&d)) return d.field();
-  }
-  return "";
-}
+// The request field a failed call's ErrorDetail names, read as the client library reads it.
+std::string FieldOf(const grpc::Status& s) { return client::Detail(client::FromGrpc(s)).field(); }
 
 // The validation's failure is the real call's, exactly; and the real call did fail.
 void ExpectSameError(const grpc::Status& validated, const grpc::Status& real, const std::string& what) {
