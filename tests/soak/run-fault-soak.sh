@@ -404,8 +404,9 @@ for r in $(seq 1 "$rounds"); do
       [ "$s" = 3 ] || note $f "reader l$r-2 after the cut: exit $s (expected 3, a clean failure): $(tail -n 1 "$work/l$r-2.log")"
       # Its disconnect may have been lost on the cut wire. rdmad learns of a silent client only through a
       # send of its own (docs/PROTOCOL.md: ~4.3 s), so such a grant may stay ACTIVE: then it must be
-      # revocable within REVOKE_S (the ENDED send to the vanished client gives up) and end END_REVOKED.
-      e=$(grant_end "${rgrant[l$r-2]}" 30)
+      # revocable within REVOKE_S (the ENDED send to the vanished client gives up) and end END_REVOKED. The
+      # short form gives it 10 s to end by itself (twice that send's time), the full one 30 s.
+      e=$(grant_end "${rgrant[l$r-2]}" $((full ? 30 : 10)))
       log "round $r: link cut: reader l$r-2 failed: $(tail -n 1 "$work/l$r-2.log"); its grant: $e"
       case $e in
         END_*) ;;
