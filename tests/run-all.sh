@@ -7,11 +7,11 @@
 # with mutual TLS, the API fuzzer, the operations suite (drain, memlock, Soft-RoCE on a host, metrics,
 # restart recovery, limits), the two-machine tests (rdma_cm, grants end to end), the benchmarks' short
 # forms, the demo and the README's commands as written. Then the host tests (unit tests on the fake fabric,
-# whole daemons in-process, rdmactl's tests) under ASan+UBSan, and those that run rdmad's threads under
-# ThreadSanitizer (tests/sanitizers/bazel-tsan.sh), whose clang build is also the thread-safety analysis of
-# server/ and client/ (-Wthread-safety -Werror).
+# whole daemons in-process, rdmactl's tests) under ASan+UBSan, and those that run rdmad's threads against
+# each other (tagged threads) under ThreadSanitizer (tests/sanitizers/bazel-tsan.sh), whose clang build is
+# also the thread-safety analysis of server/ and client/ (-Wthread-safety -Werror).
 # RDMAD_TEST_SANITIZERS=0: no sanitizer builds; the host tests and the conformance suite run plain.
-# RDMAD_TEST_SANITIZERS=all: every host test but those of gRPC services under TSan too.
+# RDMAD_TEST_SANITIZERS=all: every host test but those of gRPC services (no_tsan) under TSan.
 # Prints one summary line "N passed, N failed" and exits non-zero on any failure.
 # Results (gtest XML, logs) are kept under ${RDMAD_TEST_OUT:-out/test}.
 set -uo pipefail
@@ -91,11 +91,11 @@ tests/lib/junit-case.sh "$out/install.xml" Install BinariesOnPathAndTheUnitVerif
 # comes last. RDMAD_TEST_SANITIZERS=0: no builds.
 asan=tests/sanitizers/bazel-asan.sh
 tsan=tests/sanitizers/bazel-tsan.sh
-# The host tests under ThreadSanitizer: those that run rdmad's threads. Tagged no_tsan: they run gRPC
-# services, which TSan cannot follow (docs/dev/build.md#threadsanitizer); single_thread: they run none of
-# rdmad's threads (parsers, formats, pure functions), left to ASan+UBSan here and run under TSan as well with
-# RDMAD_TEST_SANITIZERS=all.
-tsan_tags=-no_tsan,-single_thread
+# The host tests under ThreadSanitizer: those tagged `threads`, which run rdmad's threads against each other
+# (the registry's concurrent calls and lifecycle, the grants, the CM manager, the event loop, the locks, the
+# state journal, the audit log, the token store, the fakes). RDMAD_TEST_SANITIZERS=all: every host test but
+# those tagged no_tsan (they run gRPC services, which TSan cannot follow: docs/dev/build.md#threadsanitizer).
+tsan_tags=threads
 [ "$sanitizers" = all ] && tsan_tags=-no_tsan
 san_prebuild=""
 if [ "$sanitizers" != 0 ]; then
@@ -109,7 +109,9 @@ if [ "$sanitizers" != 0 ]; then
     done
     echo "--- the ASan build (at $((SECONDS / 60))m$((SECONDS % 60))s)"
     # First what the conformance step in the guest runs, which waits for it.
-    if $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test; then
+    # Its bazel-bin is asked here: the conformance step cannot ask this server while it builds on.
+    if $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test &&
+      $asan info bazel-bin >"$out/asan-bin.txt"; then
       touch "$out/asan-guest-built"
     fi
     touch "$out/asan-guest-tried"
@@ -203,7 +205,7 @@ if [ "$sanitizers" != 0 ]; then
   conf_out=$out/guest-asan
   step "conformance suite on rxe0 in the Soft-RoCE guest, under ASan+UBSan (waits for their background build)"
   while [ ! -e "$out/asan-guest-tried" ] && kill -0 "$san_prebuild" 2>/dev/null; do sleep 5; done
-  asan_bin=$($asan info bazel-bin 2>/dev/null) || asan_bin=""
+  asan_bin=$(cat "$out/asan-bin.txt" 2>/dev/null) || asan_bin=""
   # The options are .bazelrc's test:asan ones; the guest gets them, and RDMAD_BIN_DIR, from the harness.
   conf_env=(--env ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1
             --env UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
@@ -326,10 +328,10 @@ if [ "$sanitizers" != 0 ]; then
   grep -E "(warning|error): " "$out/tsa-build.log" | head -n 20
   tests/lib/junit-case.sh "$out/tsa.xml" ThreadSafetyAnalysis ServerAndClientBuildClean "$tsa_problem"
   [ -z "$tsa_problem" ] || { echo "$tsa_problem" >&2; rc=1; }
-  # Those tagged no_tsan, and single_thread unless RDMAD_TEST_SANITIZERS=all, are left out (tsan_tags above).
+  # Those tagged threads; with RDMAD_TEST_SANITIZERS=all, all but those tagged no_tsan (tsan_tags above).
   $tsan test --keep_going --build_tests_only --test_tag_filters="$tsan_tags" //... || rc=1
-  tsan_query='tests(//...) except attr(tags, "no_tsan", tests(//...))'
-  [ "$sanitizers" = all ] || tsan_query="$tsan_query except attr(tags, \"single_thread\", tests(//...))"
+  tsan_query='attr(tags, "threads", tests(//...))'
+  [ "$sanitizers" = all ] && tsan_query='tests(//...) except attr(tags, "no_tsan", tests(//...))'
   mapfile -t tsan_targets < <(bazel query "$tsan_query" 2>/dev/null)
   tsan_testlogs=$($tsan info bazel-testlogs 2>/dev/null) || tsan_testlogs=""
   check_sanitizer_logs "$out/tsan-host.xml" NoThreadSanitizerReportInHostTests \
