@@ -140,6 +140,17 @@ mkdir -p "$out/deploy"
 ) >"$out/deploy/k8s.log" 2>&1 &
 k8s_job=$!
 
+# Its default form: boots, rxe0, rdma_cm, exit-status propagation (the pair of guests is the two-machine
+# step's own first check). RDMAD_SELFTEST=all adds the boot watchdog's retry, --timeout and the pair checks
+# (about 2 minutes more).
+# It runs beside the SDK step, in a guest of its own (a guest's writes stay in it; each run has its own
+# output directory); its result is taken after that step.
+selftest_args=()
+[ "${RDMAD_SELFTEST:-short}" = all ] && selftest_args+=(--all)
+step "the Soft-RoCE guest harness checks itself, beside the next step (tests/guest/selftest.sh ${selftest_args[*]})"
+tests/guest/selftest.sh "${selftest_args[@]}" >"$out/guest-selftest.log" 2>&1 &
+selftest_job=$!
+
 step "the SDKs (examples/read_grant.cc: g++ and pkg-config against the installed C++ SDK; it, examples/read_grant.py and the Python SDK's pytest suite on rxe0 in the guest)"
 # Built outside Bazel and outside the tree, as an application would: a header or symbol missing from what
 # deploy/install.sh installed fails here.
@@ -161,22 +172,17 @@ tests/lib/junit-case.sh "$out/sdk-build.xml" Sdk ExampleBuildsWithPkgConfigAgain
 tests/lib/junit-case.sh "$out/sdk-run.xml" Sdk ExampleReadsThroughAGrantAndIsRefusedAfterRevoke "$sdk_run_problem"
 [ -z "$sdk_problem$sdk_run_problem" ] || { echo "${sdk_problem:-$sdk_run_problem}" >&2; rc=1; }
 
+selftest_problem=""
+wait "$selftest_job" || selftest_problem="tests/guest/selftest.sh failed (see $out/guest-selftest.log)"
+tail -n 3 "$out/guest-selftest.log" | sed "s/^/  selftest: /"
+tests/lib/junit-case.sh "$out/guest-selftest.xml" GuestHarness SelfTest "$selftest_problem"
+[ -z "$selftest_problem" ] || { echo "$selftest_problem" >&2; rc=1; }
+
 if [ "$sanitizers" = 0 ]; then
   step "host tests (bazel test //...)"
   bazel test --keep_going //... || rc=1
 fi
 
-# Its default form: boots, rxe0, rdma_cm, exit-status propagation (the pair of guests is the two-machine
-# step's own first check). RDMAD_SELFTEST=all adds the boot watchdog's retry, --timeout and the pair checks
-# (about 2 minutes more).
-selftest_args=()
-[ "${RDMAD_SELFTEST:-short}" = all ] && selftest_args+=(--all)
-step "the Soft-RoCE guest harness checks itself (tests/guest/selftest.sh ${selftest_args[*]})"
-selftest_problem=""
-tests/guest/selftest.sh "${selftest_args[@]}" >"$out/guest-selftest.log" 2>&1 || selftest_problem="tests/guest/selftest.sh failed (see $out/guest-selftest.log)"
-tail -n 3 "$out/guest-selftest.log" | sed "s/^/  selftest: /"
-tests/lib/junit-case.sh "$out/guest-selftest.xml" GuestHarness SelfTest "$selftest_problem"
-[ -z "$selftest_problem" ] || { echo "$selftest_problem" >&2; rc=1; }
 
 step "tenants and TLS on rxe0 in the Soft-RoCE guest"
 tenancy_rc=0
@@ -194,6 +200,12 @@ mkdir -p "$out/guest-fuzz"
 tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-fuzz" -- tests/fuzz/run-fuzz.sh "$(pwd)/$out/guest-fuzz" \
   --both --seed "$fuzz_seed" --iterations "$fuzz_iterations" || fuzz_rc=$?
 ((fuzz_rc == 0)) || rc=1
+
+# The librdmacm backend alone, in a guest of its own beside the conformance suite's.
+step "the librdmacm backend alone on rxe0 in the Soft-RoCE guest, beside the next step"
+tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-cm" -- \
+  tests/conformance/run-cm-backend.sh "$(pwd)/$out/guest-cm" >"$out/guest-cm.log" 2>&1 &
+cmb_job=$!
 
 # The conformance suite on real verbs, with rdmad and the suite built with ASan+UBSan (the background
 # build makes those three binaries first: they are ready by this step, after the tenancy and fuzzer steps); plain with
@@ -239,11 +251,11 @@ tests/guest/run-in-guest.sh --timeout 900 --out "$out/guest-ops" -- \
   tests/conformance/run-operations.sh "$(pwd)/$out/guest-ops" || ops_rc=$?
 ((ops_rc == 0)) || rc=1
 
-step "the librdmacm backend alone on rxe0 in the Soft-RoCE guest"
 cmb_rc=0
-tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-cm" -- \
-  tests/conformance/run-cm-backend.sh "$(pwd)/$out/guest-cm" || cmb_rc=$?
+wait "$cmb_job" || cmb_rc=$?
 ((cmb_rc == 0)) || rc=1
+echo "--- the librdmacm backend alone (beside the conformance suite): exit $cmb_rc ($out/guest-cm.log)"
+tail -n 5 "$out/guest-cm.log"
 
 step "two machines (two guests on one private wire): rdma_cm, grants end to end, the grants benchmark (short)"
 two_rc=0
