@@ -183,7 +183,6 @@ if [ "$sanitizers" = 0 ]; then
   bazel test --keep_going //... || rc=1
 fi
 
-
 step "tenants and TLS on rxe0 in the Soft-RoCE guest"
 tenancy_rc=0
 tests/guest/run-in-guest.sh --timeout 600 --out "$out/guest-tenancy" -- \
