@@ -17,9 +17,13 @@ PKGS=(
   libsqlite3-dev
   # readiness under the systemd unit (Type=notify: server/main.cc's sd_notify): libsystemd (libsystemd0)
   libsystemd-dev
+  # the kernel's object numbers (pdn, mrn, cm-idn) from RDMA netlink, as `rdma resource show` prints them: libmnl
+  libmnl-dev
   # tests and the Soft-RoCE guest
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils iproute2 util-linux procps
   ibverbs-utils rdmacm-utils perftest
+  # rdmactl's zsh completion is tested in zsh itself
+  zsh
   # docs/examples/read_grant.py: a grant client on rdma-core's Python bindings alone
   python3-pyverbs
   # the Python SDK (python/, docs/sdk.md#python): its extension module's headers (pybind11-dev, python3-dev's
