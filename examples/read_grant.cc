@@ -2,7 +2,9 @@
 // through the grant over RDMA, check the bytes, revoke the grant and see the next read refused.
 //
 //   g++ -o read_grant read_grant.cc $(pkg-config --cflags --libs rdmad-client)
-//   ./read_grant [TARGET]        # TARGET: unix:/run/rdmad/rdmad.sock (default) or host:port
+//   ./read_grant [TARGET [FILE]]  # TARGET: unix:/run/rdmad/rdmad.sock (default) or host:port
+//   FILE: when rdmad runs on another host, a file there (under its allowed_file_roots) that already holds the
+//   example's 64 KiB pattern; by default the example writes its own file here, for an rdmad on this host.
 //
 // Exit status 0 when every step did what it should; otherwise 1, with the step and its error on stderr.
 #include <unistd.h>
@@ -33,10 +35,11 @@ int main(int argc, char** argv) {
   Client client(options);
 
   // 64 KiB of a known pattern in a file rdmad can map (tmpfs).
-  const std::string path = "/dev/shm/rdmad-example-" + std::to_string(getpid());
+  const bool own_file = argc < 3;
+  const std::string path = own_file ? "/dev/shm/rdmad-example-" + std::to_string(getpid()) : argv[2];
   std::vector<char> data(64 << 10);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
-  std::ofstream(path, std::ios::binary).write(data.data(), data.size());
+  if (own_file) std::ofstream(path, std::ios::binary).write(data.data(), data.size());
 
   auto devices = client.ListDevices();
   Check(devices.status(), "ListDevices");
@@ -89,6 +92,6 @@ int main(int argc, char** argv) {
   region->reset();
   Check(client.DeregisterMr(mr->name(), /*revoke_grants=*/true), "DeregisterMr");
   Check(client.DeletePd(pd->name()).status(), "DeletePd");
-  unlink(path.c_str());
+  if (own_file) unlink(path.c_str());
   return after.code() == absl::StatusCode::kPermissionDenied ? 0 : 1;
 }

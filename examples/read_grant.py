@@ -3,7 +3,10 @@
 the range through the grant over RDMA, check the bytes, revoke the grant and see the next read refused.
 The same steps as examples/read_grant.cc.
 
-    /usr/bin/python3 examples/read_grant.py [TARGET]   # TARGET: unix:/run/rdmad/rdmad.sock (default) or host:port
+    /usr/bin/python3 examples/read_grant.py [TARGET [FILE]]   # TARGET: unix:/run/rdmad/rdmad.sock (default) or host:port
+
+FILE: when rdmad runs on another host, a file there (under its allowed_file_roots) that already holds the
+example's 64 KiB pattern; by default the example writes its own file here, for an rdmad on this host.
 
 Exit status 0 when every step did what it should; otherwise 1, with the step and its error on stderr.
 """
@@ -23,10 +26,12 @@ def main():
     c = rdmad.connect(sys.argv[1] if len(sys.argv) > 1 else rdmad.DEFAULT_TARGET)
 
     # 64 KiB of a known pattern in a file rdmad can map (tmpfs).
-    path = f"/dev/shm/rdmad-example-{os.getpid()}"
+    own_file = len(sys.argv) < 3
+    path = f"/dev/shm/rdmad-example-{os.getpid()}" if own_file else sys.argv[2]
     data = bytes((i * 7 + 3) & 0xFF for i in range(64 << 10))
-    with open(path, "wb") as f:
-        f.write(data)
+    if own_file:
+        with open(path, "wb") as f:
+            f.write(data)
 
     step = "list_devices"
     try:
@@ -71,7 +76,8 @@ def main():
     except rdmad.Error as e:
         fail(step, e)
     finally:
-        os.unlink(path)
+        if own_file:
+            os.unlink(path)
     return 0 if after.code_name == "PERMISSION_DENIED" else 1
 
 

@@ -256,9 +256,10 @@ wait "$cmb_job" || cmb_rc=$?
 echo "--- the librdmacm backend alone (beside the conformance suite): exit $cmb_rc ($out/guest-cm.log)"
 tail -n 5 "$out/guest-cm.log"
 
-step "two machines (two guests on one private wire): rdma_cm, grants end to end, the grants benchmark (short)"
+step "two machines (two guests on one private wire): rdma_cm, grants end to end, the SDKs' examples, the grants benchmark (short)"
 two_rc=0
-tests/guest/run-two-guests.sh --timeout 1200 --out "$(pwd)/$out/guest-two" \
+# The C++ example B runs against rdmad A: the binary built above against the installed SDK.
+RDMAD_SDK_EXAMPLE=$(pwd)/$out/read_grant tests/guest/run-two-guests.sh --timeout 1200 --out "$(pwd)/$out/guest-two" \
   --a "tests/conformance/run-two-host.sh $(pwd)/$out/guest-two" \
   --b "tests/conformance/run-two-host.sh $(pwd)/$out/guest-two" || two_rc=$?
 ((two_rc == 0)) || rc=1
@@ -390,7 +391,7 @@ for x in one/fuzz.xml one/fuzz_shutdown.xml tenants/fuzz.xml tenants/fuzz_shutdo
 done
 for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_host.xml \
          guest-two/grant_e2e.xml guest-two/grant_clients_pyverbs.xml guest-two/grant_clients_rdmactl.xml \
-         guest-two/grant_clients_pyverbs_revoked.xml \
+         guest-two/grant_clients_pyverbs_revoked.xml guest-two/sdk_examples_cpp.xml guest-two/sdk_examples_python.xml \
          guest-two/reject_flood.xml \
          guest-two/grant_bench.xml guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml guest-two/soak_clients_killed.xml \
          guest-two/soak_link_cut.xml guest-two/soak_bounds.xml; do

@@ -12,6 +12,10 @@
 #            the grant clients (grant_clients_*.xml): docs/examples/read_grant.py (pyverbs) and `rdmactl read`,
 #            each reading a grant of the same file, compared byte for byte, and read_grant.py --loop revoked
 #            mid-stream: its first failed read refused by A's NIC (grant_clients_pyverbs_revoked.xml);
+#            the SDKs' examples (sdk_examples_cpp.xml, sdk_examples_python.xml): examples/read_grant.cc (the
+#            binary RDMAD_SDK_EXAMPLE, built against the installed SDK by tests/run-all.sh; built here with g++
+#            and pkg-config when unset) and examples/read_grant.py, each with A's rdmad as its control plane
+#            and A's file /dev/shm/rdmad-sdk-example.bin (their 64 KiB pattern, written in A) as the region;
 #            the reject flood (reject_flood.xml): 300 connect requests with garbage private data at A's
 #            data-plane listener, every one rejected, A still answering gRPC, and A's audit trail
 #            (OUT_DIR/audit-a.jsonl) and log (OUT_DIR/rdmad-a.log) holding the first reject per interval and
@@ -45,6 +49,9 @@ if [ "$role" = a ]; then
   # The application: writes the bytes B will read through grants, before rdmad (and B) start.
   dd if=/dev/urandom of="$grant_file" bs=1M count=16 iflag=fullblock status=none
   cp "$grant_file" "$out/grant-expected.bin"
+  # The SDK examples' pattern (examples/read_grant.*: byte i is i * 7 + 3), for B's examples to register here.
+  python3 -c 'import sys; sys.stdout.buffer.write(bytes((i * 7 + 3) & 0xFF for i in range(64 << 10)))' \
+    >/dev/shm/rdmad-sdk-example.bin
 fi
 rdma resource show >"$work/before.txt" 2>&1 || true
 "$bin/server/rdmad" --config "$work/rdmad.json" >"$out/rdmad-$role.log" 2>&1 &
@@ -170,6 +177,35 @@ grant_clients() {
   return "$status"
 }
 
+# B: the SDKs' examples from B, with rdmad A as their control plane: they register A's pattern file, grant a
+# range of it, read it over RDMA from B, check the bytes, revoke and see the next read refused (exit status 0).
+sdk_examples() {
+  local example=${RDMAD_SDK_EXAMPLE:-} problem status=0 rc
+  problem=""
+  if [ -z "$example" ]; then
+    example=$work/read_grant
+    g++ -Wall -Wextra -Werror -o "$example" "$root/examples/read_grant.cc" $(pkg-config --cflags --libs rdmad-client) \
+      >"$out/sdk_example_cpp.log" 2>&1 || problem="examples/read_grant.cc does not build against the installed SDK"
+  fi
+  if [ -z "$problem" ]; then
+    rc=0
+    "$example" "$RDMAD_PEER_ADDR:50051" /dev/shm/rdmad-sdk-example.bin >>"$out/sdk_example_cpp.log" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] || problem="examples/read_grant.cc against rdmad A exited with status $rc: $(tail -n 3 "$out/sdk_example_cpp.log" | tr '\n' ' ')"
+  fi
+  sed 's/^/  read_grant (C++): /' "$out/sdk_example_cpp.log"
+  "$junit" "$out/sdk_examples_cpp.xml" SdkExamples CppReadsAGrantOfTheOtherMachine "$problem"
+  [ -z "$problem" ] || { echo "sdk examples: $problem" >&2; status=1; }
+
+  problem="" rc=0
+  (cd "$work" && PYTHONPATH= /usr/bin/python3 "$root/examples/read_grant.py" "$RDMAD_PEER_ADDR:50051" \
+    /dev/shm/rdmad-sdk-example.bin) >"$out/sdk_example_python.log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || problem="examples/read_grant.py against rdmad A exited with status $rc: $(tail -n 3 "$out/sdk_example_python.log" | tr '\n' ' ')"
+  sed 's/^/  read_grant.py: /' "$out/sdk_example_python.log"
+  "$junit" "$out/sdk_examples_python.xml" SdkExamples PythonReadsAGrantOfTheOtherMachine "$problem"
+  [ -z "$problem" ] || { echo "sdk examples: $problem" >&2; status=1; }
+  return "$status"
+}
+
 # B: the reject flood against A's data-plane listener (tests/conformance/reject_flood.cc); reject_flood.xml.
 reject_flood() {
   local problem="" flood_rc=0
@@ -193,7 +229,7 @@ if [ "$role" = a ]; then
     "$root/tests/bench/run-grant-bench.sh" "${bench_args[@]}" || true
   fi
   "$RDMAD_PEER_SH" wait b-done 1200 || rc=1
-  rm -f "$grant_file"
+  rm -f "$grant_file" /dev/shm/rdmad-sdk-example.bin
 else
   "$RDMAD_PEER_SH" wait a-up 300 || { echo "guest A never came up" >&2; exit 1; }
   RDMAD_TARGET="unix:$sock" RDMAD_REMOTE_TARGET="$RDMAD_PEER_ADDR:50051" RDMAD_REMOTE_ADDR="$RDMAD_PEER_ADDR" \
@@ -203,6 +239,7 @@ else
     RDMAD_GRANT_EXPECTED="$out/grant-expected.bin" \
     "$bin/tests/conformance/grant_e2e_test" --gtest_output="xml:$out/grant_e2e.xml" || rc=1
   grant_clients || rc=1
+  sdk_examples || rc=1
   reject_flood || rc=1
   "$RDMAD_PEER_SH" signal b-tests-done
   if [ "$bench" != off ]; then
