@@ -2,7 +2,8 @@
 # rdmad quick start (Debian 12, as root). Both commands install what they need first.
 #   ./quickstart.sh demo   rdmad's main job: install rdmad and rdmactl (/usr/local/bin) and serve this host's
 #                          verbs devices (creating a Soft-RoCE rxe0 where the kernel has rdma_rxe), or, where
-#                          it has not, the demo inside the project's Soft-RoCE guest (docs/dev/harness.md)
+#                          it has not, the demo in two Soft-RoCE guests on one wire (docs/dev/harness.md):
+#                          rdmad and its operator in the first, a grant's client in the second
 #   ./quickstart.sh test   the whole test suite; ends with "N passed, N failed"
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,8 +22,9 @@ case "${1:-}" in
       echo "(in another shell: rdmactl get devices; stop with Ctrl-C or SIGTERM, which drains)"
       exec /usr/local/bin/rdmad --config /etc/rdmad/rdmad.json "$@"
     fi
-    echo "no RDMA on this host, and its kernel has no rdma_rxe: running the demo on rxe0 inside the Soft-RoCE guest"
-    exec tests/guest/run-in-guest.sh --timeout 600 -- deploy/demo.sh
+    echo "no RDMA on this host, and its kernel has no rdma_rxe: running the demo on rxe0 in two Soft-RoCE guests"
+    echo "(rdmad and rdmactl in [A], a grant's client in [B])"
+    exec tests/guest/run-two-guests.sh --timeout 900 --a deploy/demo.sh --b deploy/demo.sh
     ;;
   test)
     bash deploy/install-deps.sh
