@@ -64,6 +64,11 @@ Client::Client(std::pair<std::shared_ptr<grpc::Channel>, absl::Status> dialed, c
     : Client(std::move(dialed.first), options.timeout, options.retry) {
   dial_status_ = std::move(dialed.second);
   list_page_size_ = options.list_page_size;
+  descriptor_socket_ = options.descriptor_socket;
+  if (descriptor_socket_.empty()) {
+    if (absl::StartsWith(options.target, "unix://")) descriptor_socket_ = options.target.substr(7) + ".fd";
+    else if (absl::StartsWith(options.target, "unix:")) descriptor_socket_ = options.target.substr(5) + ".fd";
+  }
 }
 
 absl::Status Client::RepeatedToken(const std::string& request) {

@@ -90,6 +90,9 @@ class Client {
     RetryOptions retry{};
     // The page_size the List* methods ask for on each page; 0: rdmad's default (1000, also its maximum).
     int32_t list_page_size = 0;
+    // rdmad's descriptor socket (ShareFd): "" for the unix target's path with ".fd" appended (rdmad's
+    // default, config descriptor_socket "auto").
+    std::string descriptor_socket;
   };
   // Checks the options (the TLS files are read here: INVALID_ARGUMENT naming the file) and makes the
   // channel; it connects on the first call.
@@ -211,6 +214,17 @@ class Client {
   // grpc.health.v1: OK when the server reports SERVING.
   absl::Status Health();
 
+  // ---- memory passed as a file descriptor (client_fd.cc; docs/sdk.md#memory-passed-as-a-file-descriptor)
+
+  // Passes `fd` (a memfd, or another tmpfs or hugetlbfs file) to rdmad over its descriptor socket, which
+  // only a process on rdmad's host can reach: rdmad gets its own copy, the caller keeps `fd`. Answers the
+  // handle that a RegisterMr names once, in source.fd, within rdmad's descriptor_ttl_s (60 s by default),
+  // as the same principal. The socket is Options::descriptor_socket, else the unix target's path with
+  // ".fd" appended; FAILED_PRECONDITION for a TCP target without it. rdmad's refusals keep their code and
+  // message (PERMISSION_DENIED, RESOURCE_EXHAUSTED, ...); a socket that cannot be reached is UNAVAILABLE.
+  // Bounded by Options::timeout.
+  absl::StatusOr<std::string> ShareFd(int fd);
+
  private:
   // Client(Options) on what ChannelFor (client.cc) made of them: the channel and Dial's error, if any.
   Client(std::pair<std::shared_ptr<grpc::Channel>, absl::Status> dialed, const Options& options);
@@ -321,6 +335,7 @@ class Client {
   std::chrono::milliseconds timeout_;
   RetryOptions retry_;
   int32_t list_page_size_ = 0;
+  std::string descriptor_socket_;  // ShareFd's socket path; "" if none is known (a TCP target, or a channel)
   std::unique_ptr<v1::Devices::Stub> devices_;
   std::unique_ptr<v1::ProtectionDomains::Stub> pds_;
   std::unique_ptr<v1::MemoryRegions::Stub> mrs_;

@@ -110,6 +110,19 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
         return InvalidArgument(key, "must be an absolute path, or \"\" (no state kept across restarts)");
       }
       c.state_file = value.get<std::string>();
+    } else if (key == "descriptor_socket") {
+      const std::string v = value.is_string() ? value.get<std::string>() : "-";
+      if (v != "auto" && !v.empty() && v[0] != '/') {
+        return InvalidArgument(key, "must be \"auto\", an absolute path, or \"\" (none)");
+      }
+      c.descriptor_socket = v;
+    } else if (key == "descriptor_ttl_s" || key == "max_descriptors_per_principal") {
+      const int64_t hi = key == "descriptor_ttl_s" ? 3600 : 4096;
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > hi) {
+        return InvalidArgument(key, absl::StrCat("must be an integer from 1 to ", hi));
+      }
+      if (key == "descriptor_ttl_s") c.descriptor_ttl_s = value.get<int64_t>();
+      else c.max_descriptors_per_principal = value.get<uint64_t>();
     } else if (key == "mw_bounds_region") {
       const std::string v = value.is_string() ? value.get<std::string>() : "";
       if (v != "auto" && v != "always" && v != "never") {
@@ -123,11 +136,21 @@ absl::StatusOr<Config> ParseConfig(const std::string& json_text) {
                                   "max_mr_bytes, log_level, rdma_listen, cm_workers, pin_workers, completion_poll_us, watch_buffer, max_grant_ttl_s, "
                                   "grant_quarantine_ms, grant_window_pool, grant_key_kill_timeout_ms, grant_end_grace_ms, grant_max_scope, shutdown_deadline_s, state_file, insecure_tcp, "
                                   "tls, unix_socket, unix_principals, admins, tenants, audit, metrics_listen, "
-                                  "mw_bounds_region, default_quotas, limits)");
+                                  "mw_bounds_region, descriptor_socket, descriptor_ttl_s, "
+                                  "max_descriptors_per_principal, default_quotas, limits)");
     }
   }
   ApplyDefaultQuotas(j, &c);
   return c;
+}
+
+std::string DescriptorSocketPath(const Config& config) {
+  if (config.descriptor_socket != "auto") return config.descriptor_socket;
+  for (const std::string& address : config.listen) {
+    if (address.rfind("unix://", 0) == 0) return address.substr(7) + ".fd";
+    if (address.rfind("unix:", 0) == 0) return address.substr(5) + ".fd";
+  }
+  return "";
 }
 
 absl::Status SplitHostPort(const std::string& text, const std::string& field, std::string* host, uint16_t* port) {

@@ -64,6 +64,7 @@ struct Limits {
   uint64_t mrs = 1048576;         // memory regions
   uint64_t mws = 65536;           // memory windows made by AllocMw (grants' own windows count as grants)
   uint64_t qps = 16384;           // QPs made by CreateQp (rdma_cm ids' count as CM ids and connections)
+  uint64_t descriptors = 256;     // descriptors passed over the descriptor socket, waiting to be registered
 };
 
 struct Config {
@@ -106,6 +107,13 @@ struct Config {
   // probe did not see it enforce window bounds), "always", "never" (unsafe where it does not: warned).
   std::string mw_bounds_region = "auto";
 
+  // The descriptor socket (docs/PROTOCOL.md#memory-shared-by-file-descriptor), where local clients pass
+  // memory as file descriptors: "auto" (the first unix listener's path with ".fd" appended; none without a
+  // unix listener), an absolute path, or "" (none). Its mode and group are unix_socket's.
+  std::string descriptor_socket = "auto";
+  int64_t descriptor_ttl_s = 60;           // how long a passed descriptor waits for its RegisterMr (1..3600)
+  uint64_t max_descriptors_per_principal = 16;  // descriptors one principal may have waiting (1..4096)
+
   bool insecure_tcp = false;  // a TCP listener without TLS is refused at start-up unless this is set
   TlsConfig tls;
   UnixSocketConfig unix_socket;
@@ -118,6 +126,9 @@ struct Config {
   Limits limits;
   std::string audit = "-";  // the audit log: a file path, "-" for stdout, "" for none
 };
+
+// The descriptor socket's path for `config` ("auto" resolved), or "" for none.
+std::string DescriptorSocketPath(const Config& config);
 
 // "host:port" or "[v6]:port" -> host and port; INVALID_ARGUMENT naming `field` otherwise.
 absl::Status SplitHostPort(const std::string& text, const std::string& field, std::string* host, uint16_t* port);

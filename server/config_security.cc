@@ -184,10 +184,11 @@ absl::Status ParseLimits(const json& v, Limits* l) {
     uint64_t* dst = k == "channels" ? &l->channels : k == "watch_streams" ? &l->watch_streams
                   : k == "cm_ids" ? &l->cm_ids : k == "tokens" ? &l->tokens
                   : k == "connections" ? &l->connections : k == "grants" ? &l->grants
-                  : k == "pds" ? &l->pds : k == "mrs" ? &l->mrs : k == "mws" ? &l->mws : k == "qps" ? &l->qps : nullptr;
+                  : k == "pds" ? &l->pds : k == "mrs" ? &l->mrs : k == "mws" ? &l->mws : k == "qps" ? &l->qps
+                  : k == "descriptors" ? &l->descriptors : nullptr;
     if (dst == nullptr) {
       return InvalidArgument(field, "unknown limit (known: channels, watch_streams, cm_ids, tokens, connections, "
-                                    "grants, pds, mrs, mws, qps)");
+                                    "grants, pds, mrs, mws, qps, descriptors)");
     }
     // A cap every caller shares must exist: 0 would be none at all.
     if (!f.is_number_unsigned() || f.get<uint64_t>() < 1 || f.get<uint64_t>() > 1048576) {

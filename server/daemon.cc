@@ -20,6 +20,7 @@
 #include "server/audit/reject_summary.h"
 #include "server/auth/listeners.h"
 #include "server/auth/peer.h"
+#include "server/auth/descriptor_socket.h"
 #include "server/auth/policy.h"
 #include "server/cm/manager.h"
 #include "server/cm/token.h"
@@ -88,6 +89,9 @@ struct Daemon::Impl {
   // The one ordered writer of the store's records and the audit trail's lines (state/journal.h): after the
   // store (which it writes, and which must outlive it), before everything that submits to it.
   std::unique_ptr<state::Journal> journal;
+  // Descriptors passed over the descriptor socket, waiting for their RegisterMr: before the registry, which
+  // claims from it.
+  std::unique_ptr<DescriptorStore> descriptors;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<cm::TokenStore> tokens;
   // Before the CM manager, gone after it: its dispatchers call into the listener.
@@ -97,6 +101,8 @@ struct Daemon::Impl {
   std::unique_ptr<audit::AuditLog> audit;
   std::unique_ptr<audit::RejectLimiter> rejects;
   std::unique_ptr<auth::Policy> policy;
+  // After the policy and the store it uses, so gone before them.
+  std::unique_ptr<auth::DescriptorSocket> descriptor_socket;
   std::unique_ptr<tenancy::Gate> gate;
   Env env;
   std::unique_ptr<metrics::HttpEndpoint> metrics_http;
@@ -155,6 +161,23 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
     return created.status();
   }
   i->listeners = std::move(created).value();
+  // Who may see and use what (docs/security.md): the policy maps each caller to a tenant and a role.
+  i->policy = std::make_unique<auth::Policy>(config);
+  // The descriptor socket beside the unix listener (docs/PROTOCOL.md#memory-shared-by-file-descriptor): bound
+  // here with the listeners, serving once the server does.
+  DescriptorStore::Options descriptor_options;
+  descriptor_options.ttl = absl::Seconds(config.descriptor_ttl_s);
+  descriptor_options.per_principal = config.max_descriptors_per_principal;
+  descriptor_options.total = config.limits.descriptors;
+  i->descriptors = std::make_unique<DescriptorStore>(descriptor_options);
+  if (const std::string path = DescriptorSocketPath(config); !path.empty()) {
+    auto socket = auth::DescriptorSocket::Create(config, path, i->policy.get(), i->descriptors.get());
+    if (!socket.ok()) {
+      bad_config = socket.status().code() == absl::StatusCode::kInvalidArgument;
+      return socket.status();
+    }
+    i->descriptor_socket = std::move(socket).value();
+  }
 
   // The crash-safe state store (docs/operations.md#restart-recovery): opened before any device, so a bad
   // file fails the start-up; what it holds is re-created below, before the server serves.
@@ -180,6 +203,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   LogBoundsRegions(**fabric, registry_options.mw_bounds_region, config.mw_bounds_region);
   registry_options.allowed_file_roots = config.allowed_file_roots;
   registry_options.allow_disk_files = config.allow_disk_files;
+  registry_options.descriptors = i->descriptor_socket != nullptr ? i->descriptors.get() : nullptr;
   registry_options.completion_poll = absl::Microseconds(config.completion_poll_us);
   for (const auto& root : config.allowed_file_roots) {  // registrations there would be refused
     absl::StatusOr<int64_t> fs = FilesystemOf(root, "allowed_file_roots");
@@ -273,8 +297,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   i->listeners->AddTcpPorts(&builder);  // mutual TLS, or plaintext under insecure_tcp; unix sockets are ours
-  // Who may see and use what (docs/security.md): the policy maps each caller to a tenant and a role.
-  i->policy = std::make_unique<auth::Policy>(config);
   i->gate = std::make_unique<tenancy::Gate>(
       i->policy.get(),
       tenancy::Gate::Deps{i->registry.get(), i->cm.get(), i->grants.get(), i->tokens.get(), config.limits.watch_streams});
@@ -357,6 +379,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
     return absl::UnavailableError(absl::StrCat("cannot listen on ", absl::StrJoin(config.listen, ", ")));
   }
   RDMAD_RETURN_IF_ERROR(i->listeners->Start(i->server.get()));
+  if (i->descriptor_socket != nullptr) RDMAD_RETURN_IF_ERROR(i->descriptor_socket->Start());
   std::string ports;
   for (int port : i->listeners->tcp_ports()) ports += (ports.empty() ? " (TCP port " : ", ") + std::to_string(port);
   RDMAD_LOG_INFO("serving rdmad.v1 on %s%s", absl::StrJoin(config.listen, ", ").c_str(),
@@ -375,6 +398,7 @@ void Daemon::Drain(absl::Time deadline, const std::function<void(const char*)>& 
   i->gate->StartDraining();  // new calls: UNAVAILABLE; those in flight finish
   i->server->GetHealthCheckService()->SetServingStatus(false);  // probes and load balancers look elsewhere
   i->listeners->StopAccepting();  // no new unix connections; the sockets are removed
+  if (i->descriptor_socket != nullptr) i->descriptor_socket->Stop();  // no more descriptors
   // Grants' goodbyes get half the time at most: a client that does not take its ENDED (no receive posted)
   // holds its SEND up for rdma_cm's RNR retries; the release in order gets the rest.
   step("ending grants (SHUTDOWN)");

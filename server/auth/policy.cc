@@ -50,6 +50,7 @@ absl::StatusOr<Caller> Policy::Resolve(const Peer& peer) const {
   c.gid = peer.gid;
   const bool unix_peer = peer.transport == kTransportUnix && peer.uid >= 0;
   c.principal = PrincipalOf(peer);
+  c.files.principal = c.principal;
   // A unix peer's files are checked with its own uid and groups, whatever its role: rdmad (root) never
   // registers a file for someone who could not open it.
   if (unix_peer) {

@@ -26,6 +26,9 @@ struct FileAccess {
   std::optional<FileIdentity> identity;  // nullopt and `check` set: no file may be registered
   bool check = false;                    // false: rdmad's own rights (single-tenant mode, internal)
   std::vector<std::string> roots;        // narrow allowed_file_roots further; empty: no narrowing
+  // The caller's principal: a descriptor passed over the descriptor socket (MemorySource.fd) is
+  // claimed only for the principal that passed it. Empty: no descriptor can be claimed.
+  std::string principal;
 };
 
 }  // namespace rdmad

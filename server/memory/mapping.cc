@@ -17,34 +17,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/fd.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
 
 namespace rdmad {
+
 namespace {
-
-// Closes a file descriptor on every path.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) close(fd_);
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
+constexpr uint32_t kDmaBufMagic = 0x444d4142;  // DMA_BUF_MAGIC (linux/magic.h)
+#ifdef F_SEAL_FUTURE_WRITE
+constexpr int kSealFutureWrite = F_SEAL_FUTURE_WRITE;
+#else
+constexpr int kSealFutureWrite = 0x0010;  // Linux 5.1
+#endif
 }  // namespace
 
 bool UnderRoot(const std::string& real, const std::string& root) {
@@ -115,7 +100,7 @@ absl::StatusOr<int> OpenWithoutSymlinks(const std::string& path, const std::stri
     if (!part.empty() && part != ".") parts.push_back(std::move(part));
   }
   if (parts.empty()) return InvalidArgument(field, absl::StrCat(path, " names no file"));
-  Fd parent(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd parent(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (parent.get() < 0) return ErrnoError("open", errno, "/", field);
   std::string walked;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -124,7 +109,7 @@ absl::StatusOr<int> OpenWithoutSymlinks(const std::string& path, const std::stri
                         absl::StrCat(path, " holds a '..' component, which this open does not follow"));
     }
     absl::StrAppend(&walked, "/", parts[i]);
-    Fd next(openat(parent.get(), parts[i].c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(openat(parent.get(), parts[i].c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (next.get() < 0) {
       return ErrnoError(errno == ENOENT ? absl::StatusCode::kNotFound : absl::ErrnoToStatusCode(errno), "open",
                         errno, walked, field);
@@ -266,12 +251,12 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   // same inode is reopened read-write through /proc/self/fd.
   // With no_symlinks, every component is opened without following it: a link anywhere on the way is
   // refused rather than resolved.
-  Fd pathfd(-1);
+  UniqueFd pathfd(-1);
   if (rules.no_symlinks) {
     RDMAD_ASSIGN_OR_RETURN(int opened, OpenWithoutSymlinks(path, field + ".path"));
-    pathfd = Fd(opened);
+    pathfd = UniqueFd(opened);
   } else {
-    pathfd = Fd(open(path.c_str(), O_PATH | O_CLOEXEC));
+    pathfd = UniqueFd(open(path.c_str(), O_PATH | O_CLOEXEC));
   }
   if (pathfd.get() < 0) {
     return ErrnoError(errno == ENOENT ? absl::StatusCode::kNotFound : absl::ErrnoToStatusCode(errno), "open",
@@ -323,7 +308,7 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
                                    "pin its page cache for as long as the region lives; rdmad does that only with "
                                    "allow_disk_files (docs/config.md)"));
   }
-  Fd fd(open(self.c_str(), O_RDWR | O_CLOEXEC));
+  UniqueFd fd(open(self.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError("open", errno, real, field + ".path");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (offset >= size) {
@@ -350,6 +335,81 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::File(const std::string& path, 
   m->ownership_ = ownership;
   m->file_id_ = id;
   m->files_ = files;
+  return m;
+}
+
+absl::Status CheckDescriptor(int fd, bool allow_disk, const std::string& field) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return ErrnoError("fstat", errno, "the descriptor", field);
+  struct statfs on {};
+  if (fstatfs(fd, &on) != 0) return ErrnoError("fstatfs", errno, "the descriptor", field);
+  const int64_t fs_type = static_cast<int64_t>(on.f_type);
+  if (static_cast<uint32_t>(fs_type) == kDmaBufMagic) {
+    return FailedPrecondition(field, "the descriptor is a dma-buf: this rdmad registers only memory it can map "
+                                     "(a memfd, or a tmpfs or hugetlbfs file)");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgument(field, "the descriptor is not a regular file (a memfd, or a tmpfs or hugetlbfs file)");
+  }
+  if (!allow_disk && !IsMemoryFilesystem(fs_type)) {
+    return FailedPrecondition(field, absl::StrCat("the descriptor's file is on a ", FilesystemName(fs_type),
+                                                  " filesystem, not a memory one (tmpfs, hugetlbfs, ramfs): rdmad "
+                                                  "registers such files only with allow_disk_files"));
+  }
+  const int mode = fcntl(fd, F_GETFL);
+  if (mode < 0) return ErrnoError("fcntl(F_GETFL)", errno, "the descriptor", field);
+  if ((mode & O_ACCMODE) == O_WRONLY) {
+    return FieldError(absl::StatusCode::kPermissionDenied, field, "the descriptor is open write-only: rdmad cannot "
+                                                                  "map it (open it read-write, or read-only)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Descriptor(UniqueFd fd, uint64_t offset, uint64_t length,
+                                                             bool writable, bool allow_disk,
+                                                             const std::string& field) {
+  if (length == 0) return InvalidArgument(field + ".length", "must be > 0");
+  if (offset > UINT64_MAX - length) return OutOfRange(field + ".length", "offset + length overflows");
+  RDMAD_RETURN_IF_ERROR(CheckDescriptor(fd.get(), allow_disk, field));
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoError("fstat", errno, "the descriptor", field);
+  struct statfs on {};
+  if (fstatfs(fd.get(), &on) != 0) return ErrnoError("fstatfs", errno, "the descriptor", field);
+  // The caller's rights are the descriptor's: its open mode, and its seals.
+  const int mode = fcntl(fd.get(), F_GETFL);
+  if (mode < 0) return ErrnoError("fcntl(F_GETFL)", errno, "the descriptor", field);
+  const int seals = fcntl(fd.get(), F_GET_SEALS);  // EINVAL: a file that cannot be sealed (not a memfd)
+  const bool sealed = seals > 0 && (seals & (F_SEAL_WRITE | kSealFutureWrite)) != 0;
+  if (writable && ((mode & O_ACCMODE) == O_RDONLY || sealed)) {
+    return FieldError(absl::StatusCode::kPermissionDenied, field,
+                      absl::StrCat("the descriptor ", sealed ? "is sealed against writing" : "is open read-only",
+                                   ": register it without local-write, remote-write, remote-atomic and mw-bind "
+                                   "(the kernel pins a region with any of them for writing)"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset >= size) {
+    return OutOfRange(field + ".offset",
+                      absl::StrCat("offset ", offset, " is at or past the end of the descriptor's file (", size,
+                                   " bytes)"));
+  }
+  if (offset + length > size) {
+    return OutOfRange(field + ".length", absl::StrCat("offset ", offset, " + length ", length,
+                                                      " passes the end of the descriptor's file (", size, " bytes)"));
+  }
+  const bool hugetlbfs = on.f_type == HUGETLBFS_MAGIC;
+  const uint64_t align = hugetlbfs ? static_cast<uint64_t>(on.f_bsize) : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const FileWindow w = PlanFileWindow(offset, length, align, hugetlbfs);
+  const size_t base_length = static_cast<size_t>(w.base_length);
+  void* base = mmap(nullptr, base_length, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd.get(),
+                    static_cast<off_t>(w.base_offset));
+  if (base == MAP_FAILED) return ErrnoError("mmap", errno, "the descriptor", field);
+  std::unique_ptr<Mapping> m(new Mapping(base, base_length, static_cast<char*>(base) + w.delta, length));
+  m->descriptor_ = true;
+  m->writable_ = writable;
+  m->ownership_.uid = st.st_uid;
+  m->ownership_.gid = st.st_gid;
+  m->ownership_.mode = st.st_mode;
+  m->file_id_ = FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   return m;
 }
 

@@ -1,6 +1,6 @@
-// Mapping: memory an MR covers. Either anonymous memory rdmad allocates (optionally huge pages) or a
+// Mapping: memory an MR covers. Either anonymous memory rdmad allocates (optionally huge pages), a
 // range of a file an application shares with rdmad, mapped MAP_SHARED (the sidecar case: tmpfs or
-// hugetlbfs). The destructor unmaps; the registry keeps a Mapping alive until every MR over it is
+// hugetlbfs), or a range of a file a local application passed as a descriptor (a memfd; descriptors.h). The destructor unmaps; the registry keeps a Mapping alive until every MR over it is
 // deregistered (shared_ptr: an emulated rereg briefly has the old and the new MR over the same mapping).
 //
 // A file is mapped with rdmad's rights, but only after the caller's were checked on the very inode opened
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/common/fd.h"
 #include "server/memory/file_access.h"
 #include "server/memory/file_rights.h"
 
@@ -42,6 +43,11 @@ struct FileRules {
   // The file must be this one (restart recovery: the device and inode recorded at registration).
   std::optional<FileId> expect;
 };
+
+// Whether the descriptor `fd` can back a region (Mapping::Descriptor's checks that need no range or access):
+// a regular file, on a memory filesystem unless `allow_disk`, not a dma-buf, not open write-only. Errors
+// name `field`.
+absl::Status CheckDescriptor(int fd, bool allow_disk, const std::string& field);
 
 // True for the filesystems whose pages live in memory anyway (tmpfs, hugetlbfs, ramfs): registering a
 // range of such a file pins nothing a disk would otherwise hold. `f_type` as statfs(2) reports it.
@@ -69,6 +75,16 @@ class Mapping {
                                                        const FileAccess& files = {},
                                                        unsigned rights = kFileRead | kFileWrite,
                                                        const FileRules& rules = {});
+  // A range of the file behind `fd`, a descriptor a client passed (descriptors.h): no path, roots or owner
+  // to check, the caller's rights are the descriptor's own. `writable`: the registration needs the memory
+  // writable (LOCAL_WRITE, REMOTE_WRITE, REMOTE_ATOMIC or MW_BIND: the kernel pins such a region for
+  // writing); a descriptor open read-only or sealed against writing (F_SEAL_WRITE, F_SEAL_FUTURE_WRITE)
+  // then is PERMISSION_DENIED on `field`, and is otherwise mapped read-only. Only memory filesystems (a
+  // memfd is tmpfs or hugetlbfs) unless `allow_disk`; a dma-buf is FAILED_PRECONDITION (not mapped here).
+  // The descriptor is closed when this returns; the mapping keeps the file's memory.
+  static absl::StatusOr<std::unique_ptr<Mapping>> Descriptor(UniqueFd fd, uint64_t offset, uint64_t length,
+                                                             bool writable, bool allow_disk,
+                                                             const std::string& field);
   ~Mapping();
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -85,6 +101,10 @@ class Mapping {
   const FileId& file_id() const { return file_id_; }
   // The caller's rights the file was opened and checked with (what restart recovery checks again).
   const FileAccess& files() const { return files_; }
+  // A descriptor's memory (Descriptor), and whether it is mapped writable (false only for a descriptor that
+  // allows no writing: a re-registration may then not ask for write access either).
+  bool is_descriptor() const { return descriptor_; }
+  bool writable() const { return writable_; }
   // What munmap is given (the mapped length; on hugetlbfs whole huge pages).
   size_t mapped_length() const { return base_length_; }
 
@@ -100,6 +120,8 @@ class Mapping {
   FileOwnership ownership_;
   FileId file_id_;
   FileAccess files_;
+  bool descriptor_ = false;
+  bool writable_ = true;
 };
 
 // True if `real` (a resolved path) lies under `root` (resolved here; "/" holds everything).

@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySou
                                                              const fabric::Device& device,
                                                              const std::string& field,
                                                              const FileAccess& files,
-                                                             uint32_t access) const {
+                                                             uint32_t access, bool keep_descriptor) const {
   const uint64_t max = MaxMrBytes(device);
   switch (source.kind_case()) {
     case v1::MemorySource::kAnonymous: {
@@ -53,8 +53,26 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySou
       return Mapping::File(f.path(), f.offset(), f.length(), options_.allowed_file_roots, field + ".file", files,
                            FileRightsFor(access), rules);
     }
+    case v1::MemorySource::kFd: {
+      const auto& d = source.fd();
+      if (max && d.length() > max) {
+        return OutOfRange(field + ".fd.length",
+                          absl::StrCat(d.length(), " bytes exceeds the largest region allowed (", max, " bytes)"));
+      }
+      if (options_.descriptors == nullptr) {
+        return FailedPrecondition(field + ".fd",
+                                  "this rdmad has no descriptor socket (config descriptor_socket), so holds none");
+      }
+      // Claimed for the caller's principal only (a validation keeps it waiting: it gets a duplicate).
+      absl::StatusOr<UniqueFd> fd =
+          options_.descriptors->Claim(d.handle(), files.principal, field + ".fd.handle", keep_descriptor);
+      if (!fd.ok()) return fd.status();
+      return Mapping::Descriptor(std::move(fd).value(), d.offset(), d.length(), (access & kWritableAccess) != 0,
+                                 options_.allow_disk_files, field + ".fd");
+    }
     default:
-      return InvalidArgument(field, "is required: anonymous {size} or file {path, offset, length}");
+      return InvalidArgument(field, "is required: anonymous {size}, file {path, offset, length} or fd {handle, "
+                                    "offset, length}");
   }
 }
 
@@ -130,7 +148,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
   // Reserve -> work (a worker maps and pins: seconds for a large region) -> commit.
   auto work = [this, pd, request, files, access = *access, done = std::move(done)]() mutable {
     absl::StatusOr<std::unique_ptr<Mapping>> mapping =
-        MapSource(request.source(), *pd->device, "source", files, access);
+        MapSource(request.source(), *pd->device, "source", files, access, request.validate_only());
     // Within rdmad's RLIMIT_MEMLOCK (the kernel charges the pages to rdmad), said clearly either way.
     absl::Status room =
         mapping.ok() ? options_.memlock.Check((*mapping)->data(), (*mapping)->length(), "source") : mapping.status();

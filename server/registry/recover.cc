@@ -21,6 +21,9 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapRecorded(const state::MrRo
   if (row.source.has_anonymous()) {
     return absl::DataLossError("anonymous memory: its contents died with the previous rdmad process");
   }
+  if (row.source.has_fd()) {
+    return absl::DataLossError("memory passed as a descriptor: rdmad held it only while it ran");
+  }
   if (!row.source.has_file()) return InvalidArgument("source", "the recorded source is neither anonymous nor a file");
   // Who registered it, recorded with it: without that record (a row from an rdmad that did not keep it),
   // no caller is known whose rights could be checked, so the strictest case applies: no file is mapped.
@@ -113,7 +116,9 @@ absl::StatusOr<Registry::Recovered> Registry::Recover(const state::Snapshot& sna
       b.lost = true;
       b.unusable = true;
       b.unusable_reason = absl::StrCat("lost at rdmad's restart: ", mr.status().message());
-      b.length = row.source.has_file() ? row.source.file().length() : row.source.anonymous().size();
+      b.length = row.source.has_file()         ? row.source.file().length()
+                 : row.source.has_fd() ? row.source.fd().length()
+                                               : row.source.anonymous().size();
       out.lost.push_back(absl::StrCat(name, ": ", mr.status().message()));
       RDMAD_LOG_WARN("recovery: %s is lost: %s", name.c_str(), std::string(mr.status().message()).c_str());
     }

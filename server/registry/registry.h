@@ -53,6 +53,7 @@
 #include "server/dispatch/event_loop.h"
 #include "server/dispatch/worker_pool.h"
 #include "server/fabric/fabric.h"
+#include "server/memory/descriptors.h"
 #include "server/memory/mapping.h"
 #include "server/registry/entries.h"
 #include "server/registry/rules.h"
@@ -81,6 +82,9 @@ class Registry {
     // allow_disk_files): a region over one pins its page cache for as long as it lives. Default: refused,
     // FAILED_PRECONDITION on "source.file.path" naming the filesystem.
     bool allow_disk_files = false;
+    // Descriptors clients passed over the descriptor socket (MemorySource.fd); nullptr: none are
+    // accepted. Must outlive the registry.
+    DescriptorStore* descriptors = nullptr;
     // Largest MR in bytes; 0: no limit beyond the device's max_mr_size and physical memory.
     uint64_t max_mr_bytes = 0;
     // Threads that map and pin memory.
@@ -306,10 +310,11 @@ class Registry {
   static absl::Status WithinLimit(const char* limit, uint64_t max, uint64_t in_use, uint64_t creating);
 
   uint64_t MaxMrBytes(const fabric::Device& device) const;
-  // Maps a registration's memory; a file with the caller's `files` rights checked for `access` (fabric bits).
+  // Maps a registration's memory; a file with the caller's `files` rights checked for `access` (fabric bits);
+  // a descriptor claimed for `files.principal` (spent, unless `keep_descriptor`: a validation).
   absl::StatusOr<std::unique_ptr<Mapping>> MapSource(const v1::MemorySource& source, const fabric::Device& device,
                                                      const std::string& field, const FileAccess& files,
-                                                     uint32_t access) const;
+                                                     uint32_t access, bool keep_descriptor = false) const;
 
   // Restart recovery (recover.cc): a recorded region's memory, mapped again only as its registering caller
   // could map it now (see Recover); the reason otherwise.

@@ -124,6 +124,13 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
         MapSource(plan.new_source, *device, "source", plan.files, plan.access);
     if (!m.ok()) return WithOutcome(m.status(), v1::OUTCOME_OLD_MR_VALID);
     new_mapping = std::move(m).value();
+  } else if ((plan.flags & fabric::kChangeAccess) && new_mapping->is_descriptor() && !new_mapping->writable() &&
+             (plan.access & kWritableAccess) != 0) {
+    // The caller's rights over a descriptor's memory were its descriptor's, which allowed no writing.
+    return WithOutcome(FieldError(absl::StatusCode::kPermissionDenied, "access",
+                                  absl::StrCat(name, " maps memory passed as a descriptor that allows no writing: it "
+                                                     "cannot have local-write, remote-write, remote-atomic or mw-bind")),
+                       v1::OUTCOME_OLD_MR_VALID);
   } else if ((plan.flags & fabric::kChangeAccess) && new_mapping->is_file()) {
     // New flags over the same file: the caller's rights and roots again, on the inode the region maps (its
     // owner and mode as they were when rdmad opened it; no new lookup of the path). Refusals name

@@ -30,6 +30,11 @@ const char* AccessName(uint32_t bit);
 // ibv_reg_mr(3): REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE.
 absl::Status CheckMrAccessRule(uint32_t bits, const std::string& field);
 
+// The access bits for which the kernel pins a region's memory for writing (ib_access_writable): a region
+// over memory the caller may not write (a read-only or write-sealed descriptor) can have none of them.
+inline constexpr uint32_t kWritableAccess =
+    fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteAtomic | fabric::kMwBind;
+
 // What a registration with `access` (fabric bits) needs of a file (file_rights.h): read always (rdmad maps
 // it, and REMOTE_READ reads it), write for LOCAL_WRITE, REMOTE_WRITE or REMOTE_ATOMIC (MW_BIND alone lets
 // a window write only through the region's LOCAL_WRITE).

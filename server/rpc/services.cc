@@ -151,7 +151,10 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
 };
 
 uint64_t SourceBytes(const v1::MemorySource& s) {
-  return s.has_anonymous() ? s.anonymous().size() : s.has_file() ? s.file().length() : 0;
+  return s.has_anonymous() ? s.anonymous().size()
+         : s.has_file()    ? s.file().length()
+         : s.has_fd()      ? s.fd().length()
+                           : 0;
 }
 
 // A failed ReregisterMr without a rereg_outcome (refused before the fabric was called) gets
