@@ -351,6 +351,10 @@ TEST(ResourceTablesTest, SourceStrings) {
   EXPECT_EQ(SourceString(s), "file:/dev/shm/x");
   s.mutable_file()->set_offset(4096);
   EXPECT_EQ(SourceString(s), "file:/dev/shm/x+4KiB");
+  s.mutable_fd()->set_handle("descriptors/00");
+  EXPECT_EQ(SourceString(s), "fd");
+  s.mutable_fd()->set_offset(8192);
+  EXPECT_EQ(SourceString(s), "fd+8KiB");
 }
 
 TEST(ResourceTablesTest, DevicesAndGids) {

@@ -132,6 +132,9 @@ std::string SourceString(const v1::MemorySource& source) {
     case v1::MemorySource::kFile:
       if (source.file().offset() == 0) return absl::StrCat("file:", source.file().path());
       return absl::StrCat("file:", source.file().path(), "+", FormatSize(source.file().offset()));
+    case v1::MemorySource::kFd:  // memory passed as a descriptor: no path to show
+      if (source.fd().offset() == 0) return "fd";
+      return absl::StrCat("fd+", FormatSize(source.fd().offset()));
     default: return kNone;
   }
 }

@@ -6,6 +6,8 @@ services in rdmad.proto (so a new RPC needs no change here); dir(client) and cli
 """
 
 import re
+import socket
+import struct
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -17,6 +19,11 @@ from rdmad._errors import Error, invalid_argument
 from rdmad.v1 import rdmad_pb2, rdmad_pb2_grpc
 
 DEFAULT_TARGET = "unix:/run/rdmad/rdmad.sock"
+
+# The descriptor socket's DEPOSIT request and its reply header (docs/PROTOCOL.md#memory-shared-by-file-descriptor).
+_FD_REQUEST = b"RDFD" + struct.pack("<HHII", 1, 1, 0, 0)
+_FD_HEADER = struct.Struct("<4sHHII")
+_FD_MAX_TEXT = 4096
 
 # Reads retried on the channel's UNAVAILABLE (no ErrorDetail: rdmad not reachable yet, restarting, the
 # connection lost), as the C++ client does: the wait before attempt n + 1 is 0.25 s * 2^(n - 1), at most 2 s,
@@ -125,8 +132,9 @@ class Client:
     Thread-safety: a Client may be used from many threads at once.
     """
 
-    def __init__(self, channel, timeout=30.0, max_attempts=4):
+    def __init__(self, channel, timeout=30.0, max_attempts=4, descriptor_socket=None):
         self._channel = channel
+        self._descriptor_socket = descriptor_socket
         self._timeout = timeout
         self._max_attempts = max_attempts
         self._rpcs = {}
@@ -134,6 +142,53 @@ class Client:
             stub = getattr(rdmad_pb2_grpc, f"{service.name}Stub")(channel)
             for method in service.methods:
                 self._rpcs[_snake(method.name)] = _Rpc(service, method, stub)
+
+    # ---- memory passed as a file descriptor
+
+    def share_fd(self, fd, timeout=None):
+        """Passes `fd` (an int or an object with fileno(): a memfd from os.memfd_create, or another tmpfs or
+        hugetlbfs file) to rdmad over its descriptor socket, which only a process on rdmad's host can reach.
+        rdmad gets its own copy; the caller keeps `fd`. Returns the handle ("descriptors/...") that one
+        register_mr names in source={"fd": {"handle": ..., "length": ...}}, as the same principal, within
+        rdmad's descriptor_ttl_s (60 s by default). rdmad's refusals raise rdmad.Error with their code;
+        a socket that cannot be reached is UNAVAILABLE; a client without a descriptor socket (a TCP target
+        without connect(descriptor_socket=...)) is FAILED_PRECONDITION.
+        """
+        path = self._descriptor_socket
+        if not path:
+            raise Error(grpc.StatusCode.FAILED_PRECONDITION,
+                        "descriptor_socket: descriptors go to a local rdmad's descriptor socket: connect on its unix "
+                        "socket, or pass connect(descriptor_socket=...)")
+        number = fd.fileno() if hasattr(fd, "fileno") else fd
+        if not isinstance(number, int) or number < 0:
+            raise invalid_argument("fd", f"{fd!r} is not a file descriptor")
+        where = f"rdmad's descriptor socket {path}"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+            s.settimeout(self._timeout if timeout is None else timeout)
+            try:
+                s.connect(path)
+            except OSError as e:
+                raise Error(grpc.StatusCode.UNAVAILABLE, f"{where}: connect: {e.strerror} (errno {e.errno})") from None
+            try:
+                socket.send_fds(s, [_FD_REQUEST], [number])
+                reply = s.recv(_FD_HEADER.size + _FD_MAX_TEXT)
+            except socket.timeout:
+                raise Error(grpc.StatusCode.DEADLINE_EXCEEDED, f"{where}: no answer from rdmad in time") from None
+            except OSError as e:
+                if e.errno == 9:  # EBADF
+                    raise invalid_argument("fd", f"{number} is not an open descriptor") from None
+                raise Error(grpc.StatusCode.UNAVAILABLE, f"{where}: {e.strerror} (errno {e.errno})") from None
+        if not reply:
+            raise Error(grpc.StatusCode.UNAVAILABLE, f"{where}: rdmad closed the connection without an answer")
+        if len(reply) < _FD_HEADER.size:
+            raise Error(grpc.StatusCode.INTERNAL, f"{where}: a reply of {len(reply)} bytes")
+        magic, version, code, length, _ = _FD_HEADER.unpack_from(reply)
+        text = reply[_FD_HEADER.size:].decode("utf-8", "replace")
+        if magic != b"RDFD" or version != 1 or length != len(reply) - _FD_HEADER.size:
+            raise Error(grpc.StatusCode.INTERNAL, f"{where}: not a descriptor-socket reply")
+        if code != 0:
+            raise Error._from_status(code, text)
+        return text
 
     # ---- the generic RPC methods
 
@@ -265,7 +320,8 @@ class Client:
         self.close()
 
 
-def connect(target=DEFAULT_TARGET, tls=None, timeout=30.0, max_receive_message_bytes=64 << 20, max_attempts=4):
+def connect(target=DEFAULT_TARGET, tls=None, timeout=30.0, max_receive_message_bytes=64 << 20, max_attempts=4,
+            descriptor_socket=None):
     """A Client of rdmad at `target`: "unix:/path" (the default: unix:/run/rdmad/rdmad.sock) or "host:port".
 
     tls: an rdmad.Tls for mutual TLS on TCP; its files are read here: rdmad.Error INVALID_ARGUMENT naming the
@@ -275,6 +331,8 @@ def connect(target=DEFAULT_TARGET, tls=None, timeout=30.0, max_receive_message_b
     max_receive_message_bytes: the largest answer accepted (-1: no limit); larger: RESOURCE_EXHAUSTED.
     max_attempts: attempts in all for a read (get_*, list_*, who_am_i) the channel fails with UNAVAILABLE;
          1: no retries. Calls that change state are never retried.
+    descriptor_socket: rdmad's descriptor socket for share_fd; None: the unix target's path with ".fd"
+         appended (rdmad's default), none for a TCP target.
     The connection itself is made on the first call.
     """
     if not isinstance(target, str) or not target:
@@ -296,4 +354,7 @@ def connect(target=DEFAULT_TARGET, tls=None, timeout=30.0, max_receive_message_b
         if tls.server_name:
             options.append(("grpc.ssl_target_name_override", tls.server_name))
         channel = grpc.secure_channel(target, credentials, options=options)
-    return Client(channel, timeout=timeout, max_attempts=max_attempts)
+    if descriptor_socket is None and target.startswith("unix:"):
+        path = target[len("unix://"):] if target.startswith("unix://") else target[len("unix:"):]
+        descriptor_socket = path + ".fd"
+    return Client(channel, timeout=timeout, max_attempts=max_attempts, descriptor_socket=descriptor_socket)

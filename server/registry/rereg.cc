@@ -12,6 +12,7 @@
 
 namespace rdmad {
 
+using registry_internal::ExplainReadOnlyPin;
 using registry_internal::WithOutcome;
 
 struct Registry::ReregPlan {
@@ -188,6 +189,7 @@ absl::StatusOr<v1::ReregisterMrResponse> Registry::ReregWorkAndCommit(MrEntry* e
     absl::StatusOr<std::unique_ptr<fabric::Mr>> fresh =
         room.ok() ? plan.new_pd->pd->RegMr(new_mapping->data(), new_mapping->length(), plan.access) : room;
     if (!fresh.ok() && room.ok()) fresh = options_.memlock.Explain(fresh.status(), new_mapping->length(), "source");
+    if (!fresh.ok() && room.ok()) fresh = ExplainReadOnlyPin(fresh.status(), *new_mapping);
     if (!fresh.ok()) {
       return WithOutcome(WithContext(fresh.status(), absl::StrCat("rereg ", name, " (emulated): registering the "
                                                                  "new region failed; ", name, " is unchanged")),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rdmad
-from conftest import FILE_BYTES
+from conftest import FILE_BYTES, pattern
 
 ME = os.path.basename(__file__)
 
@@ -325,3 +325,66 @@ def test_reads_release_the_gil(issue):
     longest_read = max(durations)
     assert longest_read > 0.005, f"reads too quick to tell ({longest_read:.4f} s)"
     assert longest_pause < longest_read / 2, f"paused {longest_pause:.3f} s during a {longest_read:.3f} s read"
+
+
+def test_a_memfd_shared_registered_granted_and_read(client, pd, principal):
+    """Memory passed as a file descriptor: no shared path, rdmad pins it (docs/sdk.md)."""
+    size = 1 << 20
+    data = pattern(size, seed=5)
+    fd = os.memfd_create("rdmad-python-sdk", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        handle = client.share_fd(fd)
+        assert handle.startswith("descriptors/")
+        m = client.register_mr(pd=pd.name, source={"fd": {"handle": handle, "length": size}},
+                               access=["LOCAL_WRITE", "REMOTE_READ", "MW_BIND"])
+        assert m.length == size and m.source.HasField("fd")
+        # The handle is spent.
+        expect_error(grpc.StatusCode.NOT_FOUND, client.register_mr, pd=pd.name,
+                     source={"fd": {"handle": handle, "length": size}}, access=["REMOTE_READ"])
+        g = client.issue_grant(mr=m.name, offset=4096, length=65536, ttl_ms=60000, principal=principal)
+        with rdmad.RemoteRegion.open(g) as region:
+            assert region.read(0, 65536) == data[4096:4096 + 65536]
+        client.revoke_grant(g.grant.name)
+        client.deregister_mr(name=m.name)
+    finally:
+        os.close(fd)
+
+
+def test_a_read_only_descriptor_gives_no_write_access(client, pd):
+    fd = os.memfd_create("rdmad-python-sdk-ro", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, bytes(8192))
+        ro = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            e = expect_error(grpc.StatusCode.PERMISSION_DENIED, client.register_mr, pd=pd.name,
+                             source={"fd": {"handle": client.share_fd(ro), "length": 8192}},
+                             access=["LOCAL_WRITE", "REMOTE_READ"])
+            assert e.field == "source.fd" and "read-only" in e.message
+            # Read-only access only: registered where the kernel pins read-only memory (Linux 6.2 and later);
+            # before that every region is pinned for writing, and rdmad says so.
+            handle = client.share_fd(ro)
+            if tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2]) >= (6, 2):
+                m = client.register_mr(pd=pd.name, source={"fd": {"handle": handle, "length": 8192}},
+                                       access=["REMOTE_READ"])
+                client.deregister_mr(name=m.name)
+            else:
+                e = expect_error(grpc.StatusCode.FAILED_PRECONDITION, client.register_mr, pd=pd.name,
+                                 source={"fd": {"handle": handle, "length": 8192}}, access=["REMOTE_READ"])
+                assert e.field == "source.fd" and e.errno_name == "EFAULT" and "read-write" in e.message
+        finally:
+            os.close(ro)
+        r, w = os.pipe()
+        try:
+            expect_error(grpc.StatusCode.INVALID_ARGUMENT, client.share_fd, r)
+        finally:
+            os.close(r)
+            os.close(w)
+    finally:
+        os.close(fd)
+
+
+def test_share_fd_needs_a_local_rdmad():
+    c = rdmad.connect("127.0.0.1:1")
+    expect_error(grpc.StatusCode.FAILED_PRECONDITION, c.share_fd, 0)
+    c.close()

@@ -27,6 +27,7 @@
 #include "server/config.h"
 #include "server/memory/descriptors.h"
 #include "server/memory/mapping.h"
+#include "server/registry/internal.h"
 #include "tests/support/daemon_fixture.h"
 #include "tests/support/server_status.h"
 #include "tests/support/status.h"
@@ -161,6 +162,22 @@ TEST(MappingDescriptor, MapsTheRangeAndHonoursOpenModeAndSeals) {
   EXPECT_TRUE(IsError(sealed, absl::StatusCode::kPermissionDenied, "source.fd"));
   EXPECT_THAT(sealed.message(), HasSubstr("sealed against writing"));
   EXPECT_OK(Mapping::Descriptor(Reopen(rw.get(), O_RDWR), 0, 4096, false, false, "source.fd").status());
+}
+
+// Before Linux 6.2 the kernel pins every region as if for writing: ibv_reg_mr of a read-only shared mapping
+// fails with EFAULT (seen on rxe under Debian 12's 6.1). That failure is said plainly, naming source.fd.
+TEST(MappingDescriptor, AKernelsRefusalToPinReadOnlyMemoryIsExplained) {
+  UniqueFd rw = Memfd(4096);
+  ASSERT_OK_AND_ASSIGN(auto ro, Mapping::Descriptor(Reopen(rw.get(), O_RDONLY), 0, 4096, false, false, "source.fd"));
+  const absl::Status efault = ErrnoError("ibv_reg_mr", EFAULT);
+  absl::Status s = registry_internal::ExplainReadOnlyPin(efault, *ro);
+  EXPECT_TRUE(IsError(s, absl::StatusCode::kFailedPrecondition, "source.fd"));
+  EXPECT_EQ(ErrnoOf(s), EFAULT);
+  EXPECT_THAT(s.message(), HasSubstr("read-write"));
+  ASSERT_OK_AND_ASSIGN(auto writable, Mapping::Descriptor(Reopen(rw.get(), O_RDWR), 0, 4096, true, false, "source.fd"));
+  EXPECT_EQ(registry_internal::ExplainReadOnlyPin(efault, *writable), efault);
+  EXPECT_EQ(registry_internal::ExplainReadOnlyPin(ErrnoError("ibv_reg_mr", ENOMEM), *ro).code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(MappingDescriptor, RefusesWhatIsNotMemory) {
