@@ -393,7 +393,7 @@ for x in one/fuzz.xml one/fuzz_shutdown.xml tenants/fuzz.xml tenants/fuzz_shutdo
 done
 for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_host.xml \
          guest-two/grant_e2e.xml guest-two/grant_clients_pyverbs.xml guest-two/grant_clients_rdmactl.xml \
-         guest-two/grant_clients_pyverbs_revoked.xml guest-two/sdk_examples_cpp.xml guest-two/sdk_examples_python.xml \
+         guest-two/grant_clients_pyverbs_revoked.xml guest-two/sdk_examples_cpp.xml guest-two/sdk_examples_python.xml guest-two/fd_memory.xml \
          guest-two/reject_flood.xml \
          guest-two/grant_bench.xml guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml guest-two/soak_clients_killed.xml \
          guest-two/soak_link_cut.xml guest-two/soak_bounds.xml; do

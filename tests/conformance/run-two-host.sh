@@ -2,13 +2,18 @@
 # Both sides of the two-machine tests, run by tests/guest/run-two-guests.sh:
 #   guest A: the application first: a process writes 4 MiB of random bytes to /dev/shm/rdmad-grant-e2e.bin
 #            and copies them to OUT_DIR/grant-expected.bin (what B compares its reads with); then rdmad with
-#            its data-plane listener on 10.0.3.1:7471 and gRPC on 10.0.3.1:50051 (TCP, the test wire only).
+#            its data-plane listener on 10.0.3.1:7471 and gRPC on 10.0.3.1:50051 (TCP, the test wire only),
+#            its unix socket open to every local user (mode 0666); then, as uid 65534 with RLIMIT_MEMLOCK
+#            64 KiB, tests/conformance/fd_memory_client.py passes a 64 MiB memfd to rdmad's descriptor
+#            socket, registers and grants it (the token in OUT_DIR/fd-memory.token).
 #            While B's tests run, A answers their snapshot requests (`rdma resource show` in A, see
 #            grant_e2e_test.cc); then the perftest servers of the grants benchmark; waits for B to finish,
 #            then SIGTERM, and checks the clean release (two_host_shutdown_a.xml).
 #   guest B: its own rdmad, then
 #            two_host_test (two_host.xml): rdma_cm between the two rdmads, and a plain client;
 #            grant_e2e_test (grant_e2e.xml): grants of rdmad A on A's file, read from B (client library only);
+#            memory passed as a descriptor (fd_memory.xml): B reads A's 64 MiB memfd grant whole with
+#            `rdmactl read`, byte for byte;
 #            the grant clients (grant_clients_*.xml): docs/examples/read_grant.py (pyverbs) and `rdmactl read`,
 #            each reading a grant of the same file, compared byte for byte, and read_grant.py --loop revoked
 #            mid-stream: its first failed read refused by A's NIC (grant_clients_pyverbs_revoked.xml);
@@ -43,8 +48,9 @@ audit='"-"'
 # "anonymous"; single-tenant mode admits them). TLS itself is tested on the host (tests/unit/listeners_test).
 cat >"$work/rdmad.json" <<JSON
 { "listen": [$listen], "insecure_tcp": true, "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2,
-  "log_level": "info", "audit": $audit }
+  "log_level": "info", "audit": $audit, "unix_socket": {"mode": "0666"} }
 JSON
+chmod 0755 "$work"  # A's non-root client reaches the sockets in it
 if [ "$role" = a ]; then
   # The application: writes the bytes B will read through grants, before rdmad (and B) start.
   dd if=/dev/urandom of="$grant_file" bs=1M count=16 iflag=fullblock status=none
@@ -177,6 +183,40 @@ grant_clients() {
   return "$status"
 }
 
+# A: a non-root process (uid 65534, RLIMIT_MEMLOCK 64 KiB) registers a 64 MiB memfd through the descriptor
+# socket and grants it; B reads it (fd_memory_read). Its status in OUT_DIR/fd-memory-a.rc.
+fd_memory_share() {
+  local rc=0
+  rm -f "$out/fd-memory.token"
+  install -m 0600 -o 65534 -g 65534 /dev/null "$work/fd-memory.token"  # the client's to write
+  prlimit --memlock=65536:65536 setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+    env -u PYTHONPATH /usr/bin/python3 "$root/tests/conformance/fd_memory_client.py" share "unix:$sock" \
+    "$work/fd-memory.token" >"$out/fd_memory_a.log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] && cp "$work/fd-memory.token" "$out/fd-memory.token"
+  sed 's/^/  fd memory (A): /' "$out/fd_memory_a.log"
+  echo "$rc" >"$out/fd-memory-a.rc"
+}
+
+# B: A's memfd grant read whole with rdmactl read, compared byte for byte with the pattern; fd_memory.xml.
+fd_memory_read() {
+  local problem="" a_rc
+  a_rc=$(cat "$out/fd-memory-a.rc" 2>/dev/null || echo "none")
+  if [ "$a_rc" != 0 ]; then
+    problem="A's non-root client could not register and grant its memfd (status $a_rc): $(tail -n 3 "$out/fd_memory_a.log" 2>/dev/null | tr '\n' ' ')"
+  elif ! "$bin/cli/rdmactl" --timeout 300s read --token-file "$out/fd-memory.token" --endpoint "$RDMAD_PEER_ADDR:7471" \
+      --out-file "$work/fd-memory.out" >"$out/fd_memory_b.log" 2>&1; then
+    problem="rdmactl read of A's memfd grant failed: $(tail -n 3 "$out/fd_memory_b.log" | tr '\n' ' ')"
+  else
+    /usr/bin/python3 "$root/tests/conformance/fd_memory_client.py" expected "$work/fd-memory.expected"
+    cmp -s "$work/fd-memory.expected" "$work/fd-memory.out" ||
+      problem="the bytes read through A's memfd grant differ from the pattern: $(cmp "$work/fd-memory.expected" "$work/fd-memory.out" 2>&1 | head -n 1)"
+  fi
+  sed 's/^/  fd memory (B): /' "$out/fd_memory_b.log" 2>/dev/null || true
+  "$junit" "$out/fd_memory.xml" FdMemory NonRootMemfdOf64MiBReadFromTheOtherMachine "$problem"
+  rm -f "$work/fd-memory.out" "$work/fd-memory.expected"
+  [ -z "$problem" ] && echo "fd memory: 64 MiB read through A's memfd grant: identical" || { echo "fd memory: $problem" >&2; return 1; }
+}
+
 # B: the SDKs' examples from B, with rdmad A as their control plane: they register A's pattern file, grant a
 # range of it, read it over RDMA from B, check the bytes, revoke and see the next read refused (exit status 0).
 sdk_examples() {
@@ -221,6 +261,7 @@ reject_flood() {
 
 rc=0
 if [ "$role" = a ]; then
+  fd_memory_share
   "$RDMAD_PEER_SH" signal a-up
   serve_snapshots || rc=1
   if [ "$bench" != off ]; then
@@ -238,6 +279,7 @@ else
     RDMAD_GRANT_SYNC_CLOCK=1 \
     RDMAD_GRANT_EXPECTED="$out/grant-expected.bin" \
     "$bin/tests/conformance/grant_e2e_test" --gtest_output="xml:$out/grant_e2e.xml" || rc=1
+  fd_memory_read || rc=1
   grant_clients || rc=1
   sdk_examples || rc=1
   reject_flood || rc=1
