@@ -735,6 +735,7 @@ size_t RemoteRegion::outstanding() const { return impl_->InFlight() + impl_->rea
 
 absl::Status RemoteRegion::Impl::PostRead(ReadOp* op, const wire::GrantMessage& key, absl::Time expiry,
                                           bool count_ready, internal::OpKind kind) {
+  if (op->write) kind = internal::OpKind::kWrite;
   const bool write = kind == internal::OpKind::kWrite;
   const char* const what = write ? "source" : "destination";
   auto fail = [op](absl::Status s) {

@@ -132,12 +132,16 @@ class RemoteRegion {
   // `destination`. With `registered` set, `destination` must lie, with `length` bytes, inside that
   // LocalBuffer: the read lands there (zero-copy, up to the maximum message size); else through a slot
   // (up to max_read_bytes).
+  // With `write` set it is a write instead (RDMA WRITE, on a grant with write access, refused as Write
+  // refuses): its `length` bytes come *from* `destination` (copied into a slot when it is posted, or sent
+  // straight from the LocalBuffer), and it finishes once rdmad's NIC acknowledged it.
   struct ReadOp {
     uint64_t offset = 0;
     uint64_t length = 0;
     void* destination = nullptr;
     const LocalBuffer* registered = nullptr;
-    absl::Status status;  // set when the read finished
+    bool write = false;
+    absl::Status status;  // set when the read (or write) finished
   };
 
   // Connects to the first endpoint of `grant` that answers.
@@ -195,11 +199,13 @@ class RemoteRegion {
   // this connection's and has `length` bytes from there.
   absl::Status Write(uint64_t offset, uint64_t length, const LocalBuffer& source, size_t source_offset = 0);
 
-  // All of `ops`, with up to queue_depth outstanding, completions polled in batches. Each op's status is
-  // set; returns the first error (OK if all succeeded).
+  // All of `ops` (reads, and writes where `write` is set), with up to queue_depth outstanding, completions
+  // polled in batches. Each op's status is set; returns the first error (OK if all succeeded). The NIC may
+  // run them in any order: a read of bytes a write of the same batch changes may see them before or after.
   absl::Status ReadBatch(absl::Span<ReadOp> ops);
 
-  // Lower level, for pipelines: Post starts one read (RESOURCE_EXHAUSTED when queue_depth are outstanding);
+  // Lower level, for pipelines: Post starts one read, or one write (ReadOp::write) (RESOURCE_EXHAUSTED when
+  // queue_depth are outstanding);
   // Poll waits for at least `min` completions, or until `timeout` has passed, and returns the finished ops
   // (possibly fewer than `min` after the timeout; none is not an error), in completion order, with their
   // status set. min 0 does not wait. With an infinite timeout at most outstanding() are waited for; with a

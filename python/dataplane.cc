@@ -311,6 +311,41 @@ class PyRemoteRegion {
     return out;
   }
 
+  // [(offset, buffer), ...]: one RDMA WRITE each from the buffer (any buffer-protocol object, copied into a
+  // slot), queue_depth in flight. Returns the bytes written.
+  uint64_t WriteBatch(const py::iterable& ops) {
+    std::vector<RemoteRegion::ReadOp> writes;
+    std::vector<View> views;
+    for (const py::handle& item : ops) {
+      const std::string where = absl::StrCat("ops[", writes.size(), "]");
+      if (!py::isinstance<py::tuple>(item) || py::len(item) != 2) InvalidArgument(where + ": expected (offset, buffer)");
+      py::tuple op = py::reinterpret_borrow<py::tuple>(item);
+      if (!py::isinstance<py::int_>(op[0])) InvalidArgument(where + ".offset: not an int");
+      RemoteRegion::ReadOp write;
+      write.offset = NonNegative(py::cast<int64_t>(op[0]), (where + ".offset").c_str());
+      views.emplace_back(op[1], /*writable=*/false, (where + ".buffer").c_str());
+      write.destination = views.back().data();  // the source of a write (ReadOp::write)
+      write.length = views.back().size();
+      write.write = true;
+      writes.push_back(write);
+    }
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      status = region_ ? region_->ReadBatch(absl::MakeSpan(writes)) : Closed();
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      if (!writes[i].status.ok()) {
+        Raise(absl::Status(writes[i].status.code(), absl::StrCat("ops[", i, "]: ", writes[i].status.message())));
+      }
+      total += writes[i].length;
+    }
+    Check(status);
+    return total;
+  }
+
   // From any buffer-protocol object (copied into the slots) or a LocalBuffer (zero-copy).
   uint64_t Write(int64_t offset, const py::object& source, std::optional<int64_t> length, int64_t at) {
     const uint64_t off = NonNegative(offset, "offset");
@@ -439,6 +474,10 @@ PYBIND11_MODULE(_rdmad_dataplane, m) {
            py::arg("source_offset") = 0,
            "write(offset, source, length=None, source_offset=0) -> int: RDMA WRITE from any buffer (or a "
            "LocalBuffer); needs a grant with REMOTE_WRITE. Returns once rdmad's NIC acknowledged it.")
+      .def("write_batch", &PyRemoteRegion::WriteBatch, py::arg("ops"),
+           "write_batch([(offset, buffer), ...]) -> int: one RDMA WRITE each from the buffer (at most "
+           "max_read_bytes), queue_depth in flight; needs a grant with REMOTE_WRITE. Returns the bytes written "
+           "once rdmad's NIC acknowledged them all; raises the first error (its message starts with ops[i]).")
       .def("register", &PyRemoteRegion::Register, py::arg("buffer"),
            "register(buffer) -> LocalBuffer: registers a writable buffer for zero-copy read_into/write.")
       .def("close", &PyRemoteRegion::Close, "Disconnects (rdmad ends the grant: DISCONNECTED).")

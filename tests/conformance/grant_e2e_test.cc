@@ -1336,6 +1336,94 @@ TEST_F(GrantE2e, WriteToAWriteGrantReadsBackByteForByte) {
   *dst_lb = client::LocalBuffer();
 }
 
+// The write forms of the pipeline (ReadOp::write): Post of writes and reads mixed, Poll for them, and a
+// ReadBatch of writes (copying and zero-copy) then one of reads: each op lands byte for byte; a write op on
+// a read-only grant is refused by the library before posting, in the op's own status.
+TEST_F(GrantE2e, PostAndReadBatchWriteForms) {
+  REGION_OR_FAIL(r);
+  const uint64_t offset = (3 << 20) + 101, length = 256 << 10;
+  ASSERT_GE(r->length, offset + length);
+  struct Restore {
+    const Region* r;
+    uint64_t offset, length;
+    ~Restore() { RestoreInA(*r, offset, length); }
+  } restore{r, offset, length};
+  absl::StatusOr<v1::IssuedGrant> issued = IssueWritable(*r, offset, length, "b-pipeline-writer");
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  auto region = RemoteRegion::Open(*issued, Opts(8, 64 << 10));
+  ASSERT_TRUE(region.ok()) << region.status();
+  RemoteRegion& rr = **region;
+
+  // Post: four 64 KiB writes, then Poll for them; then four reads of the same ranges.
+  std::string pattern(length, '\0');
+  for (uint64_t i = 0; i < length; ++i) pattern[i] = static_cast<char>(Expected()[offset + i] ^ 0xa5);
+  std::vector<RemoteRegion::ReadOp> writes(4);
+  for (size_t i = 0; i < writes.size(); ++i) {
+    writes[i].offset = i * (64 << 10);
+    writes[i].length = 64 << 10;
+    writes[i].destination = pattern.data() + writes[i].offset;
+    writes[i].write = true;
+    ASSERT_TRUE(rr.Post(&writes[i]).ok()) << writes[i].status;
+  }
+  size_t done = 0;
+  while (done < writes.size()) {
+    auto finished = rr.Poll(1, absl::Seconds(30));
+    ASSERT_TRUE(finished.ok()) << finished.status();
+    ASSERT_FALSE(finished->empty()) << "no write completed in 30 s";
+    for (RemoteRegion::ReadOp* op : *finished) EXPECT_TRUE(op->status.ok()) << op->status;
+    done += finished->size();
+  }
+  std::string back(length, '\0');
+  std::vector<RemoteRegion::ReadOp> reads(4);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    reads[i].offset = i * (64 << 10);
+    reads[i].length = 64 << 10;
+    reads[i].destination = back.data() + reads[i].offset;
+  }
+  ASSERT_TRUE(rr.ReadBatch(absl::MakeSpan(reads)).ok());
+  EXPECT_TRUE(back == pattern) << "the posted writes did not land byte for byte";
+
+  // ReadBatch of writes: copying from plain memory, and zero-copy from a registered buffer.
+  std::vector<char> src(length);
+  for (uint64_t i = 0; i < length; ++i) src[i] = static_cast<char>(Expected()[offset + i] ^ 0x17);
+  absl::StatusOr<client::LocalBuffer> lb = rr.RegisterDestination(src.data(), src.size());
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  std::vector<RemoteRegion::ReadOp> batch(4);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i].offset = i * (64 << 10);
+    batch[i].length = 64 << 10;
+    batch[i].destination = src.data() + batch[i].offset;
+    batch[i].write = true;
+    if (i % 2 == 1) batch[i].registered = &*lb;
+  }
+  const RemoteRegion::Counters before = rr.counters();
+  ASSERT_TRUE(rr.ReadBatch(absl::MakeSpan(batch)).ok());
+  EXPECT_EQ(rr.counters().bytes_copied - before.bytes_copied, 2u * (64 << 10)) << "only the copying writes copy";
+  ASSERT_TRUE(rr.Read(0, length, back.data()).ok());
+  EXPECT_EQ(std::memcmp(back.data(), src.data(), length), 0) << "the batch's writes did not land byte for byte";
+  *lb = client::LocalBuffer();
+
+  // On a read-only grant the write op is refused in its own status, before posting; the read op still runs.
+  absl::StatusOr<v1::IssuedGrant> ro = Issue(*r, offset, length, 60000, "b-pipeline-reader");
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  auto reader = RemoteRegion::Open(*ro, Opts(8, 64 << 10));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<char> one(4096), two(4096);
+  std::vector<RemoteRegion::ReadOp> mixed(2);
+  mixed[0].offset = 0;
+  mixed[0].length = 4096;
+  mixed[0].destination = one.data();
+  mixed[0].write = true;
+  mixed[1].offset = 0;
+  mixed[1].length = 4096;
+  mixed[1].destination = two.data();
+  absl::Status s = (*reader)->ReadBatch(absl::MakeSpan(mixed));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_EQ(mixed[0].status.code(), absl::StatusCode::kPermissionDenied) << mixed[0].status;
+  EXPECT_TRUE(mixed[1].status.ok()) << mixed[1].status;
+  EXPECT_EQ(std::memcmp(two.data(), src.data(), 4096), 0);
+}
+
 // A read-only grant is not written: the library refuses the write before posting it (PERMISSION_DENIED,
 // naming the access; the connection stays good), and with check_bounds off the write is posted and rdmad's
 // NIC refuses it (the window has no REMOTE_WRITE). A's bytes are unchanged either way.

@@ -298,6 +298,18 @@ def test_write_needs_a_writable_grant(issue, shm_file):
     with rdmad.RemoteRegion.open(ro) as region:
         e = expect_error(grpc.StatusCode.PERMISSION_DENIED, region.write, 0, b"x" * 16)
         assert "no write access" in e.message
+        e = expect_error(grpc.StatusCode.PERMISSION_DENIED, region.write_batch, [(0, b"x" * 16)])
+        assert e.message.startswith("ops[0]")
+
+
+def test_write_batch_lands_and_reads_back(issue, shm_file):
+    path, _ = shm_file
+    g = issue(FILE_BYTES - 65536, 65536, access=["REMOTE_WRITE"])
+    chunks = [bytes([(i * 31 + k) & 0xFF for i in range(4096)]) for k in range(8)]
+    with rdmad.RemoteRegion.open(g) as region:
+        assert region.write_batch([(k * 8192, chunks[k]) for k in range(8)]) == 8 * 4096
+        assert region.read_batch([(k * 8192, 4096) for k in range(8)]) == chunks
+        expect_error(grpc.StatusCode.OUT_OF_RANGE, region.write_batch, [(65536 - 10, b"y" * 16)])
 
 
 def test_reads_release_the_gil(issue):
