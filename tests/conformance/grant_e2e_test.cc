@@ -1256,6 +1256,13 @@ void RestoreInA(const Region& r, uint64_t offset, uint64_t length) {
   ASSERT_EQ(Compare(back.data(), length, offset), "") << "A's file was not restored: later tests would fail";
 }
 
+// RestoreInA when the test's scope ends, however it ends (a failed ASSERT included).
+struct RestoredInA {
+  const Region* r;
+  uint64_t offset, length;
+  ~RestoredInA() { RestoreInA(*r, offset, length); }
+};
+
 // A write grant: bytes written from B (copying, then zero-copy from registered memory, both longer than a slot
 // and a work request so they are split) read back byte for byte, through this connection and through a
 // second, read-only grant on the same range; a write at the grant's last bytes, and one byte past it refused
@@ -1264,11 +1271,7 @@ TEST_F(GrantE2e, WriteToAWriteGrantReadsBackByteForByte) {
   REGION_OR_FAIL(r);
   const uint64_t offset = (2 << 20) + 13, length = (1 << 20) + 5;
   ASSERT_GE(r->length, offset + length);
-  struct Restore {
-    const Region* r;
-    uint64_t offset, length;
-    ~Restore() { RestoreInA(*r, offset, length); }
-  } restore{r, offset, length};
+  const RestoredInA restore{r, offset, length};
 
   absl::StatusOr<v1::IssuedGrant> issued = IssueWritable(*r, offset, length, "b-writer");
   ASSERT_TRUE(issued.ok()) << issued.status();
@@ -1343,11 +1346,7 @@ TEST_F(GrantE2e, PostAndReadBatchWriteForms) {
   REGION_OR_FAIL(r);
   const uint64_t offset = (3 << 20) + 101, length = 256 << 10;
   ASSERT_GE(r->length, offset + length);
-  struct Restore {
-    const Region* r;
-    uint64_t offset, length;
-    ~Restore() { RestoreInA(*r, offset, length); }
-  } restore{r, offset, length};
+  const RestoredInA restore{r, offset, length};
   absl::StatusOr<v1::IssuedGrant> issued = IssueWritable(*r, offset, length, "b-pipeline-writer");
   ASSERT_TRUE(issued.ok()) << issued.status();
   auto region = RemoteRegion::Open(*issued, Opts(8, 64 << 10));
