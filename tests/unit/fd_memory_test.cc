@@ -335,6 +335,44 @@ TEST_F(FdMemoryTest, BadRequestsAreRefusedAndLeaveNothingOpen) {
   EXPECT_EQ(OpenFds(), before);
 }
 
+// A flood of connections that send nothing: past kMaxConnections (64) each new one is closed at once, the
+// held ones do not stop rdmad serving, and once they go a deposit works again.
+TEST_F(FdMemoryTest, AFloodOfIdleConnectionsIsCapped) {
+  const std::string path = rdmad_.socket() + ".fd";
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+  std::vector<UniqueFd> held;
+  for (int i = 0; i < 80; ++i) {
+    UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(connect(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
+    held.push_back(std::move(s));
+  }
+  // rdmad accepts them all; the ones past 64 are closed at once: they read end-of-file.
+  int closed = 0;
+  for (int attempt = 0; attempt < 100 && closed < 16; ++attempt) {
+    closed = 0;
+    for (const UniqueFd& s : held) {
+      char c;
+      closed += recv(s.get(), &c, 1, MSG_DONTWAIT) == 0;
+    }
+    if (closed < 16) usleep(20000);
+  }
+  EXPECT_EQ(closed, 16);
+  // rdmad's gRPC still answers; a deposit waits for a free connection and is served once the flood goes.
+  client::Client c = Client();
+  EXPECT_OK(c.WhoAmI().status());
+  held.clear();
+  UniqueFd memfd = Memfd(4096);
+  absl::StatusOr<std::string> handle;
+  for (int attempt = 0; attempt < 50; ++attempt) {  // the closes are seen on rdmad's next poll
+    handle = c.ShareFd(memfd.get());
+    if (handle.ok()) break;
+    usleep(20000);
+  }
+  EXPECT_OK(handle.status());
+}
+
 TEST_F(FdMemoryTest, EachPrincipalHasItsCap) {
   client::Client c = Client();
   UniqueFd memfd = Memfd(4096);
