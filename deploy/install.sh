@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds rdmad and rdmactl and installs them where the README uses them: $PREFIX/bin (default /usr/local/bin,
 # on PATH on Debian), with the systemd unit (/etc/systemd/system/rdmad.service) and, if none is there yet,
-# the example config as /etc/rdmad/rdmad.json. Also the C++ SDK (docs/sdk.md): $PREFIX/lib/librdmad-client.so.2
+# the example config as /etc/rdmad/rdmad.json. Also the C++ SDK (docs/sdk.md): $PREFIX/lib/librdmad-client.so.3
 # with its symlinks, the public headers under $PREFIX/include/rdmad/ and $PREFIX/lib/pkgconfig/rdmad-client.pc
 # (on pkg-config's default path for /usr/local), then ldconfig. And the Python SDK (docs/sdk.md#python): the
 # package rdmad for Debian's /usr/bin/python3 in $PREFIX/lib/python3.X/dist-packages/rdmad. DESTDIR stages the whole tree elsewhere (the
@@ -29,7 +29,7 @@ fi
 
 # The C++ SDK. The SONAME's major number changes only with an incompatible ABI (docs/sdk.md); an older
 # major's library, if installed, stays for the applications built against it.
-sdk_version=2.0.0
+sdk_version=3.0.0
 sdk_major=${sdk_version%%.*}
 libdir=$prefix/lib
 inc=$dest$prefix/include/rdmad

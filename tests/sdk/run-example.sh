@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs inside the Soft-RoCE guest (tests/guest/run-in-guest.sh): starts rdmad on rxe0 with its data-plane
 # listener, runs against it the C++ SDK example (examples/read_grant.cc, built by tests/run-all.sh with g++ and
-# pkg-config against the installed librdmad-client.so.2), then the Python SDK's example (examples/read_grant.py)
+# pkg-config against the installed librdmad-client.so.3), then the Python SDK's example (examples/read_grant.py)
 # and its pytest suite (tests/python/), both with the installed package (deploy/install.sh put it under
 # /usr/local, which the guest sees: its root is the host's), PYTHONPATH empty; stops rdmad with SIGTERM.
 #   tests/sdk/run-example.sh EXAMPLE_BINARY OUT_DIR
