@@ -328,7 +328,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Options options, bool* con
   i->rdmad_metrics.SetSources({i->registry.get(), i->cm.get(), i->grants.get(), i->tokens.get(), gate, fab,
                                [j = i->journal.get()] {
                                  const state::Journal::Counts c = j->counts();
-                                 return metrics::RdmadMetrics::WriterCounts{c.commits, c.records, c.lines};
+                                 return metrics::RdmadMetrics::WriterCounts{c.commits, c.records, c.lines,
+                                                                        c.commit_errors};
                                }});
   env.observe_rpc = [m = &i->rdmad_metrics](const std::string& method, absl::StatusCode code, absl::Duration d,
                                               int handoffs) { m->ObserveRpc(method, code, d, handoffs); };

@@ -135,6 +135,11 @@ void RdmadMetrics::SetSources(Sources sources) {
                       "rdmad_state_commits_total, the records per group commit.",
                       "counter",
                       {{"", {}, static_cast<double>(c.records)}}});
+      out->push_back({"rdmad_state_commit_errors_total",
+                      "State store transactions that failed as a whole (disk full, I/O error, read-only file, "
+                      "the file locked by another process): none of their records was made durable.",
+                      "counter",
+                      {{"", {}, static_cast<double>(c.commit_errors)}}});
       out->push_back({"rdmad_audit_lines_total", "Audit lines appended to the audit file by the state writer.",
                       "counter",
                       {{"", {}, static_cast<double>(c.lines)}}});

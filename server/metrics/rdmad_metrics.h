@@ -42,6 +42,7 @@ class RdmadMetrics final : public dataplane::Observer {
     uint64_t commits = 0;  // store transactions (group commits)
     uint64_t records = 0;  // store records in them
     uint64_t lines = 0;    // audit lines appended
+    uint64_t commit_errors = 0;  // store transactions that failed as a whole (nothing of them durable)
   };
   // What the scrape-time families read; each may be null (its families are then left out).
   struct Sources {
@@ -51,7 +52,7 @@ class RdmadMetrics final : public dataplane::Observer {
     cm::TokenStore* tokens = nullptr;
     const tenancy::Gate* gate = nullptr;
     const fabric::Fabric* fabric = nullptr;
-    // The state journal's counts (state/journal.h): group commits, store records, audit lines.
+    // The state journal's counts (state/journal.h): group commits, store records, audit lines, failed commits.
     std::function<WriterCounts()> writer;
   };
 

@@ -105,9 +105,11 @@ void Journal::WriteGroup(std::vector<Record>& group) {
     }
   }
   std::vector<absl::Status> each;
+  bool committed = false;
   if (!mutations.empty()) {
     if (store_ != nullptr) {
-      store_->ApplyGroup(mutations, &each).IgnoreError();  // also in each: logged below, per record
+      // A failed transaction is also in each: logged below, per record.
+      committed = store_->ApplyGroup(mutations, &each).ok();
     } else {
       each.assign(mutations.size(), absl::FailedPreconditionError("no state store"));
     }
@@ -146,8 +148,12 @@ void Journal::WriteGroup(std::vector<Record>& group) {
   {
     MutexLock lock(&mu_);
     if (!mutations.empty() && store_ != nullptr) {
-      ++counts_.commits;
-      counts_.records += mutations.size();
+      if (committed) {
+        ++counts_.commits;
+        counts_.records += mutations.size();
+      } else {
+        ++counts_.commit_errors;
+      }
     }
     counts_.lines += lines;
   }

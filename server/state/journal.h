@@ -67,11 +67,14 @@ class Journal {
   // Flushes, then stops the writer thread. Idempotent.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Group commits (store transactions) and store records applied so far; lines appended.
+  // Group commits (store transactions committed) and store records applied so far; lines appended; group
+  // transactions that failed as a whole (BEGIN or COMMIT refused, or rolled back by SQLite: disk full, I/O
+  // error, read-only file, the file locked by another process): none of their records is durable.
   struct Counts {
     uint64_t commits = 0;
     uint64_t records = 0;
     uint64_t lines = 0;
+    uint64_t commit_errors = 0;
   };
   Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 

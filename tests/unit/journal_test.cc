@@ -2,12 +2,17 @@
 // records and the audit trail's lines: submission order is file order across threads; records queued while
 // the writer is busy go in one group commit; a waiter's record is durable when its wait returns (another
 // SQLite connection sees it); a failed record is reported to its waiter alone; Close writes everything
-// queued; the audit log's lines through a shared journal are in sequence order. No sleeps: a sink that
+// queued; the audit log's lines through a shared journal are in sequence order; a group whose transaction
+// fails for real (the file cannot grow: RLIMIT_FSIZE) is counted in rdmad_state_commit_errors_total. No sleeps: a sink that
 // holds the writer inside a group makes the batching deterministic.
 #include "server/state/journal.h"
 
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -23,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/audit/audit_log.h"
 #include "server/common/sync.h"
+#include "server/metrics/rdmad_metrics.h"
 #include "server/state/names.h"
 #include "server/state/store.h"
 #include "tests/support/temp_dir.h"
@@ -263,6 +269,59 @@ TEST(JournalTest, AFailedRecordIsReportedToItsWaiterAndTheOthersInItsGroupStay) 
   EXPECT_EQ(LabelFromAnotherConnection(path, 2), "");
   EXPECT_EQ(LabelFromAnotherConnection(path, 3), "ok");
   EXPECT_TRUE(held.Wait().ok());
+}
+
+// The size of `path` in bytes (0 if it does not exist).
+off_t FileSize(const std::string& path) {
+  struct stat st{};
+  return stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+// A group whose transaction fails as a whole: the process may not grow a file past its RLIMIT_FSIZE (as on a
+// full disk, write(2) fails: EFBIG), so a record too big for the WAL as it is cannot be committed. The waiter
+// gets the error, nothing is recorded, the failure is counted and shows in the metrics; once the limit is
+// lifted the next group commits and the error count stays.
+TEST(JournalTest, AFailedCommitIsCountedAndShownInTheMetrics) {
+  test::TempDir dir;
+  const std::string path = dir.Sub("state.db");
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  Journal journal(store.get());
+  ASSERT_TRUE(store->Submit(Mutation::PutPd({1, "rxe0", "small", ""})).Wait().ok());
+  metrics::RdmadMetrics m;
+  metrics::RdmadMetrics::Sources sources;
+  sources.writer = [&journal] {
+    const Journal::Counts c = journal.counts();
+    return metrics::RdmadMetrics::WriterCounts{c.commits, c.records, c.lines, c.commit_errors};
+  };
+  m.SetSources(sources);
+  EXPECT_THAT(m.Render(), HasSubstr("\nrdmad_state_commit_errors_total 0\n"));
+
+  // Files may grow to what they are now plus 64 KiB; the record is 1 MiB. SIGXFSZ ignored: write(2) fails.
+  struct rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct sigaction ignore{}, old{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGXFSZ, &ignore, &old), 0);
+  struct rlimit small = saved;
+  small.rlim_cur = static_cast<rlim_t>(std::max(FileSize(path), FileSize(path + "-wal")) + 64 * 1024);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const absl::Status failed = store->Submit(Mutation::PutPd({2, "rxe0", std::string(1 << 20, 'x'), ""})).Wait();
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_EQ(sigaction(SIGXFSZ, &old, nullptr), 0);
+
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(LabelFromAnotherConnection(path, 2), "");
+  EXPECT_EQ(journal.counts().commit_errors, 1u);
+  EXPECT_EQ(journal.counts().commits, 1u);  // the first group only
+  EXPECT_THAT(m.Render(), HasSubstr("\nrdmad_state_commit_errors_total 1\n"));
+  EXPECT_THAT(m.Render(), HasSubstr("\nrdmad_state_commits_total 1\n"));
+
+  // The store works again once the file may grow: the next group commits, the error stays counted.
+  ASSERT_TRUE(store->Submit(Mutation::PutPd({3, "rxe0", "after", ""})).Wait().ok());
+  EXPECT_EQ(LabelFromAnotherConnection(path, 3), "after");
+  EXPECT_THAT(m.Render(), HasSubstr("\nrdmad_state_commit_errors_total 1\n"));
+  EXPECT_THAT(m.Render(), HasSubstr("\nrdmad_state_commits_total 2\n"));
 }
 
 TEST(JournalTest, CloseWritesEverythingQueuedAndLaterRecordsAreWrittenInline) {
