@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
@@ -150,17 +152,31 @@ struct WatchGrantsOptions {
   }
 };
 
-// `get grants -w`: WatchGrants with the list's filters. An issued grant is ADDED; one that ended leaves the list
-// (DELETED), unless --all keeps the ended ones in it (MODIFIED); any other change is MODIFIED.
+// `get grants -w`: WatchGrants with the list's filters; the list is taken once the stream is open. An issued
+// grant is ADDED; one that ended leaves the list (DELETED), unless --all keeps the ended ones in it
+// (MODIFIED); any other change is MODIFIED.
 absl::Status WatchGrantList(client::Client& c, const GetOptions<json::GrantList, v1::Grant>& o,
+                            const std::function<bool()>& opened,
                             const GetOptions<json::GrantList, v1::Grant>::OnChange& on) {
   v1::WatchGrantsRequest request;
   request.set_mr(o.filters[0].value);
   request.set_principal(o.filters[1].value);
-  return c.WatchGrants(request, [&](const v1::GrantEvent& e) {
-    const bool ended = e.type() == v1::GRANT_REVOKED || e.type() == v1::GRANT_EXPIRED;
-    return on(e.grant(), e.type() == v1::GRANT_ISSUED_EVENT ? "ADDED" : (ended && !o.all ? "DELETED" : "MODIFIED"));
-  });
+  client::WatchOptions options;
+  options.on_open = opened;
+  return c.WatchGrants(
+      request,
+      [&](const v1::GrantEvent& e) {
+        const bool ended = e.type() == v1::GRANT_REVOKED || e.type() == v1::GRANT_EXPIRED;
+        return on(e.grant(), e.type() == v1::GRANT_ISSUED_EVENT ? "ADDED" : (ended && !o.all ? "DELETED" : "MODIFIED"));
+      },
+      options);
+}
+
+// A grant only moves forward: its state (issued, activating, active, ended) never goes back, and each renewal
+// counts. So an event whose grant is not past the one shown happened before the list was taken.
+bool GrantEventStale(const v1::Grant& event, const v1::Grant& shown) {
+  return std::make_pair(static_cast<int>(event.state()), event.renewals()) <=
+         std::make_pair(static_cast<int>(shown.state()), shown.renewals());
 }
 
 }  // namespace
@@ -173,7 +189,7 @@ void RegisterGrantCommands(Registry& r) {
             .FilterBy("--mr", Kind::kMr, "on")
             .FilterBy("--for", "principal", "for")
             .WithAll()
-            .WatchWith(WatchGrantList, "The grant stream ended: rdmad closed it."));
+            .WatchWith(WatchGrantList, "The grant stream ended: rdmad closed it.", GrantEventStale));
   r.Add<GrantOptions>(r.Verb("grant"));
   r.Add<RenewOptions>(r.Noun("renew", Kind::kGrant, "Extend a grant's lease: it then ends --ttl from now"));
   r.Named("revoke", Kind::kGrant, "Revoke a grant: its key dies, its client is disconnected", Revoke);

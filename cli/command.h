@@ -252,9 +252,13 @@ NamedRunFn Deletes(absl::Status (client::Client::*call)(const std::string&)) {
 template <typename List, typename T>
 struct GetOptions {
   using Items = google::protobuf::RepeatedPtrField<T>;
-  // Calls on(item, "ADDED"|"MODIFIED"|"DELETED") per change until the stream ends or `on` returns false.
+  // Calls opened() once the stream is open (before any event; false: stop), then on(item,
+  // "ADDED"|"MODIFIED"|"DELETED") per change until the stream ends or `on` returns false.
   using OnChange = std::function<bool(const T&, const char* event)>;
-  using WatchFn = std::function<absl::Status(client::Client&, const GetOptions&, const OnChange&)>;
+  using WatchFn =
+      std::function<absl::Status(client::Client&, const GetOptions&, const std::function<bool()>& opened, const OnChange&)>;
+  // Whether `event` (an item as a change left it) is no newer than `shown` (the same item as printed last).
+  using Stale = std::function<bool(const T& event, const T& shown)>;
   struct Filter {
     std::string flag, preposition, what;
     std::optional<Kind> by;  // a name of this kind, or (nullopt) free text
@@ -291,8 +295,11 @@ struct GetOptions {
   GetOptions& WithAll() { return with_all = true, *this; }
   GetOptions& Then(std::function<void(Context&, const Items&, bool one)> more) { return then = std::move(more), *this; }
   GetOptions& WithLabel(std::function<std::string(const T&)> of) { return label = std::move(of), *this; }
-  GetOptions& WatchWith(WatchFn fn, std::string ended) {
-    return watch_rpc = std::move(fn), watch_ended = std::move(ended), *this;
+  // -w through the kind's Watch RPC: the stream is opened first and the list taken once it is open, so no
+  // change falls between them; an event the list already shows (`stale`; without it: an event whose item is
+  // exactly as shown) is not printed again.
+  GetOptions& WatchWith(WatchFn fn, std::string ended, Stale stale = nullptr) {
+    return watch_rpc = std::move(fn), watch_ended = std::move(ended), watch_stale = std::move(stale), *this;
   }
 
   Kind kind;
@@ -305,6 +312,7 @@ struct GetOptions {
   std::function<std::string(const T&)> label;
   WatchFn watch_rpc;
   std::string watch_ended;
+  Stale watch_stale;
   std::string name, sort_by, selector_text;
   bool no_headers = false, watch = false, watch_events = false;
   int64_t watch_interval_ms = 1000;
@@ -408,6 +416,7 @@ struct GetOptions {
   int Run(Context& ctx) const {
     const bool one = !name.empty();
     if (!one) ctx.set_ignore_not_found(false);  // it is about NAME
+    if (watch && watch_rpc) return WatchStream(ctx);
     absl::StatusOr<Items> items = Fetch(ctx);
     if (!items.ok()) return ctx.Fail(items.status());
     if (watch) return Watch(ctx, *std::move(items));
@@ -435,12 +444,11 @@ struct GetOptions {
     return scope;
   }
 
-  // -w: the list (each item ADDED), then each change, until the Watch RPC's stream ends (or a fetch fails).
-  int Watch(Context& ctx, Items current) const {
-    std::vector<size_t> widths = MakeTable(columns(), current, ctx.wide()).Widths();
+  // Prints one watched item and its event, flushed; a table's columns as wide as `first` needs.
+  std::function<bool(const T&, const char*)> Printer(Context& ctx, const Items& first) const {
+    std::vector<size_t> widths = MakeTable(columns(), first, ctx.wide()).Widths();
     if (watch_events) widths.insert(widths.begin(), std::string("MODIFIED").size());
-    bool header = !no_headers;
-    auto print = [&](const T& item, const char* event) {
+    return [this, &ctx, widths, header = !no_headers](const T& item, const char* event) mutable {
       std::string json = ToJsonLine(item);
       if (watch_events) json = absl::StrCat("{\"type\":\"", event, "\",\"object\":", absl::StripSuffix(json, "\n"), "}\n");
       switch (ctx.format()) {
@@ -465,15 +473,50 @@ struct GetOptions {
       ctx.out().flush();
       return true;
     };
+  }
+
+  // -w with the kind's Watch RPC: the stream first; once it is open, the list (each item ADDED); then each
+  // change the list does not already show, until the stream ends (or the list fails).
+  int WatchStream(Context& ctx) const {
+    std::function<bool(const T&, const char*)> print;
+    std::map<std::string, T> shown;  // by name: each item as printed last
+    absl::Status listed;
+    const absl::Status s = watch_rpc(
+        ctx.client(), *this,
+        [&] {
+          absl::StatusOr<Items> items = Fetch(ctx);
+          if (!items.ok()) return listed = items.status(), false;
+          print = Printer(ctx, *items);
+          for (const T& item : *items) print(item, "ADDED"), shown[item.name()] = item;
+          return true;
+        },
+        [&](const T& item, const char* event) {
+          if (!print || !Wanted(item)) return true;
+          const bool deleted = std::string(event) == "DELETED";
+          auto was = shown.find(item.name());
+          if (was == shown.end()) {
+            if (deleted) return true;  // ended before the list, which left it out: never shown
+          } else if (watch_stale ? watch_stale(item, was->second)
+                                 : item.SerializeAsString() == was->second.SerializeAsString()) {
+            return true;  // the list already shows this change (it came between the stream's start and the list)
+          }
+          if (deleted) {
+            if (was != shown.end()) shown.erase(was);
+          } else {
+            shown[item.name()] = item;
+          }
+          return print(item, event);
+        });
+    if (!listed.ok()) return ctx.Fail(listed);
+    if (!s.ok()) return ctx.Fail(s);
+    ctx.err() << watch_ended << "\n";
+    return kExitOk;
+  }
+
+  // -w without a Watch RPC: the list (each item ADDED), then it again every --watch-interval, compared.
+  int Watch(Context& ctx, Items current) const {
+    auto print = Printer(ctx, current);
     for (const T& item : current) print(item, "ADDED");
-    if (watch_rpc) {
-      absl::Status s = watch_rpc(ctx.client(), *this, [&](const T& item, const char* event) {
-        return !Wanted(item) || print(item, event);
-      });
-      if (!s.ok()) return ctx.Fail(s);
-      ctx.err() << watch_ended << "\n";
-      return kExitOk;
-    }
     std::map<std::string, T> seen;
     for (T& item : current) seen.emplace(item.name(), std::move(item));
     for (;;) {

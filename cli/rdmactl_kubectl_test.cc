@@ -1,6 +1,9 @@
 // rdmactl's kubectl habits, whole command lines against an in-process fake of rdmad: --no-headers, --sort-by,
-// -l/--selector, -o yaml, --ignore-not-found, describe mr, get -w (polled and through WatchGrants), version,
+// -l/--selector, -o yaml, --ignore-not-found, describe mr, get -w (polled, and through WatchGrants with no change
+// lost between the list and the stream), version,
 // completion, the config file's contexts and the settings' precedence, the create-mr hint.
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -147,13 +150,47 @@ class FakeGrants final : public v1::Grants::Service {
     std::lock_guard<std::mutex> lock(mu);
     listed = *req;
     *resp->add_grants() = Grant("grants/4", req->mr().empty() ? "mrs/1" : req->mr());
+    if (like_rdmad) {
+      // As rdmad's hub: a change reaches the watches subscribed when it happens, and no other. grants/4 was
+      // renewed just before this list (the list shows it renewed), grants/7 issued just after.
+      v1::GrantEvent renewed;
+      renewed.set_type(v1::GRANT_RENEWED);
+      *renewed.mutable_grant() = resp->grants(0);
+      renewed.mutable_grant()->set_renewals(1);
+      resp->mutable_grants(0)->set_renewals(1);
+      v1::GrantEvent issued;
+      issued.set_type(v1::GRANT_ISSUED_EVENT);
+      *issued.mutable_grant() = Grant("grants/7", "mrs/1");
+      issued.mutable_grant()->set_state(v1::GRANT_ISSUED);
+      if (subscribed) pending = {renewed, issued};
+      list_done = true;
+      cv.notify_all();
+    }
     return grpc::Status::OK;
   }
-  grpc::Status WatchGrants(grpc::ServerContext*, const v1::WatchGrantsRequest* req,
+  grpc::Status WatchGrants(grpc::ServerContext* ctx, const v1::WatchGrantsRequest* req,
                            grpc::ServerWriter<v1::GrantEvent>* writer) override {
     {
       std::lock_guard<std::mutex> lock(mu);
       watched = *req;
+    }
+    if (like_rdmad) {
+      // As rdmad: subscribed first, then the handshake's metadata; the stream ends once a list was answered.
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        subscribed = true;
+      }
+      ctx->AddInitialMetadata("rdmad-watch", "open");
+      writer->SendInitialMetadata();
+      std::vector<v1::GrantEvent> events;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, std::chrono::seconds(10), [this] { return list_done; });
+        events.swap(pending);
+        subscribed = false;
+      }
+      for (const v1::GrantEvent& e : events) writer->Write(e);
+      return grpc::Status::OK;
     }
     v1::GrantEvent e;
     e.set_type(v1::GRANT_ISSUED_EVENT);
@@ -173,9 +210,13 @@ class FakeGrants final : public v1::Grants::Service {
     return grpc::Status::OK;
   }
   std::mutex mu;
+  std::condition_variable cv;
   std::vector<v1::IssueGrantRequest> issued;
   v1::ListGrantsRequest listed;
   v1::WatchGrantsRequest watched;
+  bool like_rdmad = false;  // a hub's live events, and changes on either side of the list
+  bool subscribed = false, list_done = false;
+  std::vector<v1::GrantEvent> pending;
 };
 
 struct Result {
@@ -341,6 +382,23 @@ TEST_F(KubectlTest, WatchGrantsUsesWatchGrants) {
   EXPECT_EQ(lines[0], "ADDED      grants/4   ");
   EXPECT_EQ(lines[1], "ADDED      grants/5   ");
   EXPECT_EQ(lines[2], "DELETED    grants/4   ");
+  EXPECT_THAT(r.err, HasSubstr("The grant stream ended"));
+}
+
+// A grant issued after the list was taken but before a watch opened after it would be lost: -w opens the
+// stream first and lists once rdmad admitted it. A change the list already shows (grants/4 renewed between the
+// stream's start and the list) is not printed twice.
+TEST_F(KubectlTest, WatchGrantsMissesNoChangeBetweenTheListAndTheStream) {
+  grants_.like_rdmad = true;
+  Result r = Run({"get", "grants", "-w", "--output-watch-events", "--no-headers", "-o", "json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::istringstream in(r.out);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_THAT(lines[0], HasSubstr("{\"type\":\"ADDED\",\"object\":{\"name\":\"grants/4\""));
+  EXPECT_THAT(lines[0], HasSubstr("\"renewals\":1"));
+  EXPECT_THAT(lines[1], HasSubstr("{\"type\":\"ADDED\",\"object\":{\"name\":\"grants/7\""));
   EXPECT_THAT(r.err, HasSubstr("The grant stream ended"));
 }
 

@@ -53,6 +53,11 @@ struct WatchOptions {
   std::chrono::milliseconds idle_timeout{0};
   // Bound the whole watch (it then ends with DEADLINE_EXCEEDED); zero: no deadline.
   std::chrono::milliseconds deadline{0};
+  // If set, called once the stream's initial metadata arrived, before the first event: rdmad subscribes a
+  // watch before it sends them (docs/api.md#watch-streams), so whatever changes from then on comes as an
+  // event. A list taken here misses nothing between itself and the watch. Also called, at once, for a
+  // stream rdmad refused (the watch then returns its status). Returning false ends the watch (OK).
+  std::function<bool()> on_open;
 };
 
 // How the reads are retried when the channel fails them with UNAVAILABLE (see the top of this file). Attempt
@@ -290,6 +295,14 @@ class Client {
     grpc::ClientContext ctx;
     if (options.deadline.count() > 0) ctx.set_deadline(std::chrono::system_clock::now() + options.deadline);
     std::unique_ptr<grpc::ClientReader<Event>> reader = open(&ctx);
+    if (options.on_open) {
+      reader->WaitForInitialMetadata();
+      if (!options.on_open()) {
+        ctx.TryCancel();
+        reader->Finish();  // cancelled by us: its status says only that
+        return absl::OkStatus();
+      }
+    }
     Event event;
     return ReadStream(
         ctx, options, [&] { return reader->Read(&event); }, [&] { return on_event(event); },
