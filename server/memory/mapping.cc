@@ -413,6 +413,21 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Descriptor(UniqueFd fd, uint64
   return m;
 }
 
+absl::Status ExplainReadOnlyPin(absl::Status failed, const Mapping& mapping) {
+  // Before Linux 6.2 the kernel pins every user region as if for writing (ib_umem_get: FOLL_WRITE, with
+  // FOLL_FORCE for a read-only region), which a shared read-only mapping refuses with EFAULT.
+  if (!mapping.is_descriptor() || mapping.writable() || ErrnoOf(failed) != EFAULT) return failed;
+  absl::Status s = FieldError(absl::StatusCode::kFailedPrecondition, "source.fd",
+                              absl::StrCat("this kernel cannot pin memory rdmad may not write (before Linux 6.2 "
+                                           "it pins every region for writing), so a descriptor open read-only "
+                                           "or sealed against writing cannot be registered here: pass one open "
+                                           "read-write (",
+                                           failed.message(), ")"));
+  s.SetPayload(kErrnoPayload, absl::Cord(absl::StrCat(EFAULT)));
+  if (auto call = failed.GetPayload(kCallPayload)) s.SetPayload(kCallPayload, *call);
+  return s;
+}
+
 Mapping::~Mapping() {
   if (munmap(base_, base_length_) != 0) {
     RDMAD_LOG_ERROR("munmap(%p, %zu) failed: errno %d", base_, base_length_, errno);

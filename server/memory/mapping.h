@@ -124,6 +124,11 @@ class Mapping {
   bool writable_ = true;
 };
 
+// A failed registration (ibv_reg_mr) over `mapping`: for a descriptor's read-only mapping, the kernel's
+// EFAULT said plainly (FAILED_PRECONDITION on source.fd, errno kept: before Linux 6.2 every region is pinned
+// for writing, which a read-only shared mapping refuses). Any other failure as it is.
+absl::Status ExplainReadOnlyPin(absl::Status failed, const Mapping& mapping);
+
 // True if `real` (a resolved path) lies under `root` (resolved here; "/" holds everything).
 bool UnderRoot(const std::string& real, const std::string& root);
 

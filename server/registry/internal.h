@@ -10,7 +10,6 @@
 #include "absl/status/statusor.h"
 #include "rdmad/v1/rdmad.pb.h"
 #include "server/fabric/fabric.h"
-#include "server/memory/mapping.h"
 
 namespace rdmad {
 enum class MwBoundsRegion;  // registry.h
@@ -28,10 +27,6 @@ v1::Device ToProto(const fabric::DeviceInfo& info);
 // The device's info, and with `counters` its hardware counters read now (Device::ReadCounters); `bounds`:
 // the configured mw_bounds_region, which decides caps.mw_bounds_region.
 v1::Device ToProto(const fabric::Device& device, bool counters, MwBoundsRegion bounds);
-
-// A failed ibv_reg_mr over a descriptor's read-only mapping: the kernel's EFAULT said plainly (FAILED_PRECONDITION
-// on source.fd: before Linux 6.2 every region is pinned for writing). Any other failure as it is.
-absl::Status ExplainReadOnlyPin(absl::Status failed, const Mapping& mapping);
 
 }  // namespace rdmad::registry_internal
 

@@ -78,21 +78,6 @@ absl::StatusOr<std::unique_ptr<Mapping>> Registry::MapSource(const v1::MemorySou
   }
 }
 
-absl::Status registry_internal::ExplainReadOnlyPin(absl::Status failed, const Mapping& mapping) {
-  // Before Linux 6.2 the kernel pins every user region as if for writing (ib_umem_get: FOLL_WRITE, with
-  // FOLL_FORCE for a read-only region), which a shared read-only mapping refuses with EFAULT.
-  if (!mapping.is_descriptor() || mapping.writable() || ErrnoOf(failed) != EFAULT) return failed;
-  absl::Status s = FieldError(absl::StatusCode::kFailedPrecondition, "source.fd",
-                              absl::StrCat("this kernel cannot pin memory rdmad may not write (before Linux 6.2 "
-                                           "it pins every region for writing), so a descriptor open read-only "
-                                           "or sealed against writing cannot be registered here: pass one open "
-                                           "read-write (",
-                                           failed.message(), ")"));
-  s.SetPayload(kErrnoPayload, absl::Cord(absl::StrCat(EFAULT)));
-  if (auto call = failed.GetPayload(kCallPayload)) s.SetPayload(kCallPayload, *call);
-  return s;
-}
-
 v1::MemoryRegion Registry::ToProto(const MrEntry& e) const {
   const MrEntry::Book& b = e.book.Get(mu_);
   v1::MemoryRegion mr;
@@ -201,7 +186,7 @@ void Registry::RegisterMrAsync(const v1::RegisterMrRequest& request, Done<v1::Me
     absl::StatusOr<std::unique_ptr<fabric::Mr>> mr =
         room.ok() ? pd->pd->RegMr((*mapping)->data(), (*mapping)->length(), access) : room;
     if (!mr.ok() && room.ok()) mr = options_.memlock.Explain(mr.status(), (*mapping)->length(), "source");
-    if (!mr.ok() && room.ok()) mr = registry_internal::ExplainReadOnlyPin(mr.status(), **mapping);
+    if (!mr.ok() && room.ok()) mr = ExplainReadOnlyPin(mr.status(), **mapping);
     absl::StatusOr<v1::MemoryRegion> out = absl::UnknownError("unset");
     state::Ticket recorded;
     {

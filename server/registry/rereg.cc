@@ -12,7 +12,6 @@
 
 namespace rdmad {
 
-using registry_internal::ExplainReadOnlyPin;
 using registry_internal::WithOutcome;
 
 struct Registry::ReregPlan {

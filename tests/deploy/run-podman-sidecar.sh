@@ -235,11 +235,13 @@ if podman run -d --name rdmad-daemonset-try --network none --read-only --read-on
   [ -n "$ok" ] || fail "the DaemonSet's probe (${ds_probe[*]}) never passed: $(tail -n 1 "$work/ds-probe.out")"
   grep -q 'with mutual TLS: client certificates required' "$out/daemonset-rdmad.log" \
     || fail "rdmad did not serve its TCP port with mutual TLS from the Secret's files"
-  sock=$(stat -c '%a %g' "$ds/shared/rdmad.sock" 2>/dev/null)
-  [ "$sock" = "660 2000" ] || fail "the socket in the shared host directory is '$sock', not mode 660 group 2000"
+  for f in rdmad.sock rdmad.sock.fd; do  # the gRPC socket, and the descriptor socket beside it
+    sock=$(stat -c '%a %g' "$ds/shared/$f" 2>/dev/null)
+    [ "$sock" = "660 2000" ] || fail "$f in the shared host directory is '$sock', not mode 660 group 2000"
+  done
   [ -s "$ds/state/state.db" ] || fail "no state store in the state directory (/var/lib/rdmad/state.db)"
-  leaked=$(find "$ds/shared" -mindepth 1 ! -name rdmad.sock | head -n 3)
-  [ -z "$leaked" ] || fail "rdmad wrote more than its socket into the directory applications share: $leaked"
+  leaked=$(find "$ds/shared" -mindepth 1 ! -name rdmad.sock ! -name rdmad.sock.fd | head -n 3)
+  [ -z "$leaked" ] || fail "rdmad wrote more than its sockets into the directory applications share: $leaked"
   podman stop -t 40 rdmad-daemonset-try >/dev/null 2>&1
   code=$(podman inspect rdmad-daemonset-try --format '{{.State.ExitCode}}')
   [ "$code" = 0 ] || fail "rdmad exited $code on SIGTERM (podman stop), not 0"

@@ -27,7 +27,6 @@
 #include "server/config.h"
 #include "server/memory/descriptors.h"
 #include "server/memory/mapping.h"
-#include "server/registry/internal.h"
 #include "tests/support/daemon_fixture.h"
 #include "tests/support/server_status.h"
 #include "tests/support/status.h"
@@ -170,13 +169,13 @@ TEST(MappingDescriptor, AKernelsRefusalToPinReadOnlyMemoryIsExplained) {
   UniqueFd rw = Memfd(4096);
   ASSERT_OK_AND_ASSIGN(auto ro, Mapping::Descriptor(Reopen(rw.get(), O_RDONLY), 0, 4096, false, false, "source.fd"));
   const absl::Status efault = ErrnoError("ibv_reg_mr", EFAULT);
-  absl::Status s = registry_internal::ExplainReadOnlyPin(efault, *ro);
+  absl::Status s = ExplainReadOnlyPin(efault, *ro);
   EXPECT_TRUE(IsError(s, absl::StatusCode::kFailedPrecondition, "source.fd"));
   EXPECT_EQ(ErrnoOf(s), EFAULT);
   EXPECT_THAT(s.message(), HasSubstr("read-write"));
   ASSERT_OK_AND_ASSIGN(auto writable, Mapping::Descriptor(Reopen(rw.get(), O_RDWR), 0, 4096, true, false, "source.fd"));
-  EXPECT_EQ(registry_internal::ExplainReadOnlyPin(efault, *writable), efault);
-  EXPECT_EQ(registry_internal::ExplainReadOnlyPin(ErrnoError("ibv_reg_mr", ENOMEM), *ro).code(),
+  EXPECT_EQ(ExplainReadOnlyPin(efault, *writable), efault);
+  EXPECT_EQ(ExplainReadOnlyPin(ErrnoError("ibv_reg_mr", ENOMEM), *ro).code(),
             absl::StatusCode::kResourceExhausted);
 }
 
