@@ -38,12 +38,14 @@ rdmad_pid=$!
 cleanup() { kill -KILL "$rdmad_pid" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-for _ in $(seq 1 300); do
-  [ -S "$sock" ] && break
+# Until rdmad says it serves: the socket exists from the start, before the devices are opened and the
+# data-plane listener made, and a test's baseline taken then would miss the listener's CM id and PD.
+for _ in $(seq 1 600); do
+  grep -q "serving rdmad.v1" "$out/rdmad.log" && break
   kill -0 "$rdmad_pid" 2>/dev/null || { echo "rdmad exited at start-up:" >&2; cat "$out/rdmad.log" >&2; exit 1; }
   sleep 0.1
 done
-[ -S "$sock" ] || { echo "rdmad did not create $sock" >&2; exit 1; }
+grep -q "serving rdmad.v1" "$out/rdmad.log" || { echo "rdmad did not start serving in 60 s" >&2; exit 1; }
 
 rc=0
 RDMAD_TARGET="unix:$sock" RDMAD_DEVICE=rxe0 RDMAD_SHM_DIR=/dev/shm \
