@@ -1,7 +1,8 @@
 // rdmactl completion bash|zsh: a completion script made from rdmactl's own command tree (every verb, noun,
 // alias and flag CLI11 knows), so it cannot drift from the commands. zsh runs the bash script through
 // bashcompinit. Besides verbs, nouns and flags, it completes -o's formats, --context's contexts and a noun's
-// NAME (from `rdmactl get KIND -o name`).
+// NAME (from `rdmactl get KIND -o name`). The function's locals avoid zsh's special parameters (`path` is
+// zsh's PATH array: a local of that name hides every command): cli/rdmactl_zsh_completion_test.sh runs it in zsh.
 #include <map>
 #include <set>
 #include <string>
@@ -54,7 +55,7 @@ std::string Array(const std::string& name, const std::map<std::string, std::stri
 
 constexpr char kFunction[] = R"sh(
 _rdmactl() {
-  local cur="${COMP_WORDS[COMP_CWORD]}" prev="" path="rdmactl" w i next
+  local cur="${COMP_WORDS[COMP_CWORD]}" prev="" node="rdmactl" w i next
   ((COMP_CWORD > 1)) && prev="${COMP_WORDS[COMP_CWORD-1]}"
   COMPREPLY=()
   case "$prev" in
@@ -68,16 +69,16 @@ _rdmactl() {
       [[ "$w" != *=* && "$_rdmactl_valued" == *" $w "* ]] && ((i++))
       continue
     fi
-    next="$path ${w%%/*}"
+    next="$node ${w%%/*}"
     [[ -n "${_rdmactl_names[$next]+x}" ]] || break
-    path="${_rdmactl_names[$next]}"
+    node="${_rdmactl_names[$next]}"
   done
   if [[ "$cur" == -* ]]; then
-    COMPREPLY=($(compgen -W "${_rdmactl_flags[$path]} ${_rdmactl_flags[rdmactl]}" -- "$cur"))
-  elif [[ -n "${_rdmactl_subs[$path]}" ]]; then
-    COMPREPLY=($(compgen -W "${_rdmactl_subs[$path]}" -- "$cur"))
-  elif [[ -n "${_rdmactl_kinds[$path]+x}" ]]; then
-    COMPREPLY=($(compgen -W "$(rdmactl get "${_rdmactl_kinds[$path]}" -o name --timeout 2s 2>/dev/null)" -- "$cur"))
+    COMPREPLY=($(compgen -W "${_rdmactl_flags[$node]} ${_rdmactl_flags[rdmactl]}" -- "$cur"))
+  elif [[ -n "${_rdmactl_subs[$node]}" ]]; then
+    COMPREPLY=($(compgen -W "${_rdmactl_subs[$node]}" -- "$cur"))
+  elif [[ -n "${_rdmactl_kinds[$node]+x}" ]]; then
+    COMPREPLY=($(compgen -W "$(rdmactl get "${_rdmactl_kinds[$node]}" -o name --timeout 2s 2>/dev/null)" -- "$cur"))
   fi
   return 0
 }
