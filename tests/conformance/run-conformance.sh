@@ -5,8 +5,8 @@
 # nothing behind (socket removed, device resource counts back to what they were).
 #
 # Usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]   (GTEST_ARGS go to the verbs suite)
-#   OUT_DIR receives conformance.xml and cm_conformance.xml (gtest), rdmad.log,
-#   resources-{before,after}.txt, shutdown.xml.
+#   OUT_DIR receives conformance.xml, cm_conformance.xml, restrack.xml and restrack_no_net_admin.xml (gtest),
+#   rdmad.log, resources-{before,after}.txt, shutdown.xml.
 # Binaries: bazel-bin/ of the checkout this script lives in (build //server:rdmad and
 # //tests/conformance:conformance_test first), or $RDMAD_BIN_DIR if set, e.g. the ASan+UBSan build's
 # (`tests/sanitizers/bazel-asan.sh info bazel-bin`; a sanitizer's report then lands in rdmad.log or the
@@ -52,6 +52,13 @@ RDMAD_TARGET="unix:$sock" RDMAD_DEVICE=rxe0 RDMAD_SHM_DIR=/dev/shm \
   "$bin/tests/conformance/conformance_test" --gtest_output="xml:$out/conformance.xml" "$@" || rc=$?
 RDMAD_TARGET="unix:$sock" RDMAD_ADDR=10.0.2.15 \
   "$bin/tests/conformance/cm_conformance_test" --gtest_output="xml:$out/cm_conformance.xml" || rc=$?
+# RDMA netlink's view of verbs objects (the kernel's pdn, mrn, qpn, cm-idn) against `rdma resource show`: as
+# root (the dump carries MR keys) and without CAP_NET_ADMIN (no keys). A build dir without it: the plain one.
+restrack=$bin/tests/conformance/restrack_test
+[ -x "$restrack" ] || restrack=$root/bazel-bin/tests/conformance/restrack_test
+"$restrack" --gtest_output="xml:$out/restrack.xml" || rc=$?
+setpriv --inh-caps=-net_admin --bounding-set=-net_admin \
+  "$restrack" --gtest_output="xml:$out/restrack_no_net_admin.xml" || rc=$?
 
 # Shutdown: SIGTERM, a clean exit, the socket removed, every verbs object released. Reported as one more
 # test case in shutdown.xml (tests/lib/junit-case.sh) so the summary counts it.
