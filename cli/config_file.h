@@ -39,6 +39,21 @@ absl::StatusOr<ConfigFile> LoadConfig(const std::string& path);
 // Sets current-context in the file (the rest kept as it was), replacing it atomically; the context must exist.
 absl::Status UseContext(const std::string& path, const std::string& name);
 
+// The fields `config set-context` was given; nullopt: left as they are. TLS paths as they go in the file
+// (the caller makes a relative one absolute: in the file it would be from the file's directory).
+struct ContextChange {
+  std::optional<std::string> server, tls_ca, tls_cert, tls_key, tls_server_name;
+};
+// Creates context `name` with the given fields, or changes only those of an existing one; `make_current`
+// also sets current-context. The file (and its directory) is created if missing. Sets *created.
+absl::Status SetContext(const std::string& path, const std::string& name, const ContextChange& change,
+                        bool make_current, bool* created);
+// Removes context `name` (NOT_FOUND if the file has none); if it was current-context, that is unset too
+// (*was_current says so).
+absl::Status DeleteContext(const std::string& path, const std::string& name, bool* was_current);
+// Each rewrite goes to a new file beside `path` (mode kept; 0600 for a new file), flushed to disk, then
+// renamed over it: a reader sees the old file or the new one, never half of one.
+
 // The precedence: `flag` when given, else `env` when set and not empty, else `context` when not empty, else
 // `fallback`.
 std::string Pick(const std::optional<std::string>& flag, const char* env, const std::string& context,

@@ -2,6 +2,9 @@
 // -l/--selector, -o yaml, --ignore-not-found, describe mr, get -w (polled, and through WatchGrants with no change
 // lost between the list and the stream), version,
 // completion, the config file's contexts and the settings' precedence, the create-mr hint.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -447,6 +450,60 @@ TEST_F(KubectlTest, ConfigContexts) {
 std::string Server(const Result& r) {
   const size_t at = r.out.find("\"server\": \"");
   return at == std::string::npos ? "?" : r.out.substr(at + 11, r.out.find('"', at + 11) - at - 11);
+}
+
+// set-context creates the file (0600) and a context, then changes only the fields it is given; the file's
+// mode is kept; delete-context removes one (and current-context with it); the errors exit 1.
+TEST_F(KubectlTest, ConfigSetContextAndDeleteContext) {
+  Result made = Run({"config", "set-context", "lab", "--server", "lab:7470"});
+  ASSERT_EQ(made.rc, 0) << made.err;
+  EXPECT_EQ(made.out, "Context \"lab\" created.\n");
+  struct stat st{};
+  ASSERT_EQ(stat(config_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(Run({"config", "current-context"}).rc, 1);  // not made current without --current
+  Result changed = Run({"config", "set-context", "lab", "--current"});
+  ASSERT_EQ(changed.rc, 0) << changed.err;
+  EXPECT_EQ(changed.out, "Context \"lab\" modified.\nSwitched to context \"lab\".\n");
+  EXPECT_EQ(Run({"config", "current-context"}).out, "lab\n");
+  EXPECT_EQ(Server(Run({"version", "-o", "json"})), "lab:7470");  // the server was kept
+  ASSERT_EQ(Run({"config", "set-context", "lab", "--server", "lab2:7470"}).rc, 0);
+  EXPECT_EQ(Server(Run({"version", "-o", "json"})), "lab2:7470");
+
+  // TLS files: a relative path is stored absolute (in the file it would be from the file's directory); the
+  // file's mode is kept; only the fields given change.
+  ASSERT_EQ(chmod(config_.c_str(), 0640), 0);
+  Result dev = Run({"config", "set-context", "dev", "--server", "dev:7470", "--tls-ca", "/etc/ca.pem", "--tls-key",
+                    "me.key", "--tls-server-name", "rdmad.dev"});
+  ASSERT_EQ(dev.rc, 0) << dev.err;
+  ASSERT_EQ(Run({"config", "set-context", "dev", "--tls-cert", "/etc/me.pem"}).rc, 0);
+  ASSERT_EQ(stat(config_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  const std::string contexts = Run({"config", "get-contexts", "-o", "json"}).out;
+  EXPECT_THAT(contexts, HasSubstr("\"server\": \"dev:7470\""));
+  EXPECT_THAT(contexts, HasSubstr("\"tls_ca\": \"/etc/ca.pem\""));
+  EXPECT_THAT(contexts, HasSubstr("\"tls_cert\": \"/etc/me.pem\""));
+  EXPECT_THAT(contexts, HasSubstr("\"tls_key\": \"" + std::string(cwd) + "/me.key\""));
+  EXPECT_THAT(contexts, HasSubstr("\"tls_server_name\": \"rdmad.dev\""));
+  EXPECT_EQ(Run({"config", "get-contexts", "-o", "name"}).out, "lab\ndev\n");
+
+  Result gone = Run({"config", "delete-context", "lab"});
+  ASSERT_EQ(gone.rc, 0) << gone.err;
+  EXPECT_EQ(gone.out, "deleted context lab from " + config_ + "\n");
+  EXPECT_THAT(gone.err, HasSubstr("it was the current context"));
+  EXPECT_EQ(Run({"config", "get-contexts", "-o", "name"}).out, "dev\n");
+  EXPECT_EQ(Run({"config", "current-context"}).rc, 1);
+  Result missing = Run({"config", "delete-context", "lab"});
+  EXPECT_EQ(missing.rc, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no context 'lab'"));
+  EXPECT_EQ(Run({"config", "set-context"}).rc, 2);  // NAME is required
+  WriteConfig("{");
+  Result broken = Run({"config", "set-context", "x", "--server", "x:1"});
+  EXPECT_NE(broken.rc, 0);
+  EXPECT_EQ(broken.rc, Run({"config", "use-context", "x"}).rc);  // as the other config commands
+  EXPECT_THAT(broken.err, HasSubstr("not a JSON object"));
 }
 
 TEST_F(KubectlTest, FlagsThenEnvironmentThenContextThenDefault) {
