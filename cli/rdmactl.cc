@@ -112,14 +112,16 @@ struct GlobalOptions {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::unique_ptr<Context>> MakeContext(std::ostream& out, std::ostream& err) {
+  // `dial`: the command calls rdmad (every one but config and completion, which must work whatever the
+  // context's TLS files are: a context that names missing files is mended with config set-context).
+  absl::StatusOr<std::unique_ptr<Context>> MakeContext(std::ostream& out, std::ostream& err, bool dial = true) {
     const std::string config_path = ConfigPath();
     if (absl::Status s = Resolve(config_path); !s.ok()) return s;
     if (server.empty()) return UsageError("--server: an address is required (unix:/path or host:port)");
     auto ctx = std::make_unique<Context>(server, *ParseFormat(output), std::chrono::milliseconds(timeout_ms), out, err);
     ctx->set_ignore_not_found(ignore_not_found);
     ctx->set_config(config_path, context);
-    if (tls.enabled()) {  // mutual TLS to a TCP rdmad (on a unix socket rdmad knows the uid instead)
+    if (dial && tls.enabled()) {  // mutual TLS to a TCP rdmad (on a unix socket rdmad knows the uid instead)
       absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::Dial(server, tls);
       if (!channel.ok()) return UsageError("--tls-ca/--tls-cert/--tls-key: " + std::string(channel.status().message()));
       ctx->UseChannel(*std::move(channel));
@@ -255,7 +257,8 @@ int Rdmactl(const std::vector<std::string>& arguments, std::ostream& out, std::o
     err << "Run 'rdmactl " << ParsedPath(&app) << "--help' for usage.\n";
     return kExitUsage;
   }
-  absl::StatusOr<std::unique_ptr<Context>> ctx = global.MakeContext(out, err);
+  const bool local = app.got_subcommand("config") || app.got_subcommand("completion");  // rdmad not called
+  absl::StatusOr<std::unique_ptr<Context>> ctx = global.MakeContext(out, err, /*dial=*/!local);
   if (!ctx.ok()) {
     err << "error: " << ctx.status().message() << "\n";
     return kExitUsage;

@@ -499,6 +499,16 @@ TEST_F(KubectlTest, ConfigSetContextAndDeleteContext) {
   EXPECT_EQ(missing.rc, 1);
   EXPECT_THAT(missing.err, HasSubstr("no context 'lab'"));
   EXPECT_EQ(Run({"config", "set-context"}).rc, 2);  // NAME is required
+  // A current context naming TLS files that are not there: a command that calls rdmad is refused, naming
+  // them, but config (and completion) still work, so the context can be mended.
+  ASSERT_EQ(Run({"config", "use-context", "dev"}).rc, 0);
+  Result dial = Run({"get", "pds"});
+  EXPECT_EQ(dial.rc, 2);
+  EXPECT_THAT(dial.err, HasSubstr("--tls-ca"));
+  EXPECT_EQ(Run({"config", "get-contexts", "-o", "name"}).out, "dev\n");
+  EXPECT_EQ(Run({"completion", "bash"}).rc, 0);
+  Result mended = Run({"config", "set-context", "dev", "--tls-ca", "/etc/other-ca.pem"});
+  EXPECT_EQ(mended.rc, 0) << mended.err;
   WriteConfig("{");
   Result broken = Run({"config", "set-context", "x", "--server", "x:1"});
   EXPECT_NE(broken.rc, 0);
