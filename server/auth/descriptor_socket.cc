@@ -96,6 +96,7 @@ void DescriptorSocket::Loop() {
   pthread_setname_np(pthread_self(), "fd-socket");
   std::vector<Connection> conns;
   absl::Time last_full_warning = absl::InfinitePast();
+  absl::Time last_emfile_warning = absl::InfinitePast();
   while (true) {
     std::vector<pollfd> fds;
     fds.push_back({wake_fd_.get(), POLLIN, 0});
@@ -126,7 +127,10 @@ void DescriptorSocket::Loop() {
       if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE) {
           // Out of descriptors: the connection waits in the backlog; try again shortly rather than spin.
-          RDMAD_LOG_WARN("descriptor socket: accept: out of file descriptors (errno %d)", errno);
+          if (now - last_emfile_warning > absl::Seconds(10)) {
+            RDMAD_LOG_WARN("descriptor socket: accept: out of file descriptors (errno %d)", errno);
+            last_emfile_warning = now;
+          }
           poll(nullptr, 0, 100);
         }
         break;
