@@ -103,7 +103,9 @@ TEST_F(RestrackOnRxe, DumpAndJoinMatchRdmaResourceShow) {
   EXPECT_EQ(dump->mrs[0].length, 3u * 4096);
   const bool admin = HasNetAdmin();
   EXPECT_EQ(dump->mrs[0].lkey.has_value(), admin) << "CAP_NET_ADMIN " << admin;
-  if (dump->mrs[0].lkey.has_value()) EXPECT_EQ(*dump->mrs[0].lkey, mr_->lkey);
+  if (dump->mrs[0].lkey.has_value()) {
+    EXPECT_EQ(*dump->mrs[0].lkey, mr_->lkey);
+  }
 
   Ours ours;
   ours.pds = {{1, false}};
