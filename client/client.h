@@ -54,8 +54,8 @@ struct WatchOptions {
   // Bound the whole watch (it then ends with DEADLINE_EXCEEDED); zero: no deadline.
   std::chrono::milliseconds deadline{0};
   // If set, called once the stream's initial metadata arrived, before the first event: rdmad subscribes a
-  // watch before it sends them (docs/api.md#watch-streams), so whatever changes from then on comes as an
-  // event. A list taken here misses nothing between itself and the watch. Also called, at once, for a
+  // watch before it sends them (docs/api.md#watchevents), so whatever changes from then on comes as an
+  // event, and a list taken here misses nothing between itself and the watch. Also called, at once, for a
   // stream rdmad refused (the watch then returns its status). Returning false ends the watch (OK).
   std::function<bool()> on_open;
 };
