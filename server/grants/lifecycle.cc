@@ -572,27 +572,25 @@ void GrantManager::FlushAudit() {
 void GrantManager::Farewell(const std::string& cm_id, std::string message, absl::AnyInvocable<void() &&> release) {
   if (release) return std::move(release)();  // the client left: nothing to say, its connection goes
   if (cm_id.empty() || cm_ == nullptr) return;
-  // Best effort: on a QP in the error state the SEND is flushed. Then, after Options::end_grace, the
-  // connection is closed (Part, from the timer); its DISCONNECTED brings OnGone, which releases it. The grace
-  // holds whatever the SEND's fate: on a QP that went to the error state for a read through the dead key,
-  // the NAK that told the client so is on the wire ahead of the disconnect, and has time to arrive first.
+  // Best effort: on a QP in the error state the SEND is flushed. After Options::end_grace from now the
+  // connection is closed (Part, from the timer), whatever the SEND's fate: a SEND that has not completed by
+  // then (the client's receive queue empty, RNR retries) must not hold the connection open; and on a QP that
+  // went to the error state for a read through the dead key, the NAK that told the client so is on the wire
+  // ahead of the disconnect, and has time to arrive first. Its DISCONNECTED brings OnGone, which releases it.
+  bool now = options_.end_grace <= absl::ZeroDuration(), earliest = false;
   {
     MutexLock lock(&mu_);
     ++farewells_;  // a drain waits for it
-  }
-  cm_->Send(cm_id, std::move(message), Guarded([this, cm_id](absl::Status) {
-    bool now = options_.end_grace <= absl::ZeroDuration(), earliest = false;
-    {
-      MutexLock lock(&mu_);
-      now = now || shutdown_;  // the timer's loop is stopped
-      if (!now) {
-        const absl::Time at = absl::Now() + options_.end_grace;  // real time, whatever the leases' clock
-        earliest = partings_.empty() || at < partings_.begin()->first;
-        partings_.insert({at, cm_id});
-      }
+    now = now || shutdown_;  // the timer's loop is stopped: part once the SEND is done
+    if (!now) {
+      const absl::Time at = absl::Now() + options_.end_grace;  // real time, whatever the leases' clock
+      earliest = partings_.empty() || at < partings_.begin()->first;
+      partings_.insert({at, cm_id});
     }
-    if (now) return Part({cm_id});
-    if (earliest) loop_->Post([this] { ArmTimer(); });
+  }
+  if (earliest) loop_->Post([this] { ArmTimer(); });
+  cm_->Send(cm_id, std::move(message), Guarded([this, cm_id, now](absl::Status) {
+    if (now) Part({cm_id});
   }));
 }
 

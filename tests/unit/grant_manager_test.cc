@@ -634,7 +634,7 @@ TEST_F(GrantManagerTest, AnEndedGrantsClientIsDisconnectedOnlyAfterTheGrace) {
       ASSERT_TRUE(Eventually([&] { return ledger_->Sent(qpn).size() == 2; }));
       EXPECT_EQ(wire::DecodeGrantMessage(ledger_->Sent(qpn)[1]).value().type, wire::GrantMessageType::kEnded);
     }
-    // The SEND's completion seen (or its flush): the grace has begun.
+    // ENDED posted: the grace has begun.
     ASSERT_TRUE(Eventually([&] { return GrantManagerTestPeer::Partings(*grants_) == 1; }));
     const absl::Time began = absl::Now();
     absl::SleepFor(absl::Milliseconds(300));
@@ -644,6 +644,22 @@ TEST_F(GrantManagerTest, AnEndedGrantsClientIsDisconnectedOnlyAfterTheGrace) {
     EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok() && !registry_->GetQp(g.qp()).ok(); }));
     EXPECT_EQ(GrantManagerTestPeer::Partings(*grants_), 0u);
   }
+}
+
+// The grace runs from the ENDED message's post, not its completion: a SEND that never completes (here its
+// completion is held) does not hold the connection open past the grace.
+TEST_F(GrantManagerTest, AnEndedGrantsClientIsDisconnectedAfterTheGraceEvenIfEndedNeverCompletes) {
+  fake_clock_ = true;
+  end_grace_ = absl::Milliseconds(300);
+  Build();
+  v1::Grant g = Activate(Request());
+  const uint32_t qpn = registry_->GetQp(g.qp()).value().local().qpn();
+  ASSERT_TRUE(Revoke(g.name()).ok());
+  ledger_->HoldCompletions();
+  ASSERT_TRUE(Eventually([&] { return ledger_->Sent(qpn).size() == 2; }));  // ENDED posted, not completed
+  EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok(); }));
+  EXPECT_EQ(GrantManagerTestPeer::Partings(*grants_), 0u);
+  ledger_->ReleaseCompletions();
 }
 
 // Activation in one step: on the client's QP the key's SEND is posted with the window's bind, fenced behind
