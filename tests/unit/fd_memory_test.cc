@@ -346,7 +346,10 @@ TEST_F(FdMemoryTest, BadRequestsAreRefusedAndLeaveNothingOpen) {
   EXPECT_EQ(r.code, static_cast<uint16_t>(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(r.text, HasSubstr("not a regular file"));
   // rdmad (this process) closed every descriptor those requests carried: the memfd has only its two, the
-  // pipe none.
+  // pipe none. (It closes them just after sending its reply: give it a moment.)
+  for (int i = 0; i < 100 && (FdsOn(m.st_dev, m.st_ino) != before || FdsOn(pipe_st.st_dev, pipe_st.st_ino) != 0); ++i) {
+    usleep(10000);
+  }
   EXPECT_EQ(FdsOn(m.st_dev, m.st_ino), before);
   EXPECT_EQ(FdsOn(pipe_st.st_dev, pipe_st.st_ino), 0);
 }
