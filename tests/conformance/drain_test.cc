@@ -3,9 +3,10 @@
 // listener on RDMAD_GUEST_ADDR:7471, the case's shutdown_deadline_s), makes a grant with a connected client,
 // sends SIGTERM and watches what the client, a caller and rdmad's exit status and log show:
 // - a clean drain: the client gets ENDED with reason SHUTDOWN, rdmad exits 0 having released everything;
-// - a client that holds the goodbye up (it took its key and posts no further receive, so rdmad's ENDED SEND
-//   waits on RNR retries): new calls are UNAVAILABLE during the drain; goodbyes get half the deadline, then
-//   rdmad releases everything in order anyway and exits 0;
+// - a client that would hold the goodbye up (it took its key and posts no further receive, so rdmad's ENDED
+//   SEND waits on RNR retries) holds it no longer than grant_end_grace_ms: rdmad exits 0 soon after;
+// - goodbyes longer than half the deadline (grant_end_grace_ms 10000): new calls are UNAVAILABLE during the
+//   drain; goodbyes get half the deadline, then rdmad releases everything in order anyway and exits 0;
 // - the same, with a second SIGTERM: exit 1 at once.
 // run-operations.sh compares `rdma resource show` before and after the whole binary.
 // Threads: the test's main thread only; rdmad is a child process.
@@ -48,12 +49,14 @@ std::string ReadFile(const std::string& path) {
 
 class Rdmad {
  public:
-  explicit Rdmad(int deadline_s) {
+  // end_grace_ms: how long an ended grant's connection stays after ENDED (rdmad's default when negative).
+  explicit Rdmad(int deadline_s, int end_grace_ms = -1) {
     sock_ = dir_.Sub("rdmad.sock");
     log_ = dir_.Sub("rdmad.log");
     std::ofstream(dir_.Sub("rdmad.json"))
         << "{ \"listen\": [\"unix:" << sock_ << "\"], \"rdma_listen\": [\""
         << test::EnvOr("RDMAD_GUEST_ADDR", "10.0.2.15") << ":7471\"], \"grant_quarantine_ms\": 0, "
+        << (end_grace_ms >= 0 ? absl::StrCat("\"grant_end_grace_ms\": ", end_grace_ms, ", ") : "")
         << "\"shutdown_deadline_s\": " << deadline_s << " }\n";
     pid_ = test::StartRdmad(dir_.Sub("rdmad.json"), log_, sock_);
     Client::Options o;
@@ -161,8 +164,22 @@ TEST(Drain, EndsEveryGrantWithReasonShutdownReleasesEverythingAndExitsZero) {
               rdmad.DrainLines().c_str());
 }
 
-TEST(Drain, RefusesNewCallsAndGivesGoodbyesHalfTheDeadlineWhileAClientHoldsItsGoodbyeUp) {
-  Rdmad rdmad(4);
+TEST(Drain, AClientThatPostsNoReceiveHoldsTheGoodbyeNoLongerThanTheEndGrace) {
+  Rdmad rdmad(30);  // the default grace: 250 ms
+  std::unique_ptr<fuzz::DpPeer> peer = Stubborn(rdmad.Grant());
+  ASSERT_EQ(kill(rdmad.pid(), SIGTERM), 0);
+  absl::Duration took;
+  EXPECT_EQ(rdmad.WaitExit(absl::Seconds(20), &took), 0) << rdmad.log();
+  EXPECT_LT(took, absl::Seconds(5)) << rdmad.log();  // half the deadline would be 15 s
+  const std::string log = rdmad.log();
+  EXPECT_FALSE(absl::StrContains(log, "still under way")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "stopped; every resource released")) << log;
+  std::printf("drain with a client that posts no receive: %.0f ms\n%s", absl::ToDoubleMilliseconds(took),
+              rdmad.DrainLines().c_str());
+}
+
+TEST(Drain, RefusesNewCallsAndGivesGoodbyesHalfTheDeadlineWhenTheGraceIsLonger) {
+  Rdmad rdmad(4, /*end_grace_ms=*/10000);
   std::unique_ptr<fuzz::DpPeer> peer = Stubborn(rdmad.Grant());
   ASSERT_EQ(kill(rdmad.pid(), SIGTERM), 0);
   absl::SleepFor(absl::Milliseconds(300));
@@ -182,7 +199,7 @@ TEST(Drain, RefusesNewCallsAndGivesGoodbyesHalfTheDeadlineWhileAClientHoldsItsGo
 }
 
 TEST(Drain, ASecondSigtermForcesTheExitAtOnce) {
-  Rdmad rdmad(30);
+  Rdmad rdmad(30, /*end_grace_ms=*/10000);
   std::unique_ptr<fuzz::DpPeer> peer = Stubborn(rdmad.Grant());
   ASSERT_EQ(kill(rdmad.pid(), SIGTERM), 0);
   absl::SleepFor(absl::Milliseconds(300));
