@@ -248,7 +248,8 @@ void RegisterCmCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kCmId, "rdma_cm communication ids", true),
         GetOptions<json::CmIdList, v1::CmId>{Kind::kCmId, CmIdColumns, &client::Client::ListCmIds,
                                              &v1::ListCmIdsResponse::cm_ids, &client::Client::GetCmId}
-            .FilterBy("--channel", Kind::kChannel, "on"));
+            .FilterBy("--channel", Kind::kChannel, "on")
+            .WithKernelIds("CM-IDN"));
   r.Add<CreateChannelOptions>(r.Noun("create", Kind::kChannel, "Create an rdma_cm event channel (a dispatcher thread)"));
   r.Add<CreateCmIdOptions>(r.Noun("create", Kind::kCmId, "Create an rdma_cm id (RDMA_PS_TCP)"));
   r.Add<CreateTokenOptions>(r.Noun("create", Kind::kToken,

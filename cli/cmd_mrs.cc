@@ -178,7 +178,23 @@ int Describe(Context& ctx, const std::string& name) {
     if (mw.bound() && mw.binding().mr() == name) *d.add_windows() = mw;
   }
   *d.mutable_grants() = grants->grants();
-  return PrintResult(ctx, d, {name}, MrText(d.mr(), d.windows(), d.grants(), wire::WallNow()));
+  // The kernel's numbers: on the region's PD's device; a failure only leaves them out.
+  absl::StatusOr<v1::ProtectionDomain> pd = ctx.client().GetPd(mr->pd());
+  absl::StatusOr<v1::ListKernelIdsResponse> ids =
+      pd.ok() ? ctx.client().ListKernelIds(pd->device()) : absl::StatusOr<v1::ListKernelIdsResponse>(pd.status());
+  if (ids.ok()) {
+    for (const v1::KernelId& id : ids->ids()) {
+      if (id.name() == name) d.set_mrn(id.number());
+      if (id.name() == mr->pd()) d.set_pdn(id.number());
+    }
+  } else {
+    d.set_kernel_ids_note(absl::StrCat(absl::StatusCodeToString(ids.status().code()), ": ", ids.status().message()));
+  }
+  return PrintResult(ctx, d, {name},
+                     MrText(d.mr(), d.windows(), d.grants(), wire::WallNow(),
+                            KernelIdsText(d.has_mrn() ? std::optional<uint32_t>(d.mrn()) : std::nullopt,
+                                          d.has_pdn() ? std::optional<uint32_t>(d.pdn()) : std::nullopt,
+                                          d.kernel_ids_note())));
 }
 
 }  // namespace
@@ -187,7 +203,8 @@ void RegisterMrCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kMr, "memory regions", true),
         GetOptions<json::MrList, v1::MemoryRegion>{Kind::kMr, MrColumns, &client::Client::ListMrs,
                                                    &v1::ListMrsResponse::mrs, &client::Client::GetMr}
-            .FilterBy("--pd", Kind::kPd, "in"));
+            .FilterBy("--pd", Kind::kPd, "in")
+            .WithKernelIds("MRN"));
   r.Named("describe", Kind::kMr, "A memory region: PD, source, access, state, generation, keys, its windows and grants",
           Describe);
   r.Add<RegisterMrOptions>(r.Noun("register", Kind::kMr, "Register a memory region"));

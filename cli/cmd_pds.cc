@@ -48,7 +48,8 @@ void RegisterPdCommands(Registry& r) {
   r.Add(r.Noun("get", Kind::kPd, "protection domains", true),
         GetOptions<json::PdList, v1::ProtectionDomain>{Kind::kPd, PdColumns, &client::Client::ListPds,
                                                        &v1::ListPdsResponse::pds, &client::Client::GetPd}
-            .WithLabel(&v1::ProtectionDomain::label));
+            .WithLabel(&v1::ProtectionDomain::label)
+            .WithKernelIds("PDN"));
   r.Add<CreatePdOptions>(r.Noun("create", Kind::kPd, "Create a protection domain on a device"));
   r.Add<DeletePdOptions>(r.Noun("delete", Kind::kPd,
                                 "Delete a protection domain (refused while it holds resources unless --cascade, or "

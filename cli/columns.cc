@@ -131,7 +131,7 @@ Table HwCountersTable(const google::protobuf::RepeatedPtrField<v1::Device>& devi
 }
 
 const Columns<v1::ProtectionDomain>& PdColumns() {
-  // A PD has no hidden columns: -o wide shows the same.
+  // -o wide adds the kernel's pdn (GetOptions::WithKernelIds).
   using Pd = v1::ProtectionDomain;
   static const auto* columns = new Columns<Pd>{
       {"NAME", &Pd::name},

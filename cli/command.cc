@@ -17,7 +17,12 @@ Context::Context(std::string server, Format format, std::chrono::milliseconds ti
     : server_(std::move(server)), format_(format), timeout_(timeout), out_(out), err_(err) {}
 
 client::Client& Context::client() {
-  if (!client_) client_ = std::make_unique<client::Client>(client::Client::Options{server_, timeout_});
+  if (!client_) {
+    client::Client::Options o;
+    o.target = server_;
+    o.timeout = timeout_;
+    client_ = std::make_unique<client::Client>(o);
+  }
   return *client_;
 }
 
@@ -80,6 +85,30 @@ void Registry::Named(const std::string& verb, Kind kind, const std::string& desc
 }
 
 // ---- typed flags
+
+std::map<std::string, std::string> KernelIdsByName(client::Client& client, std::string* note) {
+  std::map<std::string, std::string> out;
+  note->clear();
+  absl::StatusOr<v1::ListDevicesResponse> devices = client.ListDevices();
+  if (!devices.ok()) {
+    *note = absl::StrCat(absl::StatusCodeToString(devices.status().code()), ": ", devices.status().message());
+    return out;
+  }
+  for (const v1::Device& d : devices->devices()) {
+    absl::StatusOr<v1::ListKernelIdsResponse> ids = client.ListKernelIds(d.name());
+    if (!ids.ok()) {
+      *note = absl::StrCat(d.name(), ": ", absl::StatusCodeToString(ids.status().code()), ": ", ids.status().message());
+      continue;
+    }
+    for (const v1::KernelId& id : ids->ids()) out[id.name()] = absl::StrCat(id.number());
+  }
+  return out;
+}
+
+std::string KernelIdCell(const std::map<std::string, std::string>& ids, const std::string& name) {
+  auto it = ids.find(name);
+  return it == ids.end() ? "<unknown>" : it->second;
+}
 
 CLI::Validator DurationFlag(int64_t max_ms) {
   return Transform(

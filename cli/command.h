@@ -214,6 +214,13 @@ inline client::MutateOptions Mutate(DryRun dry_run) {
 
 // One result of a change: -o json the message, -o name `names`, else `message` (and a newline, unless it ends in
 // one: the texts of output.h do).
+// The kernel's numbers (pdn, mrn, qpn, cm-idn) of what the caller sees, by name ("mrs/3" -> "7"), from
+// ListKernelIds on every device ListDevices shows. On a failure, what is known so far and *note says why
+// the rest is missing ("" when nothing failed).
+std::map<std::string, std::string> KernelIdsByName(client::Client& client, std::string* note);
+// Its cell: the number, or "<unknown>" (no exact match, or the numbers could not be read).
+std::string KernelIdCell(const std::map<std::string, std::string>& ids, const std::string& name);
+
 int PrintResult(Context& ctx, const google::protobuf::Message& result, const std::vector<std::string>& names,
                 const std::string& message);
 // A change's result named by its own name(): rdmad's error, or PrintResult with message(result).
@@ -295,6 +302,8 @@ struct GetOptions {
   GetOptions& WithAll() { return with_all = true, *this; }
   GetOptions& Then(std::function<void(Context&, const Items&, bool one)> more) { return then = std::move(more), *this; }
   GetOptions& WithLabel(std::function<std::string(const T&)> of) { return label = std::move(of), *this; }
+  // -o wide adds a column (`header`: PDN, MRN, CM-IDN) with each item's kernel number (KernelIdsByName).
+  GetOptions& WithKernelIds(std::string header) { return kernel_header = std::move(header), *this; }
   // -w through the kind's Watch RPC: the stream is opened first and the list taken once it is open, so no
   // change falls between them; an event the list already shows (`stale`; without it: an event whose item is
   // exactly as shown) is not printed again.
@@ -310,6 +319,7 @@ struct GetOptions {
   bool with_all = false, all = false;
   std::function<void(Context&, const Items&, bool one)> then;
   std::function<std::string(const T&)> label;
+  std::string kernel_header;
   WatchFn watch_rpc;
   std::string watch_ended;
   Stale watch_stale;
@@ -429,7 +439,15 @@ struct GetOptions {
     if (ctx.format() == Format::kName) {
       for (const T& item : *items) ctx.out() << item.name() << "\n";
     } else if (!items->empty()) {
-      ctx.out() << MakeTable(columns(), *items, ctx.wide()).Render(!no_headers);
+      Columns<T> cs = columns();
+      std::string note;
+      if (ctx.wide() && !kernel_header.empty()) {
+        cs.push_back({kernel_header.c_str(),
+                      [ids = KernelIdsByName(ctx.client(), &note)](const T& item) { return KernelIdCell(ids, item.name()); },
+                      true});
+      }
+      ctx.out() << MakeTable(cs, *items, ctx.wide()).Render(!no_headers);
+      if (!note.empty()) ctx.err() << "note: " << kernel_header << ": " << note << "\n";
       if (then) then(ctx, *items, one);
     }
     if (!items->empty()) return kExitOk;

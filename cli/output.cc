@@ -365,7 +365,8 @@ void Section(std::string* out, absl::string_view title, const Table& table) {
 }  // namespace
 
 std::string MrText(const v1::MemoryRegion& mr, const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& windows,
-                   const google::protobuf::RepeatedPtrField<v1::Grant>& grants, absl::Time now) {
+                   const google::protobuf::RepeatedPtrField<v1::Grant>& grants, absl::Time now,
+                   const std::string& kernel) {
   std::string out;
   Field(&out, "Name", {mr.name()});
   Field(&out, "PD", {mr.pd()});
@@ -377,9 +378,16 @@ std::string MrText(const v1::MemoryRegion& mr, const google::protobuf::RepeatedP
   if (!mr.unusable_reason().empty()) Field(&out, "Reason", {mr.unusable_reason()});
   Field(&out, "Generation", {absl::StrCat(mr.generation())});
   Field(&out, "Keys", {absl::StrCat("lkey ", Hex(mr.lkey()), ", rkey ", Hex(mr.rkey()))});
+  if (!kernel.empty()) Field(&out, "Kernel", {kernel});
   Section(&out, "Windows", MakeTable(MwColumns(), windows, false));
   Section(&out, "Grants", MakeTable(GrantColumns(now), grants, false));
   return out;
+}
+
+std::string KernelIdsText(std::optional<uint32_t> mrn, std::optional<uint32_t> pdn, const std::string& note) {
+  if (!note.empty()) return absl::StrCat("<unavailable> (", note, ")");
+  auto n = [](std::optional<uint32_t> v) { return v.has_value() ? absl::StrCat(*v) : std::string("<unknown>"); };
+  return absl::StrCat("mrn ", n(mrn), ", pdn ", n(pdn));
 }
 
 std::string CallerText(const v1::Caller& c) {

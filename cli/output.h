@@ -183,10 +183,15 @@ std::string QuotaUsedString(const v1::QuotaUsage& quota);
 std::string QuotaCell(const v1::QuotaUsage& quota);
 // `describe tenant`: name, principals, file roots, devices, PDs, then every quota (QUOTA USED LIMIT).
 std::string TenantText(const v1::Tenant& tenant);
-// `describe mr`: name, PD, source, length, address, access, state (and why UNUSABLE), generation, keys; then the
-// windows bound to it (the get mws table) and its grants (the get grants table, EXPIRES from `now`), or <none>.
+// `describe mr`: name, PD, source, length, address, access, state (and why UNUSABLE), generation, keys, the
+// kernel's numbers (`kernel`: KernelIdsText; empty: no such line); then the windows bound to it (the get mws
+// table) and its grants (the get grants table, EXPIRES from `now`), or <none>.
 std::string MrText(const v1::MemoryRegion& mr, const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& windows,
-                   const google::protobuf::RepeatedPtrField<v1::Grant>& grants, absl::Time now);
+                   const google::protobuf::RepeatedPtrField<v1::Grant>& grants, absl::Time now,
+                   const std::string& kernel = "");
+// "mrn 7, pdn 3", each "<unknown>" where not known exactly, or "<unavailable> (NOTE)" when they could not be
+// read at all (`note` non-empty).
+std::string KernelIdsText(std::optional<uint32_t> mrn, std::optional<uint32_t> pdn, const std::string& note);
 // `whoami`: principal, tenant, role, authenticated, transport, and uid/gid when rdmad gave them (>= 0).
 std::string CallerText(const v1::Caller& caller);
 

@@ -49,6 +49,34 @@ v1::ProtectionDomain Pd(int n, const std::string& label, int mrs) {
   return pd;
 }
 
+// One device, rxe0, whose kernel numbers are pdn 17 for pds/2 and mrn 33 for mrs/1 (pds/3, pds/10 unknown);
+// with `unavailable`, ListKernelIds fails as an rdmad without RDMA netlink answers.
+class FakeDevices final : public v1::Devices::Service {
+ public:
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*, v1::ListDevicesResponse* resp) override {
+    resp->add_devices()->set_name("devices/rxe0");
+    return grpc::Status::OK;
+  }
+  grpc::Status ListKernelIds(grpc::ServerContext*, const v1::ListKernelIdsRequest* req,
+                             v1::ListKernelIdsResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    asked.push_back(req->device());
+    if (unavailable) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no RDMA netlink");
+    if (req->device() != "devices/rxe0") return RdmadError(grpc::StatusCode::NOT_FOUND, "device: no such device");
+    v1::KernelId* pd = resp->add_ids();
+    pd->set_name("pds/2");
+    pd->set_number(17);
+    v1::KernelId* mr = resp->add_ids();
+    mr->set_name("mrs/1");
+    mr->set_number(33);
+    resp->set_unknown(2);
+    return grpc::Status::OK;
+  }
+  std::mutex mu;
+  std::vector<std::string> asked;
+  bool unavailable = false;
+};
+
 // PDs: pds/2 (app=web, 5 MRs), pds/10 (app=db,tier=x, 1 MR), pds/3 (demo, 3 MRs); pds/9 does not exist. With
 // `script` set, each ListPds answers the next list of it, and fails once it is used up.
 class FakePds final : public v1::ProtectionDomains::Service {
@@ -232,6 +260,7 @@ class KubectlTest : public ::testing::Test {
   void SetUp() override {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
+    builder.RegisterService(&devices_);
     builder.RegisterService(&pds_);
     builder.RegisterService(&mrs_);
     builder.RegisterService(&mws_);
@@ -257,6 +286,7 @@ class KubectlTest : public ::testing::Test {
   }
   void WriteConfig(const std::string& text) { std::ofstream(config_) << text; }
 
+  FakeDevices devices_;
   FakePds pds_;
   FakeMrs mrs_;
   FakeMws mws_;
@@ -324,6 +354,46 @@ TEST_F(KubectlTest, IgnoreNotFound) {
     EXPECT_EQ(ignored.out + ignored.err, "") << cmd[0];
   }
   EXPECT_EQ(Run({"get", "pds", "pds/2", "--ignore-not-found", "-o", "name"}).out, "pds/2\n");
+}
+
+TEST_F(KubectlTest, WideShowsTheKernelNumbers) {
+  Result plain = Run({"get", "pds"});
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  EXPECT_THAT(plain.out, Not(HasSubstr("PDN")));
+  EXPECT_TRUE(devices_.asked.empty());  // only -o wide asks the kernel
+  Result pds = Run({"get", "pds", "-o", "wide"});
+  ASSERT_EQ(pds.rc, 0) << pds.err;
+  EXPECT_THAT(pds.out, HasSubstr("LABEL"));
+  EXPECT_THAT(pds.out, HasSubstr("PDN\n"));
+  EXPECT_THAT(pds.out, HasSubstr("app=web         17\n"));
+  EXPECT_THAT(pds.out, HasSubstr("demo            <unknown>\n"));
+  EXPECT_EQ(devices_.asked, std::vector<std::string>{"devices/rxe0"});
+  EXPECT_EQ(pds.err, "");
+  Result mrs = Run({"get", "mrs", "mrs/1", "-o", "wide"});
+  ASSERT_EQ(mrs.rc, 0) << mrs.err;
+  EXPECT_THAT(mrs.out, HasSubstr("MRN\n"));
+  EXPECT_THAT(mrs.out, HasSubstr("   33\n"));
+  // Without the numbers the list still prints, with a note on stderr.
+  devices_.unavailable = true;
+  Result failed = Run({"get", "pds", "-o", "wide"});
+  ASSERT_EQ(failed.rc, 0) << failed.err;
+  EXPECT_THAT(failed.out, HasSubstr("app=web         <unknown>\n"));
+  EXPECT_THAT(failed.err, HasSubstr("note: PDN: devices/rxe0: UNIMPLEMENTED: no RDMA netlink"));
+}
+
+TEST_F(KubectlTest, DescribeMrShowsTheKernelNumbers) {
+  Result r = Run({"describe", "mr", "mrs/1"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Kernel:"));
+  EXPECT_THAT(r.out, HasSubstr("mrn 33, pdn 17\n"));
+  EXPECT_EQ(devices_.asked, std::vector<std::string>{"devices/rxe0"});  // the device of the region's PD
+  Result json = Run({"describe", "mr", "mrs/1", "-o", "json"});
+  EXPECT_THAT(json.out, HasSubstr("\"mrn\": 33"));
+  EXPECT_THAT(json.out, HasSubstr("\"pdn\": 17"));
+  devices_.unavailable = true;
+  Result failed = Run({"describe", "mr", "mrs/1"});
+  ASSERT_EQ(failed.rc, 0) << failed.err;
+  EXPECT_THAT(failed.out, HasSubstr("<unavailable> (UNIMPLEMENTED: no RDMA netlink)"));
 }
 
 TEST_F(KubectlTest, DescribeMr) {

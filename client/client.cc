@@ -130,6 +130,11 @@ absl::StatusOr<v1::Device> Client::GetDevice(const std::string& name) {
   r.set_name(name);
   return Call(devices_.get(), &v1::Devices::Stub::GetDevice, r);
 }
+absl::StatusOr<v1::ListKernelIdsResponse> Client::ListKernelIds(const std::string& device) {
+  v1::ListKernelIdsRequest r;
+  r.set_device(device);
+  return Call(devices_.get(), &v1::Devices::Stub::ListKernelIds, r);
+}
 
 absl::StatusOr<v1::ProtectionDomain> Client::CreatePd(const v1::CreatePdRequest& request) {
   return Call(pds_.get(), &v1::ProtectionDomains::Stub::CreatePd, request);

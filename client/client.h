@@ -113,6 +113,8 @@ class Client {
   absl::StatusOr<v1::ListDevicesResponse> ListDevices();
   absl::StatusOr<v1::ListDevicesResponse> ListDevicesPage(const v1::ListDevicesRequest& request);
   absl::StatusOr<v1::Device> GetDevice(const std::string& name);
+  // The kernel's numbers (pdn, mrn, qpn, cm-idn) of the objects on `device` that the caller may see.
+  absl::StatusOr<v1::ListKernelIdsResponse> ListKernelIds(const std::string& device);
 
   absl::StatusOr<v1::ProtectionDomain> CreatePd(const v1::CreatePdRequest& request);
   absl::StatusOr<v1::ProtectionDomain> GetPd(const std::string& name);

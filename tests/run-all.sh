@@ -111,7 +111,7 @@ if [ "$sanitizers" != 0 ]; then
     # First what the conformance step in the guest runs, which waits for it.
     # Its bazel-bin is asked here: the conformance step cannot ask this server while it builds on.
     if $asan build --keep_going //server:rdmad //tests/conformance:conformance_test //tests/conformance:cm_conformance_test \
-        //tests/conformance:restrack_test &&
+        //tests/conformance:restrack_test //tests/conformance:kernel_ids_test &&
       $asan info bazel-bin >"$out/asan-bin.txt"; then
       touch "$out/asan-guest-built"
     fi
@@ -383,7 +383,7 @@ if [ "$sanitizers" = 0 ]; then
     if [ -f "$x" ]; then xmls+=("$x"); else echo "no result for $t" >&2; missing=$((missing + 1)); fi
   done
 fi
-for x in conformance.xml cm_conformance.xml restrack.xml restrack_no_net_admin.xml shutdown.xml; do
+for x in conformance.xml cm_conformance.xml restrack.xml restrack_no_net_admin.xml kernel_ids.xml shutdown.xml; do
   if [ -f "$conf_out/$x" ]; then xmls+=("$conf_out/$x"); else echo "no $x from the conformance guest (exit $guest_rc)" >&2; missing=$((missing + 1)); fi
 done
 for x in tenancy.xml tenancy_shutdown.xml; do

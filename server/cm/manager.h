@@ -137,6 +137,14 @@ class CmManager {
   // retry), so none can appear between this check and the PD's removal. Pair every OK with EndPdRemoval.
   absl::Status BeginPdRemoval(const std::string& pd);
   void EndPdRemoval(const std::string& pd);
+  // The CM manager's side of the join with the kernel's resource tracking (kernel.cc;
+  // server/fabric/restrack.h): the ids on `device` ("devices/rxe0" or "rxe0") with their addresses as last
+  // seen, their QP's name (its qpn is the registry's) and PD; rdmad's data-plane ids marked internal.
+  struct KernelCmId {
+    fabric::restrack::OurCmId ours;  // qpn left unset
+    std::string qp, pd;
+  };
+  std::vector<KernelCmId> KernelJoinInput(const std::string& device) const;
   // `may_use(device)` ("devices/rxe0", or "" for an address of no single device, a wildcard) decides whether
   // the caller may listen through that device; null: any. A device it may not use is answered as an
   // address with no RDMA device (NOT_FOUND on "address"), a wildcard with PERMISSION_DENIED.

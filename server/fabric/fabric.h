@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/fabric/restrack.h"
 
 namespace rdmad::fabric {
 
@@ -235,6 +236,13 @@ class Device {
   // The NIC's counters, read now (never cached): the device-level ones first (port 0), then each port's,
   // by name. Empty if the driver has none. Counters that cannot be read are left out. Any thread.
   virtual std::vector<HwCounterValue> ReadCounters() const = 0;
+  // What the kernel tracks of this process's objects on this device (server/fabric/restrack.h): PDs, MRs,
+  // QPs and CM ids with their kernel numbers, read now. Blocks briefly (the verbs backend asks the kernel
+  // over RDMA netlink): any thread, no lock held. UNIMPLEMENTED where the fabric cannot ask; the kernel's
+  // refusals with their errno.
+  virtual absl::StatusOr<restrack::DeviceDump> KernelObjects() const {
+    return absl::UnimplementedError("this fabric cannot read the kernel's resource tracking");
+  }
 };
 
 class CmFabric;  // server/fabric/cm.h

@@ -265,6 +265,17 @@ class Registry {
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name, const std::string& owner = "");
 
+  // The kernel's resource tracking (kernel.cc; server/fabric/restrack.h). KernelJoinInput: the registry's
+  // side of the join for one device: its PDs, regions (not MR_LOST ones) and QPs (rdma_cm ids' included),
+  // by number, from the bookkeeping. rdmad's private objects (bounds regions, the PDs' bind QPs) are left
+  // out: the join rules that could mistake one for a user's object also count the kernel's side, which has
+  // them all. KernelObjects: the device's dump, asked now, without any lock (errors name `field`). Take the
+  // join input first and the dump second: an object made in between is then only in the dump, where it
+  // can make a match ambiguous (unknown) but never wrong.
+  absl::StatusOr<fabric::restrack::Ours> KernelJoinInput(const std::string& device, const std::string& field) const;
+  absl::StatusOr<fabric::restrack::DeviceDump> KernelObjects(const std::string& device,
+                                                             const std::string& field) const;
+
   // Restart recovery (recover.cc). At start-up, before serving and before any other call: re-creates the
   // PDs and memory regions the state store holds, under their names, with new keys. A region whose memory
   // cannot come back (anonymous memory died with the old process; a file that vanished or no longer

@@ -1,8 +1,13 @@
 #include "server/rpc/services.h"
 
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "server/rpc/call.h"
 #include "server/rpc/page.h"
 #include "server/common/version.h"
@@ -53,6 +58,69 @@ class DevicesService final : public v1::Devices::Service {
     if (!c.See(req->name(), "name").ok()) return c.Refuse(resp);
     if (!c.Fail(c.gate().SeeDevice(c.caller(), req->name(), "name")).ok()) return c.Refuse(resp);
     return c.Reply(e_->registry->GetDevice(req->name()), resp);
+  }
+  // The registry's and the CM manager's objects first, the kernel's dump second (Registry::KernelObjects
+  // says why), then the join (server/fabric/restrack.h); no lock is held across the dump.
+  Status ListKernelIds(ServerContext* ctx, const v1::ListKernelIdsRequest* req,
+                       v1::ListKernelIdsResponse* resp) override {
+    Call c(*e_, *ctx, "ListKernelIds");
+    if (!c.See(req->device(), "device").ok()) return c.Refuse(resp);
+    if (!c.Fail(c.gate().SeeDevice(c.caller(), req->device(), "device")).ok()) return c.Refuse(resp);
+    absl::StatusOr<fabric::restrack::Ours> ours = e_->registry->KernelJoinInput(req->device(), "device");
+    if (!ours.ok()) return c.Reply(ours.status(), resp);
+    std::map<uint64_t, uint32_t> qpn;  // our QPs' numbers, by id
+    for (const fabric::restrack::OurQp& q : ours->qps) qpn[q.id] = q.qpn;
+    std::vector<cm::CmManager::KernelCmId> ids;
+    if (e_->cm != nullptr) ids = e_->cm->KernelJoinInput(req->device());
+    for (cm::CmManager::KernelCmId& id : ids) {
+      uint64_t n = 0;
+      if (absl::StartsWith(id.qp, "qps/") && absl::SimpleAtoi(id.qp.substr(4), &n) && qpn.count(n)) {
+        id.ours.qpn = qpn[n];
+      }
+      ours->cm_ids.push_back(id.ours);
+    }
+    absl::StatusOr<fabric::restrack::DeviceDump> dump = e_->registry->KernelObjects(req->device(), "device");
+    if (!dump.ok()) return c.Reply(dump.status(), resp);
+    const fabric::restrack::Numbers numbers = fabric::restrack::Join(*ours, *dump);
+    resp->set_keyed(!dump->mrs.empty() && dump->mrs.front().lkey.has_value());
+
+    // Per kind, by number: what the caller may see, known or counted unknown.
+    std::map<uint64_t, std::string> pd_of_qp;
+    for (const fabric::restrack::OurQp& q : ours->qps) pd_of_qp[q.id] = absl::StrCat("pds/", q.pd_id);
+    uint32_t unknown = 0;
+    auto add = [&](std::map<uint64_t, std::optional<uint32_t>>& kind, const char* prefix) {
+      for (const auto& [id, number] : kind) {
+        if (!number.has_value()) {
+          ++unknown;
+          continue;
+        }
+        v1::KernelId* k = resp->add_ids();
+        k->set_name(absl::StrCat(prefix, id));
+        k->set_number(*number);
+      }
+    };
+    std::map<uint64_t, std::optional<uint32_t>> pds, mrs, qps, cm_ids;
+    for (size_t i = 0; i < ours->pds.size(); ++i) {
+      const std::string pd = absl::StrCat("pds/", ours->pds[i].id);
+      if (c.gate().SeesPd(c.caller(), pd)) pds[ours->pds[i].id] = numbers.pdn[i];
+    }
+    for (size_t i = 0; i < ours->mrs.size(); ++i) {
+      if (c.gate().SeesPd(c.caller(), absl::StrCat("pds/", ours->mrs[i].pd_id))) mrs[ours->mrs[i].id] = numbers.mrn[i];
+    }
+    for (size_t i = 0; i < ours->qps.size(); ++i) {
+      if (!c.gate().SeesPd(c.caller(), pd_of_qp[ours->qps[i].id])) continue;
+      qps[ours->qps[i].id] = numbers.qp_seen[i] ? std::optional<uint32_t>(ours->qps[i].qpn) : std::nullopt;
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i].ours.internal || !c.gate().SeesPd(c.caller(), ids[i].pd)) continue;  // rdmad's own: not listed
+      cm_ids[ids[i].ours.id] = numbers.cm_idn[i];
+    }
+    add(pds, "pds/");
+    add(mrs, "mrs/");
+    add(qps, "qps/");
+    add(cm_ids, "cmids/");
+    resp->set_unknown(unknown);
+    return c.Reply(absl::OkStatus(), resp);
   }
 
  private:

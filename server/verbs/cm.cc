@@ -22,6 +22,7 @@ namespace {
 
 using fabric::CmEventType;
 
+static_assert(fabric::restrack::kPortSpaceTcp == RDMA_PS_TCP);  // every id rdmad makes
 static_assert(static_cast<int>(CmEventType::kAddrResolved) == RDMA_CM_EVENT_ADDR_RESOLVED);
 static_assert(static_cast<int>(CmEventType::kAddrError) == RDMA_CM_EVENT_ADDR_ERROR);
 static_assert(static_cast<int>(CmEventType::kRouteResolved) == RDMA_CM_EVENT_ROUTE_RESOLVED);

@@ -22,6 +22,7 @@
 #include "server/verbs/mw_probe.h"
 #include "server/verbs/pd.h"
 #include "server/verbs/qp.h"
+#include "server/verbs/restrack_socket.h"
 
 namespace rdmad::verbs {
 namespace {
@@ -165,6 +166,12 @@ void Device::PollFor(uint64_t key, absl::Duration budget, const std::function<bo
 
 std::vector<fabric::HwCounterValue> Device::ReadCounters() const {
   return fabric::ReadSysfsHwCounters(sysfs_root_, info_.name);
+}
+
+absl::StatusOr<fabric::restrack::DeviceDump> Device::KernelObjects() const {
+  const int index = ibv_get_device_index(context_->device);
+  if (index < 0) return absl::UnimplementedError(absl::StrCat(info_.name, ": the kernel gave no device index"));
+  return restrack::DumpDeviceOfThisProcess(static_cast<uint32_t>(index));
 }
 
 absl::Status Device::Query() {

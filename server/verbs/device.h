@@ -50,6 +50,8 @@ class Device final : public fabric::Device {
   void PollFor(uint64_t key, absl::Duration budget, const std::function<bool()>& done) override;
   // sysfs_root/NAME/hw_counters and sysfs_root/NAME/ports/N/hw_counters (server/fabric/hw_counters.h).
   std::vector<fabric::HwCounterValue> ReadCounters() const override;
+  // One RDMA netlink dump of this device, rdmad's pid's entries (restrack_socket.h).
+  absl::StatusOr<fabric::restrack::DeviceDump> KernelObjects() const override;
 
   ibv_comp_channel* comp_channel() const { return channel_; }
   // A QP's CQ is known to the dispatcher between these two calls; UnhookCq returns once the dispatcher

@@ -1,134 +1,55 @@
 // The kernel's resource tracking (restrack) as RDMA netlink dumps it (NETLINK_RDMA, RDMA_NLDEV_CMD_RES_*_GET,
-// what `rdma resource show` prints), and the exact join of rdmad's objects to the kernel's object numbers
-// (pdn, mrn, qpn, cm-idn). Pure code: it parses messages it is given and joins lists; it opens no socket, so
-// the tests feed it canned messages. The socket that fetches the dumps is a separate unit.
-//
-// Join rules (a number is given only when it is exact; anything ambiguous stays unknown, std::nullopt):
-//   QP: by qpn (ibv_qp->qp_num is the kernel's lqpn); the kernel's entry gives the QP's pdn.
-//   MR: by lkey when the dump carries keys (the kernel adds rkey/lkey only for a caller with CAP_NET_ADMIN);
-//       without keys, by (pdn, length) when the MR's PD has a known pdn and that pair is unique both among
-//       rdmad's MRs of that PD (internal ones counted) and among the kernel's MRs of rdmad's pid.
-//   PD: the pdn of its joined QPs and keyed MRs, when they agree.
-//   CM id: by its QP's qpn when it has one; else by (port space, source, destination) when that triple is
-//       unique among rdmad's ids (internal ones counted) and among the kernel's.
-// Internal objects of rdmad (marked `internal`) take part in every uniqueness count, so they are never
-// mistaken for a user's object, and get no number themselves.
-// The dump and rdmad's lists are two snapshots: an object made or destroyed between them is simply not
-// joined, but a by-length or by-address match can only be as exact as the two snapshots agree.
+// what `rdma resource show` prints): the parser of its reply messages. Pure code: it parses messages it is
+// given; it opens no socket, so the tests feed it canned messages. The socket that fetches the dumps is
+// restrack_socket.h; the values and the join to rdmad's objects are the fabric seam's
+// (server/fabric/restrack.h), named here too.
 //
 // Thread-safety: none needed; values only.
 #ifndef RDMAD_SERVER_VERBS_RESTRACK_H_
 #define RDMAD_SERVER_VERBS_RESTRACK_H_
 
 #include <linux/netlink.h>
-#include <sys/socket.h>
 
-#include <array>
-#include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
-#include <vector>
+#include <set>
 
 #include "absl/status/status.h"
+#include "server/fabric/restrack.h"
 
 namespace rdmad::verbs::restrack {
 
-// A socket address reduced to what identifies a CM id's end: family, address bytes (IPv4 in the first 4, IPv6
-// in 16; IB's sockaddr_ib not handled: family only), port. A missing address is family AF_UNSPEC.
-struct Endpoint {
-  int family = AF_UNSPEC;
-  std::array<uint8_t, 16> addr{};
-  uint16_t port = 0;  // host order
-  friend bool operator==(const Endpoint& a, const Endpoint& b) {
-    return a.family == b.family && a.addr == b.addr && a.port == b.port;
-  }
-};
-Endpoint EndpointOf(const sockaddr* sa, size_t len);
+using fabric::restrack::DeviceDump;
+using fabric::restrack::Endpoint;
+using fabric::restrack::EndpointOf;
+using fabric::restrack::Join;
+using fabric::restrack::KernelCmId;
+using fabric::restrack::KernelMr;
+using fabric::restrack::KernelPd;
+using fabric::restrack::KernelQp;
+using fabric::restrack::Numbers;
+using fabric::restrack::OurCmId;
+using fabric::restrack::OurMr;
+using fabric::restrack::OurPd;
+using fabric::restrack::OurQp;
+using fabric::restrack::Ours;
 
-struct KernelPd {
-  uint32_t pdn = 0;
-};
-struct KernelMr {
-  uint32_t mrn = 0;
-  std::optional<uint32_t> pdn;
-  uint64_t length = 0;
-  std::optional<uint32_t> lkey;  // only for a caller with CAP_NET_ADMIN
-  std::optional<uint32_t> rkey;
-};
-struct KernelQp {
-  uint32_t qpn = 0;
-  std::optional<uint32_t> pdn;
-};
-struct KernelCmId {
-  uint32_t cm_idn = 0;
-  std::optional<uint32_t> qpn;
-  uint32_t ps = 0;  // RDMA_PS_*
-  Endpoint src;
-  Endpoint dst;
+// Whose entries a dump keeps. The kernel records the *thread* that made a user object and reports its id
+// (RDMA_NLDEV_ATTR_RES_PID) while that thread lives; once it exited, the entry has no pid at all. So a
+// process's objects are those whose pid is one of its threads' ids, plus, with `orphans`, the user entries
+// without a pid (whose they are the kernel no longer tells: kept, they can only make a by-length or
+// by-address match ambiguous, never wrong, since keys, qpns and pdns are unique per device). Entries with a
+// kernel name (the kernel's own) are never kept.
+struct Owners {
+  std::set<uint32_t> tids;
+  bool orphans = false;
 };
 
-// One device's objects that belong to one pid, as the kernel tracks them.
-struct DeviceDump {
-  std::optional<uint32_t> index;  // RDMA_NLDEV_ATTR_DEV_INDEX, as seen in the messages
-  std::string name;
-  std::vector<KernelPd> pds;
-  std::vector<KernelMr> mrs;
-  std::vector<KernelQp> qps;
-  std::vector<KernelCmId> cm_ids;
-};
-
-// Adds to `dump` the entries of one RDMA_NLDEV_CMD_RES_{PD,MR,QP,CM_ID}_GET reply message whose
-// RDMA_NLDEV_ATTR_RES_PID is `pid` (entries without a pid are the kernel's own and are skipped). Other
-// message types (NLMSG_DONE, NLMSG_ERROR) are not for this function: the caller handles them. A malformed
-// message is INVALID_ARGUMENT naming what is wrong; `dump` then keeps what came before it.
+// Adds to `dump` the entries of one RDMA_NLDEV_CMD_RES_{PD,MR,QP,CM_ID}_GET reply message that `owners`
+// keeps (the `pid` form: that one id, no orphans). Other message types (NLMSG_DONE, NLMSG_ERROR) are not
+// for this function: the caller handles them. A malformed message is INVALID_ARGUMENT naming what is wrong;
+// `dump` then keeps what came before it.
+absl::Status ParseResMessage(const nlmsghdr* nlh, const Owners& owners, DeviceDump* dump);
 absl::Status ParseResMessage(const nlmsghdr* nlh, uint32_t pid, DeviceDump* dump);
-
-// rdmad's side of the join, for one device. Ids are rdmad's (registry) ids; `internal` marks rdmad's own
-// objects (the data plane's, bounds regions), which count in the uniqueness tests and get no number.
-struct OurPd {
-  uint64_t id = 0;
-  bool internal = false;
-};
-struct OurMr {
-  uint64_t id = 0;
-  uint64_t pd_id = 0;
-  uint32_t lkey = 0;
-  uint64_t length = 0;
-  bool internal = false;
-};
-struct OurQp {
-  uint64_t id = 0;
-  uint64_t pd_id = 0;
-  uint32_t qpn = 0;
-  bool internal = false;
-};
-struct OurCmId {
-  uint64_t id = 0;
-  std::optional<uint32_t> qpn;
-  uint32_t ps = 0;
-  Endpoint src;
-  Endpoint dst;
-  bool internal = false;
-};
-struct Ours {
-  std::vector<OurPd> pds;
-  std::vector<OurMr> mrs;
-  std::vector<OurQp> qps;
-  std::vector<OurCmId> cm_ids;
-};
-
-// The kernel's numbers of rdmad's user objects, parallel to Ours' vectors (same order); unknown (or
-// internal) is std::nullopt.
-struct Numbers {
-  std::vector<std::optional<uint32_t>> pdn;  // per Ours::pds
-  std::vector<std::optional<uint32_t>> mrn;  // per Ours::mrs
-  std::vector<std::optional<uint32_t>> qp_pdn;  // per Ours::qps: the QP's pdn per the kernel
-  std::vector<bool> qp_seen;                    // per Ours::qps: the kernel has this qpn for rdmad's pid
-  std::vector<std::optional<uint32_t>> cm_idn;  // per Ours::cm_ids
-};
-
-Numbers Join(const Ours& ours, const DeviceDump& kernel);
 
 }  // namespace rdmad::verbs::restrack
 

@@ -38,6 +38,10 @@ class Message {
     if (pid.has_value()) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_PID, *pid);
     return *this;
   }
+  Message& Str(int type, const char* v) {
+    mnl_attr_put_strz(nlh_, type, v);
+    return *this;
+  }
   Message& U32(int type, uint32_t v) {
     mnl_attr_put_u32(nlh_, type, v);
     return *this;
@@ -83,6 +87,31 @@ Endpoint Ep(const char* ip, uint16_t port) {
   in.sin_port = htons(port);
   inet_pton(AF_INET, ip, &in.sin_addr);
   return EndpointOf(reinterpret_cast<const sockaddr*>(&in), sizeof(in));
+}
+
+// The kernel reports the thread that made an object while it lives, and no pid once it exited: a process's
+// entries are its threads' and (with orphans) those without a pid, never the kernel's own (a kernel name).
+TEST(RestrackParse, KeepsEveryThreadsEntriesAndTheOrphansButNotTheKernels) {
+  auto mrs = [](DeviceDump* dump, const Owners& owners) {
+    Message m = Mrs();
+    m.Entry(kPid).U32(RDMA_NLDEV_ATTR_RES_MRN, 1).U64(RDMA_NLDEV_ATTR_RES_MRLEN, 8);
+    m.Entry(kPid + 1).U32(RDMA_NLDEV_ATTR_RES_MRN, 2).U64(RDMA_NLDEV_ATTR_RES_MRLEN, 8);  // another thread
+    m.Entry(kOther).U32(RDMA_NLDEV_ATTR_RES_MRN, 3).U64(RDMA_NLDEV_ATTR_RES_MRLEN, 8);
+    m.Entry(std::nullopt).U32(RDMA_NLDEV_ATTR_RES_MRN, 4).U64(RDMA_NLDEV_ATTR_RES_MRLEN, 8);  // its thread exited
+    m.Entry(std::nullopt).Str(RDMA_NLDEV_ATTR_RES_KERN_NAME, "ib_core").U32(RDMA_NLDEV_ATTR_RES_MRN, 5)
+        .U64(RDMA_NLDEV_ATTR_RES_MRLEN, 8);
+    return ParseResMessage(m.Done(), owners, dump);
+  };
+  auto mrns = [](const DeviceDump& d) {
+    std::vector<uint32_t> out;
+    for (const KernelMr& m : d.mrs) out.push_back(m.mrn);
+    return out;
+  };
+  DeviceDump with_orphans, without;
+  ASSERT_TRUE(mrs(&with_orphans, Owners{{kPid, kPid + 1}, true}).ok());
+  EXPECT_EQ(mrns(with_orphans), (std::vector<uint32_t>{1, 2, 4}));
+  ASSERT_TRUE(mrs(&without, Owners{{kPid, kPid + 1}, false}).ok());
+  EXPECT_EQ(mrns(without), (std::vector<uint32_t>{1, 2}));
 }
 
 TEST(RestrackParse, KeepsOnlyThePidsEntriesWithTheirAttributes) {

@@ -5,7 +5,8 @@
 # nothing behind (socket removed, device resource counts back to what they were).
 #
 # Usage: run-conformance.sh OUT_DIR [GTEST_ARGS...]   (GTEST_ARGS go to the verbs suite)
-#   OUT_DIR receives conformance.xml, cm_conformance.xml, restrack.xml and restrack_no_net_admin.xml (gtest),
+#   OUT_DIR receives conformance.xml, cm_conformance.xml, restrack.xml, restrack_no_net_admin.xml and
+#   kernel_ids.xml (gtest),
 #   rdmad.log, resources-{before,after}.txt, shutdown.xml.
 # Binaries: bazel-bin/ of the checkout this script lives in (build //server:rdmad and
 # //tests/conformance:conformance_test first), or $RDMAD_BIN_DIR if set, e.g. the ASan+UBSan build's
@@ -59,6 +60,11 @@ restrack=$bin/tests/conformance/restrack_test
 "$restrack" --gtest_output="xml:$out/restrack.xml" || rc=$?
 setpriv --inh-caps=-net_admin --bounding-set=-net_admin \
   "$restrack" --gtest_output="xml:$out/restrack_no_net_admin.xml" || rc=$?
+# rdmad's own numbers (ListKernelIds) against `rdma -j resource show` for its pid.
+kernel_ids=$bin/tests/conformance/kernel_ids_test
+[ -x "$kernel_ids" ] || kernel_ids=$root/bazel-bin/tests/conformance/kernel_ids_test
+RDMAD_TARGET="unix:$sock" RDMAD_PID=$rdmad_pid RDMAD_ADDR=10.0.2.15 \
+  "$kernel_ids" --gtest_output="xml:$out/kernel_ids.xml" || rc=$?
 
 # Shutdown: SIGTERM, a clean exit, the socket removed, every verbs object released. Reported as one more
 # test case in shutdown.xml (tests/lib/junit-case.sh) so the summary counts it.

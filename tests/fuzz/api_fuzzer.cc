@@ -61,6 +61,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/wire/grant_message.h"
 #include "proto/wire/handshake.h"
@@ -529,6 +530,7 @@ class Fuzzer {
   void Step();
   void OpListDevices();
   void OpGetDevice();
+  void OpListKernelIds();
   void OpCreatePd();
   void OpGetPd();
   void OpListPds();
@@ -976,6 +978,23 @@ void Fuzzer::OpGetDevice() {
   req.set_name(n.name);
   v1::Device resp;
   Rpc("GetDevice", req, &resp, RDMAD_FUZZ_CALL(devices_, GetDevice), ForName(n));
+}
+
+// The join with the kernel's resource tracking while objects come and go: a device name's usual answers,
+// and every number given is for a name of a kind it may name.
+void Fuzzer::OpListKernelIds() {
+  Named n = DeviceArg();
+  v1::ListKernelIdsRequest req;
+  req.set_device(n.name);
+  v1::ListKernelIdsResponse resp;
+  grpc::Status s = Rpc("ListKernelIds", req, &resp, RDMAD_FUZZ_CALL(devices_, ListKernelIds), ForName(n, "device"));
+  if (!s.ok()) return;
+  for (const v1::KernelId& id : resp.ids()) {
+    if (!absl::StartsWith(id.name(), "pds/") && !absl::StartsWith(id.name(), "mrs/") &&
+        !absl::StartsWith(id.name(), "qps/") && !absl::StartsWith(id.name(), "cmids/")) {
+      Violation("ListKernelIds names " + id.name());
+    }
+  }
 }
 
 void Fuzzer::OpCreatePd() {
@@ -2810,7 +2829,7 @@ void Fuzzer::Step() {
     void (Fuzzer::*fn)();
   };
   static const std::vector<Op> ops = {
-      {1, &Fuzzer::OpListDevices}, {2, &Fuzzer::OpGetDevice},   {5, &Fuzzer::OpCreatePd},     {2, &Fuzzer::OpGetPd},
+      {1, &Fuzzer::OpListDevices}, {2, &Fuzzer::OpGetDevice}, {1, &Fuzzer::OpListKernelIds},   {5, &Fuzzer::OpCreatePd},     {2, &Fuzzer::OpGetPd},
       {1, &Fuzzer::OpListPds},     {9, &Fuzzer::OpRegisterMr},  {2, &Fuzzer::OpGetMr},        {1, &Fuzzer::OpListMrs},
       {5, &Fuzzer::OpReregisterMr}, {3, &Fuzzer::OpDeregisterMr}, {4, &Fuzzer::OpCreateQp},   {1, &Fuzzer::OpGetQp},
       {4, &Fuzzer::OpConnectQp},   {1, &Fuzzer::OpDeleteQp},    {5, &Fuzzer::OpAllocMw},      {1, &Fuzzer::OpGetMw},

@@ -232,6 +232,11 @@ void FakeLedger::SetCounter(const std::string& device, uint32_t port, const std:
   counters_[device][{port, name}] = value;
 }
 
+void FakeLedger::HideKernelKeys(bool hide) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hide_kernel_keys_ = hide;
+}
+
 void FakeLedger::ClearCounters(const std::string& device) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.erase(device);
@@ -868,6 +873,31 @@ class FakeDevice final : public fabric::Device {
       out.push_back({key.first, key.second, value, fabric::IsRemoteAccessErrorCounter(key.second)});
     }
     return out;
+  }
+  absl::StatusOr<fabric::restrack::DeviceDump> KernelObjects() const override {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    ledger_->Call("kernel_objects");
+    fabric::restrack::DeviceDump dump;
+    dump.name = info_.name;
+    std::set<uint64_t> here;
+    for (const auto& [id, pd] : ledger_->pds_) {
+      if (pd.device != info_.name) continue;
+      here.insert(id);
+      dump.pds.push_back({static_cast<uint32_t>(id)});
+    }
+    for (const auto& [id, mr] : ledger_->mrs_) {
+      if (!here.count(mr.pd)) continue;
+      fabric::restrack::KernelMr k;
+      k.mrn = static_cast<uint32_t>(id);
+      k.pdn = static_cast<uint32_t>(mr.pd);
+      k.length = mr.length;
+      if (!ledger_->hide_kernel_keys_) k.lkey = mr.lkey, k.rkey = mr.rkey;
+      dump.mrs.push_back(k);
+    }
+    for (const auto& [id, qp] : ledger_->qps_) {
+      if (here.count(qp.pd)) dump.qps.push_back({qp.qpn, static_cast<uint32_t>(qp.pd)});
+    }
+    return dump;
   }
   absl::StatusOr<std::unique_ptr<fabric::Pd>> AllocPd() override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);

@@ -134,6 +134,11 @@ class FakeLedger {
   void SetCounter(const std::string& device, uint32_t port, const std::string& name, uint64_t value);
   void ClearCounters(const std::string& device);
 
+  // --- the kernel's resource tracking: Device::KernelObjects of a device lists its live PDs (pdn: the fake
+  // PD id), MRs (mrn: the fake MR id, with the PD's pdn, the length and, unless hidden here, the keys: a
+  // caller without CAP_NET_ADMIN gets none) and QPs (qpn, pdn); no CM ids.
+  void HideKernelKeys(bool hide);
+
   // --- completions. A posted bind or invalidation takes effect in the fake at once, but its completion
   // is delivered like the verbs backend's: through the device's completion fd, to whoever calls
   // Device::DrainCompletions (the registry's device dispatcher). While held, completions queue up: the
@@ -189,6 +194,7 @@ class FakeLedger {
   std::vector<std::string> events_;
   std::vector<std::string> violations_;
   std::map<std::string, int> calls_;
+  bool hide_kernel_keys_ = false;
 
   std::deque<int> fail_reg_mr_, fail_release_, fail_connect_, fail_alloc_pd_, fail_alloc_mw_, fail_create_qp_;
   std::deque<ReregScript> rereg_script_;
