@@ -59,6 +59,31 @@ def test_who_am_i_and_devices(client, device):
     assert client.get_device(f"devices/{device}").name == f"devices/{device}"  # `name` taken positionally
 
 
+def test_kernel_ids_match_rdma_resource_show(client, device, mr):
+    """The kernel's numbers of rdmad's objects, as iproute2's `rdma resource show` prints them."""
+    import json
+    import shutil
+    import subprocess
+    ids = client.list_kernel_ids(device=device)
+    named = {k.name: k.number for k in ids.ids}
+    assert all(n.split("/")[0] in ("pds", "mrs", "qps", "cmids") for n in named), named
+    if ids.keyed:  # rdmad has CAP_NET_ADMIN: every region is matched by its key
+        assert mr.name in named and mr.pd in named, ids
+    if mr.name not in named:
+        pytest.skip(f"{mr.name} not matched exactly without keys ({ids.unknown} unknown)")
+    if shutil.which("rdma") is None:
+        pytest.skip("no rdma tool (iproute2) here")
+    shown = json.loads(subprocess.run(["rdma", "-j", "resource", "show", "mr"], check=True,
+                                      capture_output=True, text=True).stdout)
+    entry = [e for e in shown if e.get("ifname") == device and e.get("mrn") == named[mr.name]]
+    assert len(entry) == 1, shown
+    assert entry[0]["mrlen"] == mr.length
+    if mr.pd in named:
+        assert entry[0]["pdn"] == named[mr.pd]
+    if "lkey" in entry[0]:
+        assert int(entry[0]["lkey"], 16) == mr.lkey  # iproute2 prints keys as hex digits
+
+
 def test_pd_life_cycle(client, device):
     pd = client.create_pd(device=device, label="pytest-life-cycle")
     assert pd.name.startswith("pds/") and pd.label == "pytest-life-cycle"
