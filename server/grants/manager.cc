@@ -449,7 +449,8 @@ size_t GrantManager::LiveOnPd(const std::string& pd) const {
   return it == by_pd_.end() ? 0 : it->second.size();
 }
 
-absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRequest& request) const {
+absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRequest& request, uint64_t after,
+                                                          size_t limit) const {
   // A filter naming no region is refused like any name (docs/api.md), unless grants rdmad still remembers
   // name it (the ended grants of a deregistered region).
   absl::Status region = CheckMrFilter(request.mr());
@@ -462,6 +463,7 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
     return region;
   }
   std::vector<v1::Grant> out;
+  auto full = [&] { return limit != 0 && out.size() >= limit; };
   auto take = [&](const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const v1::Grant& info = e.book.Get(mu_).info;
     if (!request.mr().empty() && info.mr() != request.mr()) return;
@@ -474,11 +476,11 @@ absl::StatusOr<std::vector<v1::Grant>> GrantManager::List(const v1::ListGrantsRe
     const auto& index = !request.principal().empty() ? by_principal_ : by_mr_;
     auto it = index.find(!request.principal().empty() ? request.principal() : request.mr());
     if (it != index.end()) {
-      for (uint64_t id : it->second) take(*grants_.at(id));
+      for (auto id = it->second.upper_bound(after); id != it->second.end() && !full(); ++id) take(*grants_.at(*id));
     }
     return out;
   }
-  for (const auto& [id, e] : grants_) take(*e);
+  for (auto e = grants_.upper_bound(after); e != grants_.end() && !full(); ++e) take(*e->second);
   return out;
 }
 

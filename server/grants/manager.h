@@ -114,7 +114,10 @@ class GrantManager final : public dataplane::GrantConnections {
   absl::StatusOr<v1::Grant> Get(const std::string& name) const;
   // INVALID_ARGUMENT or NOT_FOUND on "mr" unless `mr` (a List or WatchGrants filter) is empty or a region.
   absl::Status CheckMrFilter(const std::string& mr) const;
-  absl::StatusOr<std::vector<v1::Grant>> List(const v1::ListGrantsRequest& request) const;
+  // In number order, those numbered past `after`, at most `limit` of them (0: all): ListGrants' pages, each
+  // costing what it returns (plus the filter's skips), not the whole list.
+  absl::StatusOr<std::vector<v1::Grant>> List(const v1::ListGrantsRequest& request, uint64_t after = 0,
+                                              size_t limit = 0) const;
   // Grants on a PD not yet ended (a tenant's grants quota), from the live index: O(log n).
   size_t LiveOnPd(const std::string& pd) const;
   // Grants not yet ended, of every caller (the rdmad-wide limit's use).

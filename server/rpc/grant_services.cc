@@ -51,16 +51,14 @@ class GrantsService final
     Call c(*e_, *ctx, "ListGrants");
     absl::StatusOr<rpc_internal::Pager> page = rpc_internal::Pager::Start(*req, "ListGrants");
     if (!c.See(req->mr(), "mr").Fail(page.status()).ok()) return c.Refuse(resp);
-    auto grants = g_->List(*req);
+    // Fetched page by page in number order: a page costs what it holds, not the whole list.
+    auto grants = page->Fetch<v1::Grant>(
+        [&](uint64_t after, size_t limit) { return g_->List(*req, after, limit); },
+        [&](const v1::Grant& g) { return c.gate().SeesPd(c.caller(), g.pd()); },
+        [](const v1::Grant& g) -> const std::string& { return g.name(); }, resp->mutable_next_page_token());
     if (grants.ok()) {
-      std::vector<v1::Grant> visible;
-      for (auto& g : *grants) {
-        if (c.gate().SeesPd(c.caller(), g.pd())) visible.push_back(std::move(g));
-      }
-      const bool none = visible.empty();
-      rpc_internal::Fill(page->Cut(std::move(visible), [](const v1::Grant& g) -> const std::string& { return g.name(); },
-                                   resp->mutable_next_page_token()),
-                         resp->mutable_grants());
+      const bool none = grants->empty();
+      rpc_internal::Fill(std::move(*grants), resp->mutable_grants());
       // A filter naming no region lists only the remembered grants this caller sees on it; with none it is
       // a name of nothing (else another tenant's deregistered region would answer differently from one that
       // never existed). Asked of the first page only: a later one answers what is left.

@@ -344,6 +344,38 @@ TEST_F(GrantManagerTest, GrantMaxScopeQpStillIssuesType2Windows) {
   EXPECT_EQ(Activate(Request()).scope(), v1::SCOPE_QP);
 }
 
+// ListGrants' pages: List(request, after, limit) walks from past `after`, in number order, through the index
+// the filter uses, and stops at `limit` taken (filtered-out grants skipped, not counted).
+TEST_F(GrantManagerTest, ListTakesAPageFromPastAfterInNumberOrderAndStopsAtTheLimit) {
+  Build();
+  std::vector<uint64_t> ids, mine;
+  for (int i = 0; i < 6; ++i) {
+    v1::IssueGrantRequest r = Request();
+    r.set_principal(i % 2 == 0 ? "app-7" : "app-8");
+    v1::IssuedGrant g = grants_->Issue(r).value();
+    ids.push_back(std::stoull(g.grant().name().substr(std::string("grants/").size())));
+    if (i % 2 == 0) mine.push_back(ids.back());
+  }
+  auto numbers = [](const std::vector<v1::Grant>& gs) {
+    std::vector<uint64_t> out;
+    for (const v1::Grant& g : gs) out.push_back(std::stoull(g.name().substr(std::string("grants/").size())));
+    return out;
+  };
+  v1::ListGrantsRequest all;
+  EXPECT_EQ(numbers(grants_->List(all).value()), ids);
+  EXPECT_EQ(numbers(grants_->List(all, ids[1], 2).value()), (std::vector<uint64_t>{ids[2], ids[3]}));
+  EXPECT_EQ(numbers(grants_->List(all, ids[4], 2).value()), (std::vector<uint64_t>{ids[5]}));
+  EXPECT_THAT(grants_->List(all, ids[5], 2).value(), IsEmpty());
+  v1::ListGrantsRequest by_principal;  // the principal's index
+  by_principal.set_principal("app-7");
+  EXPECT_EQ(numbers(grants_->List(by_principal, ids[0], 1).value()), (std::vector<uint64_t>{mine[1]}));
+  EXPECT_EQ(numbers(grants_->List(by_principal, mine[1], 5).value()), (std::vector<uint64_t>{mine[2]}));
+  v1::ListGrantsRequest by_mr;  // the region's index, with the principal filtered on the way
+  by_mr.set_mr(mr_);
+  by_mr.set_principal("app-8");
+  EXPECT_EQ(numbers(grants_->List(by_mr, 0, 2).value()), (std::vector<uint64_t>{ids[1], ids[3]}));
+}
+
 TEST_F(GrantManagerTest, MrAndPdRemovalRefusedWhileGrantsLiveUnlessAskedToRevokeThem) {
   Build();
   v1::Grant g = Activate(Request());
