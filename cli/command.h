@@ -212,8 +212,6 @@ inline client::MutateOptions Mutate(DryRun dry_run) {
 
 // ---- printing
 
-// One result of a change: -o json the message, -o name `names`, else `message` (and a newline, unless it ends in
-// one: the texts of output.h do).
 // The kernel's numbers (pdn, mrn, qpn, cm-idn) of what the caller sees, by name ("mrs/3" -> "7"), from
 // ListKernelIds on every device ListDevices shows. On a failure, what is known so far and *note says why
 // the rest is missing ("" when nothing failed).
@@ -221,6 +219,8 @@ std::map<std::string, std::string> KernelIdsByName(client::Client& client, std::
 // Its cell: the number, or "<unknown>" (no exact match, or the numbers could not be read).
 std::string KernelIdCell(const std::map<std::string, std::string>& ids, const std::string& name);
 
+// One result of a change: -o json the message, -o name `names`, else `message` (and a newline, unless it ends in
+// one: the texts of output.h do).
 int PrintResult(Context& ctx, const google::protobuf::Message& result, const std::vector<std::string>& names,
                 const std::string& message);
 // A change's result named by its own name(): rdmad's error, or PrintResult with message(result).
