@@ -188,7 +188,7 @@ int Describe(Context& ctx, const std::string& name) {
       if (id.name() == mr->pd()) d.set_pdn(id.number());
     }
   } else {
-    d.set_kernel_ids_note(absl::StrCat(absl::StatusCodeToString(ids.status().code()), ": ", ids.status().message()));
+    d.set_kernel_ids_note(StatusNote(ids.status()));
   }
   return PrintResult(ctx, d, {name},
                      MrText(d.mr(), d.windows(), d.grants(), wire::WallNow(),

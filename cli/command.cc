@@ -91,13 +91,13 @@ std::map<std::string, std::string> KernelIdsByName(client::Client& client, std::
   note->clear();
   absl::StatusOr<v1::ListDevicesResponse> devices = client.ListDevices();
   if (!devices.ok()) {
-    *note = absl::StrCat(absl::StatusCodeToString(devices.status().code()), ": ", devices.status().message());
+    *note = StatusNote(devices.status());
     return out;
   }
   for (const v1::Device& d : devices->devices()) {
     absl::StatusOr<v1::ListKernelIdsResponse> ids = client.ListKernelIds(d.name());
     if (!ids.ok()) {
-      *note = absl::StrCat(d.name(), ": ", absl::StatusCodeToString(ids.status().code()), ": ", ids.status().message());
+      *note = absl::StrCat(d.name(), ": ", StatusNote(ids.status()));
       continue;
     }
     for (const v1::KernelId& id : ids->ids()) out[id.name()] = absl::StrCat(id.number());

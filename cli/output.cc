@@ -384,6 +384,10 @@ std::string MrText(const v1::MemoryRegion& mr, const google::protobuf::RepeatedP
   return out;
 }
 
+std::string StatusNote(const absl::Status& status) {
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+}
+
 std::string KernelIdsText(std::optional<uint32_t> mrn, std::optional<uint32_t> pdn, const std::string& note) {
   if (!note.empty()) return absl::StrCat("<unavailable> (", note, ")");
   auto n = [](std::optional<uint32_t> v) { return v.has_value() ? absl::StrCat(*v) : std::string("<unknown>"); };

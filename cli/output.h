@@ -189,6 +189,8 @@ std::string TenantText(const v1::Tenant& tenant);
 std::string MrText(const v1::MemoryRegion& mr, const google::protobuf::RepeatedPtrField<v1::MemoryWindow>& windows,
                    const google::protobuf::RepeatedPtrField<v1::Grant>& grants, absl::Time now,
                    const std::string& kernel = "");
+// "CODE: message", on one line (a note beside output that still printed; FormatError is for failures).
+std::string StatusNote(const absl::Status& status);
 // "mrn 7, pdn 3", each "<unknown>" where not known exactly, or "<unavailable> (NOTE)" when they could not be
 // read at all (`note` non-empty).
 std::string KernelIdsText(std::optional<uint32_t> mrn, std::optional<uint32_t> pdn, const std::string& note);

@@ -85,8 +85,6 @@ class DevicesService final : public v1::Devices::Service {
     resp->set_keyed(!dump->mrs.empty() && dump->mrs.front().lkey.has_value());
 
     // Per kind, by number: what the caller may see, known or counted unknown.
-    std::map<uint64_t, std::string> pd_of_qp;
-    for (const fabric::restrack::OurQp& q : ours->qps) pd_of_qp[q.id] = absl::StrCat("pds/", q.pd_id);
     uint32_t unknown = 0;
     auto add = [&](std::map<uint64_t, std::optional<uint32_t>>& kind, const char* prefix) {
       for (const auto& [id, number] : kind) {
@@ -108,7 +106,7 @@ class DevicesService final : public v1::Devices::Service {
       if (c.gate().SeesPd(c.caller(), absl::StrCat("pds/", ours->mrs[i].pd_id))) mrs[ours->mrs[i].id] = numbers.mrn[i];
     }
     for (size_t i = 0; i < ours->qps.size(); ++i) {
-      if (!c.gate().SeesPd(c.caller(), pd_of_qp[ours->qps[i].id])) continue;
+      if (!c.gate().SeesPd(c.caller(), absl::StrCat("pds/", ours->qps[i].pd_id))) continue;
       qps[ours->qps[i].id] = numbers.qp_seen[i] ? std::optional<uint32_t>(ours->qps[i].qpn) : std::nullopt;
     }
     for (size_t i = 0; i < ids.size(); ++i) {
