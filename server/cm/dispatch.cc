@@ -436,6 +436,7 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
   if (id->connect_done) FinishConnect(id, absl::AbortedError("the id was deleted"));
   std::unique_ptr<Id> owned;
   v1::CmId last;
+  std::vector<absl::AnyInvocable<void() &&>> closed;  // ClosePdConnections waiting for this id last
   {
     MutexLock lock(&mu_);
     id->book.Get(mu_).qp.clear();
@@ -444,6 +445,14 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
     AccountLocked(*id, -1);
     owned = std::move(ids_[id->id]);
     ids_.erase(id->id);
+    for (auto it = closings_.begin(); it != closings_.end();) {
+      if ((*it)->ids.erase(id->id) > 0 && (*it)->ids.empty()) {
+        closed.push_back(std::move((*it)->done));
+        it = closings_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   owned.reset();  // ~CmId: its QP (rdma_destroy_qp), then rdma_destroy_id; its events were all acknowledged
   events_.CloseCmId(name);
@@ -453,6 +462,7 @@ absl::StatusOr<v1::CmId> CmManager::Destroy(Id* id, bool force) {
     if (cm_id_gone_) cm_id_gone_(name);
   }
   RDMAD_LOG_INFO("%s destroyed", name.c_str());
+  for (auto& done : closed) std::move(done)();  // the QP is destroyed: its PD can go
   return last;
 }
 

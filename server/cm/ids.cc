@@ -146,6 +146,31 @@ absl::Status CmManager::BeginPdRemoval(const std::string& pd) {
   return absl::OkStatus();
 }
 
+void CmManager::ClosePdConnections(const std::string& pd, bool untagged, absl::AnyInvocable<void() &&> done) {
+  std::vector<std::string> names;
+  {
+    MutexLock lock(&mu_);
+    auto closing = std::make_unique<Closing>();
+    for (const auto& [n, id] : ids_) {
+      const Id::Book& b = id->book.Get(mu_);
+      if (id->pd != pd || !b.data_plane || (b.tag.empty() && !untagged)) continue;
+      closing->ids.insert(n);
+      names.push_back(Name("cmids", n));
+    }
+    if (!closing->ids.empty() && !quiescing_) {
+      closing->done = std::move(done);
+      closings_.push_back(std::move(closing));
+    }
+  }
+  if (done) return std::move(done)();  // nothing to close (or shutting down: the registry decides)
+  RDMAD_LOG_INFO("%s: closing %zu data-plane connection(s) before its removal", pd.c_str(), names.size());
+  for (const std::string& name : names) {
+    RunOnId(name, [this](absl::StatusOr<Id*> found) {
+      if (found.ok()) EndDataPlane(*found, "closed: its PD is being deleted");  // else: destroyed already
+    });
+  }
+}
+
 void CmManager::EndPdRemoval(const std::string& pd) {
   MutexLock lock(&mu_);
   auto it = removing_pds_.find(pd);

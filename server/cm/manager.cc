@@ -63,10 +63,13 @@ absl::Status CmManager::Start() {
 }
 
 void CmManager::Quiesce() {
+  std::vector<std::unique_ptr<Closing>> closings;
   {
     MutexLock lock(&mu_);
     quiescing_ = true;
+    closings.swap(closings_);
   }
+  for (auto& c : closings) std::move(c->done)();  // the removals go on (and fail if a connection is left)
   events_.CloseAll(absl::UnavailableError("rdmad is shutting down"));
   // Connects still waiting are failed on their own loops (the ids belong to them).
   std::vector<std::pair<uint64_t, Channel*>> waiting;

@@ -137,6 +137,13 @@ class CmManager {
   // retry), so none can appear between this check and the PD's removal. Pair every OK with EndPdRemoval.
   absl::Status BeginPdRemoval(const std::string& pd);
   void EndPdRemoval(const std::string& pd);
+  // DeletePd's step once the grants on the PD have ended, before the registry removes it: closes the PD's
+  // data-plane connections, those of grants (all ended by then, some in their end grace) and, with
+  // `untagged`, those of plain connect tokens. Each ends as if its client had left: the grant layer releases
+  // it, its QP leaves the registry, the id is destroyed (which disconnects the client). `done` runs once
+  // every one of them is destroyed (on the dispatcher that destroyed the last, or on this thread if there is
+  // none), or at Quiesce, whichever is first.
+  void ClosePdConnections(const std::string& pd, bool untagged, absl::AnyInvocable<void() &&> done);
   // The CM manager's side of the join with the kernel's resource tracking (kernel.cc;
   // server/fabric/restrack.h): the ids on `device` ("devices/rxe0" or "rxe0") with their addresses as last
   // seen, their QP's name (its qpn is the registry's) and PD; rdmad's data-plane ids marked internal.
@@ -270,6 +277,12 @@ class CmManager {
   uint64_t total_connections_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t user_channels_ ABSL_GUARDED_BY(mu_) = 0;  // made or being made
   std::map<std::string, int> removing_pds_ ABSL_GUARDED_BY(mu_);  // BeginPdRemoval counts, by PD
+  // ClosePdConnections waiting: the ids not yet destroyed, and what runs once none is left (Destroy).
+  struct Closing {
+    std::set<uint64_t> ids;
+    absl::AnyInvocable<void() &&> done;
+  };
+  std::vector<std::unique_ptr<Closing>> closings_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&)> cm_id_gone_ ABSL_GUARDED_BY(mu_);
   // Set by the first ListenDataPlane, on Start's thread before any request can arrive; read on dispatchers.
   std::atomic<DataPlaneHandler*> data_plane_{nullptr};

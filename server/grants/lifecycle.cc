@@ -586,6 +586,7 @@ void GrantManager::Farewell(const std::string& cm_id, std::string message, absl:
       const absl::Time at = absl::Now() + options_.end_grace;  // real time, whatever the leases' clock
       earliest = partings_.empty() || at < partings_.begin()->first;
       partings_.insert({at, cm_id});
+      parting_at_[cm_id] = at;
     }
   }
   if (earliest) loop_->Post([this] { ArmTimer(); });
@@ -605,6 +606,12 @@ void GrantManager::OnGone(const std::string& grant, const std::string& cm_id, ab
     if (found.ok() && (*found)->book.Get(mu_).info.state() != v1::GRANT_ENDED && !shutdown_) {
       id = (*found)->id;
       (*found)->book.Get(mu_).release = std::move(release);
+    } else if (auto p = parting_at_.find(cm_id); p != parting_at_.end()) {
+      // Gone within its end grace (the client left, or DeletePd closed it): nothing is left to part, and a
+      // drain need not wait for the grace to run out.
+      partings_.erase({p->second, cm_id});
+      parting_at_.erase(p);
+      --farewells_;
     }
   }
   if (id == 0) {

@@ -667,6 +667,7 @@ std::vector<std::string> GrantManager::TakeDuePartings() {
   const absl::Time now = absl::Now();
   while (!partings_.empty() && partings_.begin()->first <= now) {
     due.push_back(partings_.begin()->second);
+    parting_at_.erase(partings_.begin()->second);
     partings_.erase(partings_.begin());
   }
   return due;

@@ -317,6 +317,7 @@ class GrantManager final : public dataplane::GrantConnections {
   // Ended grants' connections in their end_grace, by when they are disconnected (absl::Now(), not
   // options_.clock: a grace is real time), counted in farewells_.
   std::set<std::pair<absl::Time, std::string>> partings_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Time> parting_at_ ABSL_GUARDED_BY(mu_);  // partings_ by CM id
   std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued

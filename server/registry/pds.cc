@@ -121,7 +121,7 @@ absl::Status Registry::CheckDeletePd(const v1::DeletePdRequest& request) const {
   const PdEntry::Book& b = pd->book.Get(mu_);
   if (b.busy) return InProgress("name", request.name(), b.busy);
   // What stays once the grants are gone: its regions, its own windows and QPs (not the grant pool's
-  // windows nor the grants' connections, which revoking them releases).
+  // windows nor the grants' connections, which DeletePd closes once their grants ended).
   if (!request.cascade() && (!b.mrs.empty() || b.own_mws > 0 || b.user_qps > 0)) {
     return Busy("name", absl::StrCat(request.name(), " still holds ", b.mrs.size(), " memory region(s), ",
                                      b.own_mws, " memory window(s) and ", b.user_qps,

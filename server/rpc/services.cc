@@ -206,9 +206,19 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
         return reactor;
       }
     }
+    // Once no grant on it is live, its data-plane connections (the ended grants' in their end grace; with
+    // cascade, the connect tokens' too) are closed: their QPs are in the PD.
     AfterGrants<v1::DeletePdResponse>(
         e_->grants, "", req->name(), req->revoke_grants(), v1::END_PD_DELETED,
-        [r, req = *req](Done<v1::DeletePdResponse> d) mutable { std::move(d)(r->DeletePd(req)); }, std::move(reply));
+        [r, cm, req = *req](Done<v1::DeletePdResponse> d) mutable {
+          if (cm == nullptr) return std::move(d)(r->DeletePd(req));
+          const std::string pd = req.name();
+          const bool cascade = req.cascade();
+          cm->ClosePdConnections(pd, cascade, [r, req = std::move(req), d = std::move(d)]() mutable {
+            std::move(d)(r->DeletePd(req));
+          });
+        },
+        std::move(reply));
     return reactor;
   }
 

@@ -678,6 +678,21 @@ TEST_F(GrantManagerTest, AnEndedGrantsClientIsDisconnectedOnlyAfterTheGrace) {
   }
 }
 
+// A client that leaves within the grace leaves nothing to part: its parting is dropped, and a drain does not
+// wait for the grace to run out (10 s here, the drain's bound 5 s).
+TEST_F(GrantManagerTest, AClientThatLeavesWithinTheGraceDoesNotHoldADrain) {
+  fake_clock_ = true;
+  end_grace_ = absl::Seconds(10);
+  Build();
+  v1::Grant g = Activate(Request());
+  ASSERT_TRUE(Revoke(g.name()).ok());
+  ASSERT_TRUE(Eventually([&] { return GrantManagerTestPeer::Partings(*grants_) == 1; }));
+  clients_.back().Leave();
+  ASSERT_TRUE(Eventually([&] { return !cm_->GetCmId(g.cm_id()).ok(); }));  // well within the grace
+  EXPECT_EQ(GrantManagerTestPeer::Partings(*grants_), 0u);
+  EXPECT_EQ(grants_->Drain(absl::Now() + absl::Seconds(5)), 0u);
+}
+
 // The grace runs from the ENDED message's post, not its completion: a SEND that never completes (here its
 // completion is held) does not hold the connection open past the grace.
 TEST_F(GrantManagerTest, AnEndedGrantsClientIsDisconnectedAfterTheGraceEvenIfEndedNeverCompletes) {
