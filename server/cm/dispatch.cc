@@ -317,7 +317,16 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
                failed = std::move(decision.reject_data)](absl::StatusOr<Id*> found) mutable {
                 if (!found.ok()) return;
                 Id* id = *found;
-                absl::Status s = CreateIdQp(id);
+                absl::Status s;
+                {
+                  // A PD being deleted gets no new connection (BeginPdRemoval): one decided before is seen by
+                  // ClosePdConnections, whose snapshot comes after the mark, and closed with the others.
+                  MutexLock lock(&mu_);
+                  if (removing_pds_.count(id->pd) > 0) {
+                    s = FailedPrecondition("pd", absl::StrCat(id->pd, " is being deleted"));
+                  }
+                }
+                if (s.ok()) s = CreateIdQp(id);
                 if (s.ok()) s = id->cm->Accept("");
                 if (s.ok()) {
                   MutexLock lock(&mu_);

@@ -134,7 +134,8 @@ class CmManager {
   PdUsage UsageOfPd(const std::string& pd) const;
   // DeletePd's guard, before the registry removes the PD: FAILED_PRECONDITION on "name" naming the PD's CM
   // ids if it has any; otherwise no id is created on the PD until EndPdRemoval (CreateCmId is ABORTED:
-  // retry), so none can appear between this check and the PD's removal. Pair every OK with EndPdRemoval.
+  // retry; a data-plane connect request for it is rejected as an accept that failed), so none can appear
+  // between this check and the PD's removal. Pair every OK with EndPdRemoval.
   absl::Status BeginPdRemoval(const std::string& pd);
   void EndPdRemoval(const std::string& pd);
   // DeletePd's step once the grants on the PD have ended, before the registry removes it: closes the PD's

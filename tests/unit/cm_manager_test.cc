@@ -478,6 +478,55 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   good.channel.reset();
 }
 
+// DeletePd's steps on the CM side. While the PD is marked (BeginPdRemoval) a data-plane connect request for
+// it is refused at its accept. ClosePdConnections closes a connect token's connection only when asked for
+// untagged ones, and calls back once it is destroyed, its QP gone from the registry; the client hears it.
+TEST_F(CmManagerTest, APdBeingDeletedTakesNoNewConnectionAndItsConnectionsAreClosedOnRequest) {
+  Build({{kAddr, 7471}});
+  auto token = [&] {
+    v1::IssueConnectTokenRequest issue;
+    issue.set_pd(pd_);
+    return listener_->IssueConnectToken(issue).value().token();
+  };
+  ASSERT_TRUE(manager_->BeginPdRemoval(pd_).ok());
+  {
+    Client refused;
+    EXPECT_EQ(refused.Dial(*fake_cm_, token(), 7471).type, fabric::CmEventType::kRejected);
+  }
+  manager_->EndPdRemoval(pd_);
+  EXPECT_TRUE(test::Eventually([&] { return manager_->UsageOfPd(pd_).connections == 0; }));
+
+  Client good;
+  ASSERT_EQ(good.Dial(*fake_cm_, token(), 7471).type, fabric::CmEventType::kConnectResponse);
+  ASSERT_TRUE(good.id->Accept("").ok());
+  std::string accepted;
+  ASSERT_TRUE(test::Eventually([&] {
+    const std::vector<v1::CmId> all = manager_->ListCmIds(v1::ListCmIdsRequest()).value();
+    for (const v1::CmId& id : all) {
+      if (id.data_plane() && !id.listener().empty() && id.state() == v1::CM_CONNECTED) accepted = id.name();
+    }
+    return !accepted.empty();
+  }));
+  const std::string qp = manager_->GetCmId(accepted).value().qp();
+  Notification kept;
+  manager_->ClosePdConnections(pd_, /*untagged=*/false, [&] { kept.Notify(); });
+  EXPECT_TRUE(kept.HasBeenNotified());  // no grant's connection on it: at once, on this thread
+  EXPECT_TRUE(manager_->GetCmId(accepted).ok());
+  Notification closed;
+  manager_->ClosePdConnections(pd_, /*untagged=*/true, [&] { closed.Notify(); });
+  ASSERT_TRUE(closed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(IsError(manager_->GetCmId(accepted), absl::StatusCode::kNotFound, "name"));
+  EXPECT_TRUE(IsError(registry_->GetQp(qp), absl::StatusCode::kNotFound, "name"));
+  EXPECT_TRUE(test::Eventually([&] {
+    for (const fabric::CmEvent& e : good.channel->Drain()) {
+      if (e.type == fabric::CmEventType::kDisconnected) return true;
+    }
+    return false;
+  }));
+  good.id.reset();
+  good.channel.reset();
+}
+
 TEST_F(CmManagerTest, AWatcherThatDoesNotReadIsCutOffWithACountAndOthersKeepGettingEvents) {
   Build({}, /*watcher_capacity=*/8);  // one connection makes 5 events; three make 15
   auto sleeper = Watch();
