@@ -699,7 +699,10 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> RemoteRegion::Connect(const std::s
   param.private_data_len = static_cast<uint8_t>(token.size());
   param.initiator_depth = depth(impl.device.max_qp_init_rd_atom);  // our reads in flight at once
   param.responder_resources = depth(impl.device.max_qp_rd_atom);
-  param.retry_count = 7;
+  // 6 transport retries, not 7: Soft-RoCE (rxe) takes 7 as "retry for ever", so a read whose answer was lost
+  // (a NAK dropped on the wire, a peer whose QP went to the error state) would wait for ever instead of
+  // failing with IBV_WC_RETRY_EXC_ERR. RNR retries stay unbounded (7), as the IB spec defines them.
+  param.retry_count = 6;
   param.rnr_retry_count = 7;
   if (rdma_connect(impl.id, &param) != 0) return impl.Errno(absl::StatusCode::kUnavailable, "rdma_connect", errno);
   impl.connect_called = true;
