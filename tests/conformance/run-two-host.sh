@@ -76,6 +76,7 @@ serve_snapshots() {
       label=${req##*/snap-req-}
       rm -f "$req"
       rdma resource show >"$out/a-res-$label.txt" 2>&1 || true
+      rdma statistic show >"$out/a-stat-$label.txt" 2>&1 || true  # the device's counters, for diagnosis
       "$RDMAD_PEER_SH" signal "snap-$label"
     done
     read -r -t 0.2 -u "$nap" _ || true
@@ -164,6 +165,13 @@ grant_clients() {
     fi
   fi
   sed 's/^/  read_grant.py --loop: /' "$out/read_grant_loop.log" 2>/dev/null | tail -n 3 || true
+  if [ -n "$problem" ]; then
+    # Both devices' counters (packets sent and received, NAKs, retries), to tell a loss on the wire from a
+    # refusal never sent: this guest's now, A's through its snapshot service (a-stat-pyverbs-revoked.txt).
+    rdma statistic show >"$out/b-stat-pyverbs-revoked.txt" 2>&1 || true
+    touch "$out/snap-req-pyverbs-revoked"
+    "$RDMAD_PEER_SH" wait snap-pyverbs-revoked 30 || true
+  fi
   "$junit" "$out/grant_clients_pyverbs_revoked.xml" GrantClients PyverbsRefusedByTheNicRightAfterRevoke "$problem"
   [ -z "$problem" ] || { echo "grant clients: $problem" >&2; status=1; }
 
