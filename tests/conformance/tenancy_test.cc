@@ -811,6 +811,33 @@ TEST_F(Tenancy, ARealReadThroughAsGrantWhichBCannotRevoke) {
   unlink(path.c_str());
 }
 
+// A revoked grant's connection stays for grant_end_grace_ms, its QP in the grant's PD. A DeletePd of that PD
+// meanwhile, with the client still connected, closes the connection and removes the PD.
+TEST_F(Tenancy, DeletingThePdRightAfterARevocationClosesTheGrantsConnection) {
+  ASSERT_OK_AND_ASSIGN(auto pd, NewPd(A(), "closing"));
+  ASSERT_OK_AND_ASSIGN(auto mr, Do(A(), "RegisterMr", pd.name(), A()->RegisterMr(AnonReq(pd.name(), 8192))));
+  ASSERT_OK_AND_ASSIGN(auto issued, Do(A(), "IssueGrant", mr.name(), A()->IssueGrant(GrantReq(mr.name(), 0, 4096))));
+  const std::string grant = issued.grant().name();
+  RemoteRegion::Options o;
+  o.queue_depth = 1;
+  o.max_read_bytes = 4096;
+  o.connect_timeout = absl::Seconds(30);
+  ASSERT_OK_AND_ASSIGN(auto region, RemoteRegion::Open(issued, o));
+  std::string got(4096, 'x');
+  ASSERT_OK(region->Read(0, got.size(), got.data()));
+  EXPECT_TRUE(got == std::string(4096, '\0')) << "anonymous memory reads as zeros";
+  ASSERT_OK_AND_ASSIGN(auto active, test::PastActivating(*A().client, grant));
+  DataPlane().push_back({kGrantee, "", "data-plane accept", active.cm_id(), "OK"});
+  ASSERT_OK(Do(A(), "RevokeGrant", grant, A()->RevokeGrant(grant)).status());
+  DataPlane().push_back({kGrantee, "", "grant ended", grant, "OK"});
+  absl::StatusOr<v1::DeletePdResponse> deleted =
+      Do(A(), "DeletePd", pd.name(), A()->DeletePd(pd.name(), /*cascade=*/true, /*revoke_grants=*/true));
+  ASSERT_OK(deleted.status());
+  EXPECT_THAT(deleted->deleted(), ::testing::ElementsAre(mr.name(), pd.name()));
+  EXPECT_FALSE(region->Read(0, got.size(), got.data()).ok());
+  region.reset();
+}
+
 // ---- devices
 
 // Tenant d may use rxe9 only, which this host does not have: rxe0 is NOT_FOUND for it, bare or as
