@@ -307,6 +307,14 @@ v1::IssueGrantRequest GrantReq(const std::string& mr, uint64_t offset, uint64_t 
   r.set_principal(kGrantee);
   return r;
 }
+// The grant's client (the client library's RemoteRegion) for reads of a page at a time, `depth` outstanding.
+absl::StatusOr<std::unique_ptr<RemoteRegion>> OpenPage(const v1::IssuedGrant& issued, size_t depth) {
+  RemoteRegion::Options o;
+  o.queue_depth = depth;
+  o.max_read_bytes = 4096;
+  o.connect_timeout = absl::Seconds(30);
+  return RemoteRegion::Open(issued, o);
+}
 v1::IssueConnectTokenRequest TokenReq(const std::string& pd) {
   v1::IssueConnectTokenRequest r;
   r.set_pd(pd);
@@ -760,11 +768,7 @@ TEST_F(Tenancy, ARealReadThroughAsGrantWhichBCannotRevoke) {
   // a grants its second page; the client reads it over RDMA, straight from rdmad's registration of the file.
   ASSERT_OK_AND_ASSIGN(auto issued, Do(A(), "IssueGrant", mr.name(), A()->IssueGrant(GrantReq(mr.name(), 4096, 4096))));
   const std::string grant = issued.grant().name();
-  RemoteRegion::Options o;
-  o.queue_depth = 4;
-  o.max_read_bytes = 4096;
-  o.connect_timeout = absl::Seconds(30);
-  ASSERT_OK_AND_ASSIGN(auto region, RemoteRegion::Open(issued, o));
+  ASSERT_OK_AND_ASSIGN(auto region, OpenPage(issued, 4));
   EXPECT_EQ(region->grant_name(), grant);
   std::string got(4096, '\0');
   ASSERT_OK(region->Read(0, got.size(), got.data()));
@@ -818,11 +822,7 @@ TEST_F(Tenancy, DeletingThePdRightAfterARevocationClosesTheGrantsConnection) {
   ASSERT_OK_AND_ASSIGN(auto mr, Do(A(), "RegisterMr", pd.name(), A()->RegisterMr(AnonReq(pd.name(), 8192))));
   ASSERT_OK_AND_ASSIGN(auto issued, Do(A(), "IssueGrant", mr.name(), A()->IssueGrant(GrantReq(mr.name(), 0, 4096))));
   const std::string grant = issued.grant().name();
-  RemoteRegion::Options o;
-  o.queue_depth = 1;
-  o.max_read_bytes = 4096;
-  o.connect_timeout = absl::Seconds(30);
-  ASSERT_OK_AND_ASSIGN(auto region, RemoteRegion::Open(issued, o));
+  ASSERT_OK_AND_ASSIGN(auto region, OpenPage(issued, 1));
   std::string got(4096, 'x');
   ASSERT_OK(region->Read(0, got.size(), got.data()));
   EXPECT_TRUE(got == std::string(4096, '\0')) << "anonymous memory reads as zeros";

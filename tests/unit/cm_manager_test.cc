@@ -164,6 +164,18 @@ class CmManagerTest : public ::testing::Test {
   }
 
   TokenStore tokens_;
+  // The name of a data-plane connection the listener accepted, once it is CONNECTED (empty after 10 s without).
+  std::string ConnectedDataPlaneId() {
+    std::string accepted;
+    test::Eventually([&] {
+      const std::vector<v1::CmId> all = manager_->ListCmIds(v1::ListCmIdsRequest()).value();
+      for (const v1::CmId& id : all) {
+        if (id.data_plane() && !id.listener().empty() && id.state() == v1::CM_CONNECTED) accepted = id.name();
+      }
+      return !accepted.empty();
+    });
+    return accepted;
+  }
   std::unique_ptr<dataplane::Listener> listener_;  // outlives manager_, whose dispatchers call it
   std::shared_ptr<fake::FakeLedger> ledger_;
   std::unique_ptr<fake::FakeCm> fake_cm_;
@@ -439,14 +451,8 @@ TEST_F(CmManagerTest, DataPlaneListenerAcceptsAGoodTokenOnAWorkerAndRejectsBadOn
   EXPECT_EQ(answer.type, fabric::CmEventType::kConnectResponse);  // a client without a QP: it finishes itself
   ASSERT_TRUE(good.id->Accept("").ok());
   // The accepted id lives on a worker channel with a QP on the token's PD.
-  std::string accepted;
-  ASSERT_TRUE(test::Eventually([&] {
-    const std::vector<v1::CmId> all = manager_->ListCmIds(v1::ListCmIdsRequest()).value();
-    for (const v1::CmId& id : all) {
-      if (id.data_plane() && !id.listener().empty() && id.state() == v1::CM_CONNECTED) accepted = id.name();
-    }
-    return !accepted.empty();
-  }));
+  const std::string accepted = ConnectedDataPlaneId();
+  ASSERT_FALSE(accepted.empty());
   v1::CmId id = manager_->GetCmId(accepted).value();
   EXPECT_EQ(manager_->GetChannel(id.channel()).value().role(), v1::CHANNEL_WORKER);
   EXPECT_EQ(registry_->GetQp(id.qp()).value().pd(), pd_);
@@ -499,14 +505,8 @@ TEST_F(CmManagerTest, APdBeingDeletedTakesNoNewConnectionAndItsConnectionsAreClo
   Client good;
   ASSERT_EQ(good.Dial(*fake_cm_, token(), 7471).type, fabric::CmEventType::kConnectResponse);
   ASSERT_TRUE(good.id->Accept("").ok());
-  std::string accepted;
-  ASSERT_TRUE(test::Eventually([&] {
-    const std::vector<v1::CmId> all = manager_->ListCmIds(v1::ListCmIdsRequest()).value();
-    for (const v1::CmId& id : all) {
-      if (id.data_plane() && !id.listener().empty() && id.state() == v1::CM_CONNECTED) accepted = id.name();
-    }
-    return !accepted.empty();
-  }));
+  const std::string accepted = ConnectedDataPlaneId();
+  ASSERT_FALSE(accepted.empty());
   const std::string qp = manager_->GetCmId(accepted).value().qp();
   Notification kept;
   manager_->ClosePdConnections(pd_, /*untagged=*/false, [&] { kept.Notify(); });
