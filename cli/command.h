@@ -328,10 +328,14 @@ struct GetOptions {
   int64_t watch_interval_ms = 1000;
   CLI::Option* interval_flag = nullptr;
   CLI::Option* events_flag = nullptr;
-  // Validate()'s: the selector, and the column (index) or field to sort by.
+  // Validate()'s: the selector, and the column (index) or field to sort by; sort_kernel: by the kernel's
+  // numbers (kernel_header), which Fetch asks for and keeps for Run's column (one ListKernelIds).
   std::optional<Selector> selector;
   int sort_column = -1;
   FieldPath sort_field;
+  bool sort_kernel = false;
+  mutable std::optional<std::map<std::string, std::string>> kernel_ids;
+  mutable std::string kernel_note;
 
   void Flags(CLI::App* sub) {
     AddName(sub, &name, kind, false);
@@ -349,8 +353,8 @@ struct GetOptions {
     }
     sub->add_flag("--no-headers", no_headers, "table and wide: no header line");
     sub->add_option("--sort-by", sort_by,
-                    "sort the list by a column (its header, any case: NAME, LENGTH) or a field of -o json (.length, "
-                    "{.binding.mr})");
+                    "sort the list by a column (its header, any case: NAME, LENGTH; -o wide's too) or a field of -o "
+                    "json (.length, {.binding.mr})");
     sub->add_flag("-w,--watch", watch,
                   watch_rpc ? "print the list, then each change as it happens (the kind's Watch RPC; Ctrl-C to stop)"
                             : "print the list, then each change (the list fetched again every --watch-interval; "
@@ -383,6 +387,7 @@ struct GetOptions {
   absl::Status ResolveSortBy() {
     sort_column = -1;
     sort_field.clear();
+    sort_kernel = false;
     if (sort_by.empty()) return absl::OkStatus();
     const Columns<T> cs = columns();
     std::vector<std::string> headers;
@@ -391,6 +396,10 @@ struct GetOptions {
       if (sort_by[0] != '.' && sort_by[0] != '{' && absl::EqualsIgnoreCase(cs[i].header, sort_by)) sort_column = int(i);
     }
     if (sort_column >= 0) return absl::OkStatus();
+    if (!kernel_header.empty()) {
+      headers.push_back(kernel_header);
+      if (absl::EqualsIgnoreCase(kernel_header, sort_by)) return sort_kernel = true, absl::OkStatus();
+    }
     absl::StatusOr<FieldPath> path = ParseFieldPath(T::descriptor(), sort_by);
     if (!path.ok()) {
       return UsageError("--sort-by: " + std::string(path.status().message()) +
@@ -407,7 +416,16 @@ struct GetOptions {
     for (T& item : *items) {
       if (Wanted(item)) kept.push_back(std::move(item));
     }
-    if (sort_column >= 0) {
+    kernel_ids.reset();
+    kernel_note.clear();
+    if (!kernel_header.empty() && (sort_kernel || ctx.wide())) {
+      kernel_ids = KernelIdsByName(ctx.client(), &kernel_note);
+    }
+    if (sort_kernel) {
+      std::stable_sort(kept.begin(), kept.end(), [this](const T& a, const T& b) {
+        return CompareCells(KernelIdCell(*kernel_ids, a.name()), KernelIdCell(*kernel_ids, b.name())) < 0;
+      });
+    } else if (sort_column >= 0) {
       const Columns<T> cs = columns();
       const auto& cell = cs[static_cast<size_t>(sort_column)].cell;
       std::stable_sort(kept.begin(), kept.end(), [&cell](const T& a, const T& b) { return CompareCells(cell(a), cell(b)) < 0; });
@@ -440,16 +458,15 @@ struct GetOptions {
       for (const T& item : *items) ctx.out() << item.name() << "\n";
     } else if (!items->empty()) {
       Columns<T> cs = columns();
-      std::string note;
-      if (ctx.wide() && !kernel_header.empty()) {
+      if (ctx.wide() && kernel_ids) {
         cs.push_back({kernel_header.c_str(),
-                      [ids = KernelIdsByName(ctx.client(), &note)](const T& item) { return KernelIdCell(ids, item.name()); },
-                      true});
+                      [ids = *kernel_ids](const T& item) { return KernelIdCell(ids, item.name()); }, true});
       }
       ctx.out() << MakeTable(cs, *items, ctx.wide()).Render(!no_headers);
-      if (!note.empty()) ctx.err() << "note: " << kernel_header << ": " << note << "\n";
       if (then) then(ctx, *items, one);
     }
+    // The kernel's numbers could not all be read (-o wide, or --sort-by their column): the list stands.
+    if (!kernel_note.empty()) ctx.err() << "note: " << kernel_header << ": " << kernel_note << "\n";
     if (!items->empty()) return kExitOk;
     ctx.err() << "No resources found" << Scope() << (with_all && !all ? " (--all shows the recently ended ones too)" : "")
               << ".\n";

@@ -49,7 +49,8 @@ v1::ProtectionDomain Pd(int n, const std::string& label, int mrs) {
   return pd;
 }
 
-// One device, rxe0, whose kernel numbers are pdn 17 for pds/2 and mrn 33 for mrs/1 (pds/3, pds/10 unknown);
+// One device, rxe0, whose kernel numbers are pdn 17 for pds/2, pdn 5 for pds/10 and mrn 33 for mrs/1 (pds/3
+// unknown);
 // with `unavailable`, ListKernelIds fails as an rdmad without RDMA netlink answers.
 class FakeDevices final : public v1::Devices::Service {
  public:
@@ -66,10 +67,13 @@ class FakeDevices final : public v1::Devices::Service {
     v1::KernelId* pd = resp->add_ids();
     pd->set_name("pds/2");
     pd->set_number(17);
+    v1::KernelId* pd10 = resp->add_ids();
+    pd10->set_name("pds/10");
+    pd10->set_number(5);
     v1::KernelId* mr = resp->add_ids();
     mr->set_name("mrs/1");
     mr->set_number(33);
-    resp->set_unknown(2);
+    resp->set_unknown(1);
     return grpc::Status::OK;
   }
   std::mutex mu;
@@ -313,6 +317,22 @@ TEST_F(KubectlTest, SortByColumnOrField) {
   EXPECT_THAT(bad.err, HasSubstr("--sort-by: "));
   EXPECT_THAT(bad.err, HasSubstr("no field 'colour'"));
   EXPECT_THAT(bad.err, HasSubstr("MRS"));
+  EXPECT_THAT(bad.err, HasSubstr("PDN"));  // -o wide's kernel column is one too
+}
+
+// The kernel's numbers sort like any column, in any output (known numbers first, then <unknown>), with one
+// ListKernelIds for the sort and the wide column together.
+TEST_F(KubectlTest, SortByTheKernelNumbers) {
+  EXPECT_EQ(Run({"get", "pds", "-o", "name", "--sort-by", "pdn"}).out, "pds/10\npds/2\npds/3\n");
+  Result wide = Run({"get", "pds", "-o", "wide", "--sort-by", "PDN"});
+  ASSERT_EQ(wide.rc, 0) << wide.err;
+  EXPECT_LT(wide.out.find("pds/10 "), wide.out.find("pds/2 "));
+  EXPECT_EQ(devices_.asked.size(), 2u);  // once per run
+  devices_.unavailable = true;
+  Result failed = Run({"get", "pds", "-o", "name", "--sort-by", "PDN"});
+  ASSERT_EQ(failed.rc, 0) << failed.err;
+  EXPECT_EQ(failed.out, "pds/2\npds/10\npds/3\n");  // as listed: every number unknown
+  EXPECT_THAT(failed.err, HasSubstr("note: PDN: devices/rxe0: UNIMPLEMENTED: no RDMA netlink"));
 }
 
 TEST_F(KubectlTest, LabelSelector) {
