@@ -171,6 +171,16 @@ void CmManager::ClosePdConnections(const std::string& pd, bool untagged, absl::A
   }
 }
 
+std::vector<std::string> CmManager::TokenConnectionsOn(const std::string& pd) const {
+  MutexLock lock(&mu_);
+  std::vector<std::string> names;
+  for (const auto& [n, id] : ids_) {
+    const Id::Book& b = id->book.Get(mu_);
+    if (id->pd == pd && b.data_plane && b.tag.empty()) names.push_back(Name("cmids", n));
+  }
+  return names;
+}
+
 void CmManager::EndPdRemoval(const std::string& pd) {
   MutexLock lock(&mu_);
   auto it = removing_pds_.find(pd);

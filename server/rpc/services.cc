@@ -4,10 +4,12 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/rpc/call.h"
 #include "server/rpc/page.h"
 #include "server/common/version.h"
@@ -214,6 +216,15 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
           if (cm == nullptr) return std::move(d)(r->DeletePd(req));
           const std::string pd = req.name();
           const bool cascade = req.cascade();
+          if (!cascade) {
+            if (std::vector<std::string> open = cm->TokenConnectionsOn(pd); !open.empty()) {
+              const size_t n = open.size();
+              if (n > 5) open.resize(5);
+              return std::move(d)(Busy("name", absl::StrCat(pd, " has ", n, " open data-plane connection(s) of connect "
+                                                                "tokens (", absl::StrJoin(open, ", "), n > 5 ? ", ..." : "",
+                                                                "): ask for a cascade, which closes them")));
+            }
+          }
           cm->ClosePdConnections(pd, cascade, [r, req = std::move(req), d = std::move(d)]() mutable {
             std::move(d)(r->DeletePd(req));
           });

@@ -124,7 +124,9 @@ TEST_F(DeletePdConnectionsTest, AConnectTokensConnectionIsClosedByACascadeOnly) 
   test::FakeClient& client = Dial(token->token());
   absl::StatusOr<v1::DeletePdResponse> kept = root_.DeletePd(pd_);
   EXPECT_EQ(kept.status().code(), absl::StatusCode::kFailedPrecondition) << kept.status();
-  EXPECT_THAT(std::string(kept.status().message()), HasSubstr("ask for a cascade"));
+  EXPECT_THAT(std::string(kept.status().message()),
+              HasSubstr(" has 1 open data-plane connection(s) of connect tokens (cmids/"));
+  EXPECT_THAT(std::string(kept.status().message()), HasSubstr("ask for a cascade, which closes them"));
   EXPECT_EQ(Connections(), 1u);
   absl::StatusOr<v1::DeletePdResponse> deleted = root_.DeletePd(pd_, /*cascade=*/true);
   ASSERT_TRUE(deleted.ok()) << deleted.status();
