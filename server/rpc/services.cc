@@ -220,9 +220,10 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
             if (std::vector<std::string> open = cm->TokenConnectionsOn(pd); !open.empty()) {
               const size_t n = open.size();
               if (n > 5) open.resize(5);
-              return std::move(d)(Busy("name", absl::StrCat(pd, " has ", n, " open data-plane connection(s) of connect "
-                                                                "tokens (", absl::StrJoin(open, ", "), n > 5 ? ", ..." : "",
-                                                                "): ask for a cascade, which closes them")));
+              const std::string named = absl::StrCat(absl::StrJoin(open, ", "), n > 5 ? ", ..." : "");
+              return std::move(d)(Busy("name", absl::StrCat(pd, " has ", n, " open data-plane connection(s) of ",
+                                                            "connect tokens (", named,
+                                                            "): ask for a cascade, which closes them")));
             }
           }
           cm->ClosePdConnections(pd, cascade, [r, req = std::move(req), d = std::move(d)]() mutable {
