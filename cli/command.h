@@ -329,7 +329,7 @@ struct GetOptions {
   CLI::Option* interval_flag = nullptr;
   CLI::Option* events_flag = nullptr;
   // Validate()'s: the selector, and the column (index) or field to sort by; sort_kernel: by the kernel's
-  // numbers (kernel_header), which Fetch asks for and keeps for Run's column (one ListKernelIds).
+  // numbers (kernel_header), which Fetch then asks for and keeps for -o wide's column (one ListKernelIds).
   std::optional<Selector> selector;
   int sort_column = -1;
   FieldPath sort_field;
@@ -418,10 +418,8 @@ struct GetOptions {
     }
     kernel_ids.reset();
     kernel_note.clear();
-    if (!kernel_header.empty() && (sort_kernel || ctx.wide())) {
-      kernel_ids = KernelIdsByName(ctx.client(), &kernel_note);
-    }
     if (sort_kernel) {
+      kernel_ids = KernelIdsByName(ctx.client(), &kernel_note);
       std::stable_sort(kept.begin(), kept.end(), [this](const T& a, const T& b) {
         return CompareCells(KernelIdCell(*kernel_ids, a.name()), KernelIdCell(*kernel_ids, b.name())) < 0;
       });
@@ -458,7 +456,8 @@ struct GetOptions {
       for (const T& item : *items) ctx.out() << item.name() << "\n";
     } else if (!items->empty()) {
       Columns<T> cs = columns();
-      if (ctx.wide() && kernel_ids) {
+      if (ctx.wide() && !kernel_header.empty()) {
+        if (!kernel_ids) kernel_ids = KernelIdsByName(ctx.client(), &kernel_note);  // unless the sort asked
         cs.push_back({kernel_header.c_str(),
                       [ids = *kernel_ids](const T& item) { return KernelIdCell(ids, item.name()); }, true});
       }
