@@ -171,14 +171,19 @@ void CmManager::ClosePdConnections(const std::string& pd, bool untagged, absl::A
   }
 }
 
-std::vector<std::string> CmManager::TokenConnectionsOn(const std::string& pd) const {
+absl::Status CmManager::CheckNoTokenConnections(const std::string& pd) const {
   MutexLock lock(&mu_);
   std::vector<std::string> names;
+  size_t open = 0;
   for (const auto& [n, id] : ids_) {
     const Id::Book& b = id->book.Get(mu_);
-    if (id->pd == pd && b.data_plane && b.tag.empty()) names.push_back(Name("cmids", n));
+    if (id->pd != pd || !b.data_plane || !b.tag.empty()) continue;
+    if (++open <= 5) names.push_back(Name("cmids", n));
   }
-  return names;
+  if (open == 0) return absl::OkStatus();
+  if (open > 5) names.push_back("...");
+  return Busy("name", absl::StrCat(pd, " has ", open, " open data-plane connection(s) of connect tokens (",
+                                   absl::StrJoin(names, ", "), "): ask for a cascade, which closes them"));
 }
 
 void CmManager::EndPdRemoval(const std::string& pd) {

@@ -145,9 +145,9 @@ class CmManager {
   // every one of them is destroyed (on the dispatcher that destroyed the last, or on this thread if there is
   // none), or at Quiesce, whichever is first.
   void ClosePdConnections(const std::string& pd, bool untagged, absl::AnyInvocable<void() &&> done);
-  // The PD's data-plane connections of plain connect tokens (no grant), by name: what a DeletePd without
-  // cascade refuses on.
-  std::vector<std::string> TokenConnectionsOn(const std::string& pd) const;
+  // DeletePd without cascade: FAILED_PRECONDITION on "name" naming up to 5 of the PD's data-plane
+  // connections of plain connect tokens (no grant), which only a cascade closes; OK if it has none.
+  absl::Status CheckNoTokenConnections(const std::string& pd) const;
   // The CM manager's side of the join with the kernel's resource tracking (kernel.cc;
   // server/fabric/restrack.h): the ids on `device` ("devices/rxe0" or "rxe0") with their addresses as last
   // seen, their QP's name (its qpn is the registry's) and PD; rdmad's data-plane ids marked internal.

@@ -6,12 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/rpc/call.h"
 #include "server/rpc/page.h"
+#include "server/registry/rules.h"
 #include "server/common/version.h"
 
 namespace rdmad {
@@ -75,10 +73,7 @@ class DevicesService final : public v1::Devices::Service {
     std::vector<cm::CmManager::KernelCmId> ids;
     if (e_->cm != nullptr) ids = e_->cm->KernelJoinInput(req->device());
     for (cm::CmManager::KernelCmId& id : ids) {
-      uint64_t n = 0;
-      if (absl::StartsWith(id.qp, "qps/") && absl::SimpleAtoi(id.qp.substr(4), &n) && qpn.count(n)) {
-        id.ours.qpn = qpn[n];
-      }
+      if (absl::StatusOr<uint64_t> n = ParseName(id.qp, "qps", "qp"); n.ok() && qpn.count(*n)) id.ours.qpn = qpn[*n];
       ours->cm_ids.push_back(id.ours);
     }
     absl::StatusOr<fabric::restrack::DeviceDump> dump = e_->registry->KernelObjects(req->device(), "device");
@@ -217,14 +212,7 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
           const std::string pd = req.name();
           const bool cascade = req.cascade();
           if (!cascade) {
-            if (std::vector<std::string> open = cm->TokenConnectionsOn(pd); !open.empty()) {
-              const size_t n = open.size();
-              if (n > 5) open.resize(5);
-              const std::string named = absl::StrCat(absl::StrJoin(open, ", "), n > 5 ? ", ..." : "");
-              return std::move(d)(Busy("name", absl::StrCat(pd, " has ", n, " open data-plane connection(s) of ",
-                                                            "connect tokens (", named,
-                                                            "): ask for a cascade, which closes them")));
-            }
+            if (absl::Status open = cm->CheckNoTokenConnections(pd); !open.ok()) return std::move(d)(open);
           }
           cm->ClosePdConnections(pd, cascade, [r, req = std::move(req), d = std::move(d)]() mutable {
             std::move(d)(r->DeletePd(req));
