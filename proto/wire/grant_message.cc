@@ -1,5 +1,7 @@
 #include "proto/wire/grant_message.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace rdmad::wire {
@@ -20,9 +22,10 @@ uint64_t GetBig(absl::string_view in, size_t offset, int bytes) {
 }  // namespace
 
 std::string EncodeGrantMessage(const GrantMessage& m) {
-  std::string out(kGrantMessageSize, '\0');
+  const bool v2 = m.version >= kSessionMessageVersion;
+  std::string out(v2 ? kSessionMessageSize : kGrantMessageSize, '\0');
   out.replace(0, 4, kMagic, 4);
-  out[4] = static_cast<char>(kGrantMessageVersion);
+  out[4] = static_cast<char>(v2 ? kSessionMessageVersion : kGrantMessageVersion);
   out[5] = static_cast<char>(m.type);
   out[6] = static_cast<char>(m.scope);
   out[7] = static_cast<char>(m.reason);
@@ -32,6 +35,16 @@ std::string EncodeGrantMessage(const GrantMessage& m) {
   PutBig(out, 32, m.rkey, 4);
   PutBig(out, 36, m.access, 4);
   PutBig(out, 40, static_cast<uint64_t>(m.expiry_unix_nanos), 8);
+  if (!v2) return out;
+  PutBig(out, 48, m.tag, 8);
+  if (m.type == GrantMessageType::kActivate) {
+    // The request carries a token where an answer carries the key: nothing else of the grant is known.
+    out[6] = out[7] = '\0';
+    out.replace(8, 40, std::string(40, '\0'));
+    out.replace(16, std::min<size_t>(m.token.size(), 32), m.token.substr(0, 32));
+    return out;
+  }
+  PutBig(out, 56, m.token_id, 8);
   return out;
 }
 
@@ -43,15 +56,33 @@ absl::StatusOr<GrantMessage> DecodeGrantMessage(absl::string_view in) {
   if (in.substr(0, 4) != absl::string_view(kMagic, 4)) {
     return absl::InvalidArgumentError("grant message: wrong magic (not an rdmad grant message)");
   }
-  if (static_cast<uint8_t>(in[4]) < kGrantMessageVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("grant message: version ", static_cast<int>(in[4])));
+  const uint8_t version = static_cast<uint8_t>(in[4]);
+  if (version < kGrantMessageVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("grant message: version ", static_cast<int>(version)));
+  }
+  const bool v2 = version >= kSessionMessageVersion;
+  if (v2 && in.size() < kSessionMessageSize) {
+    return absl::InvalidArgumentError(absl::StrCat("grant message: ", in.size(), " bytes of version ",
+                                                   static_cast<int>(version), ", expected ", kSessionMessageSize));
   }
   GrantMessage m;
+  m.version = v2 ? kSessionMessageVersion : kGrantMessageVersion;
   const uint8_t type = static_cast<uint8_t>(in[5]), scope = static_cast<uint8_t>(in[6]);
-  if (type < 1 || type > 3) return absl::InvalidArgumentError(absl::StrCat("grant message: unknown type ", type));
+  if (type < 1 || type > (v2 ? 5 : 3)) {
+    return absl::InvalidArgumentError(absl::StrCat("grant message: unknown type ", type));
+  }
+  if (v2) {
+    m.tag = GetBig(in, 48, 8);
+    if (type == static_cast<uint8_t>(GrantMessageType::kActivate)) {
+      m.type = GrantMessageType::kActivate;
+      m.token = std::string(in.substr(16, 32));
+      return m;
+    }
+    m.token_id = GetBig(in, 56, 8);
+  }
   if (scope < 1 || scope > 3) {
     // ENDED and FAILED may be sent before a scope was decided: 0 is accepted there.
-    if (!(scope == 0 && type != 1)) {
+    if (!(scope == 0 && type != static_cast<uint8_t>(GrantMessageType::kActive))) {
       return absl::InvalidArgumentError(absl::StrCat("grant message: unknown scope ", scope));
     }
     m.scope = GrantKeyScope::kQp;
@@ -74,6 +105,8 @@ const char* GrantMessageTypeName(GrantMessageType type) {
     case GrantMessageType::kActive: return "ACTIVE";
     case GrantMessageType::kEnded: return "ENDED";
     case GrantMessageType::kFailed: return "FAILED";
+    case GrantMessageType::kRefused: return "REFUSED";
+    case GrantMessageType::kActivate: return "ACTIVATE";
   }
   return "UNKNOWN";
 }

@@ -25,6 +25,14 @@
 //       40    8  expiry, Unix time in nanoseconds (signed): the lease's end when the message was sent
 // ENDED and FAILED carry the grant id and the reason; the key fields are 0.
 //
+// Version 2 (a session: many grants on one connection, docs/PROTOCOL.md#sessions): 64 bytes, the first 48
+// laid out as in version 1 (version byte 2), then
+//       48    8  tag: the client's, echoed from the ACTIVATE this answers; 0 for the connect request's grant
+//       56    8  token id (tokens/<id>): the token the grant was activated with (REFUSED: the one presented)
+// and two more types: 4 REFUSED (rdmad refused an ACTIVATE: the reason byte is a RejectReason of
+// handshake.h, the grant id 0) and 5 ACTIVATE (client to rdmad: bytes 8-15 zero, 16-47 the grant's token,
+// the tag at 48, 56-63 zero).
+//
 // Threads: stateless functions.
 #ifndef RDMAD_PROTO_WIRE_GRANT_MESSAGE_H_
 #define RDMAD_PROTO_WIRE_GRANT_MESSAGE_H_
@@ -40,8 +48,10 @@ namespace rdmad::wire {
 
 inline constexpr size_t kGrantMessageSize = 48;
 inline constexpr uint8_t kGrantMessageVersion = 1;
+inline constexpr size_t kSessionMessageSize = 64;  // version 2
+inline constexpr uint8_t kSessionMessageVersion = 2;
 
-enum class GrantMessageType : uint8_t { kActive = 1, kEnded = 2, kFailed = 3 };
+enum class GrantMessageType : uint8_t { kActive = 1, kEnded = 2, kFailed = 3, kRefused = 4, kActivate = 5 };
 enum class GrantKeyScope : uint8_t { kQp = 1, kPd = 2, kMr = 3 };
 
 inline constexpr uint32_t kGrantRead = 1;
@@ -57,15 +67,22 @@ struct GrantMessage {
   uint32_t rkey = 0;
   uint32_t access = 0;
   int64_t expiry_unix_nanos = 0;
+  // Version 2 (version >= 2 on decoding).
+  uint8_t version = kGrantMessageVersion;
+  uint64_t tag = 0;
+  uint64_t token_id = 0;
+  std::string token;  // ACTIVATE: the token's 32 bytes (holds its secret: never log)
 };
 
-// Exactly kGrantMessageSize bytes.
+// Exactly kGrantMessageSize bytes for version 1 (ACTIVE, ENDED and FAILED only; the version 2 fields are
+// not sent), kSessionMessageSize for version 2.
 std::string EncodeGrantMessage(const GrantMessage& message);
-// INVALID_ARGUMENT naming what is wrong (short, wrong magic, unknown type or scope). A higher version is
-// read by its version 1 fields. Bytes after the first kGrantMessageSize are ignored.
+// INVALID_ARGUMENT naming what is wrong (short, wrong magic, unknown type or scope, an ACTIVATE or REFUSED
+// of version 1). A message of version 2 or later is read with its version 2 fields, and must be
+// kSessionMessageSize bytes long at least; bytes after those are ignored.
 absl::StatusOr<GrantMessage> DecodeGrantMessage(absl::string_view bytes);
 
-// "ACTIVE", "ENDED", "FAILED".
+// "ACTIVE", "ENDED", "FAILED", "REFUSED", "ACTIVATE".
 const char* GrantMessageTypeName(GrantMessageType type);
 // "REVOKED", "EXPIRED", "DISCONNECTED", ... (GrantEndReason without its END_ prefix); "REASON_<n>" else.
 std::string GrantEndReasonName(uint8_t reason);

@@ -15,6 +15,7 @@ namespace {
 
 constexpr char kTokenMagic[4] = {'R', 'D', 'T', 'K'};
 constexpr char kRejectMagic[4] = {'R', 'D', 'R', 'J'};
+constexpr char kVersionMagic[4] = {'R', 'D', 'V', 'R'};
 constexpr char kTokenNamePrefix[] = "tokens/";
 
 void PutU16(std::string& out, uint16_t v) {
@@ -69,6 +70,8 @@ std::string RejectReasonName(RejectReason reason) {
       return "OVER_QUOTA";
     case RejectReason::kInternal:
       return "INTERNAL";
+    case RejectReason::kSessionMismatch:
+      return "SESSION_MISMATCH";
   }
   return absl::StrCat("REASON_", static_cast<uint16_t>(reason));
 }
@@ -151,6 +154,44 @@ absl::StatusOr<Reject> DecodeReject(absl::string_view data) {
   }
   if (version == kRejectVersion) reject.token_id = GetU64(data, 8);
   return reject;
+}
+
+ConnectRequest SplitConnectRequest(absl::string_view data) {
+  ConnectRequest out;
+  out.token = data;
+  const absl::string_view magic(kVersionMagic, sizeof(kVersionMagic));
+  if (data.size() < kTokenSize + kVersionOfferSize || data.substr(kTokenSize, magic.size()) != magic) return out;
+  const uint8_t offered = U8(data, kTokenSize + 4);
+  // A malformed offer leaves the bytes to DecodeToken, which refuses them (nonzero bytes after the token).
+  if (offered < 1 || !AllZero(data.substr(kTokenSize + 5))) return out;
+  out.token = data.substr(0, kTokenSize);
+  out.offered = offered;
+  return out;
+}
+
+std::string EncodeConnectRequest(absl::string_view token, uint8_t highest) {
+  std::string out(token);
+  out.append(kVersionMagic, sizeof(kVersionMagic));
+  out.push_back(static_cast<char>(highest));
+  out.append(3, '\0');
+  return out;
+}
+
+std::string EncodeAcceptData(const AcceptData& accept) {
+  std::string out(kVersionMagic, sizeof(kVersionMagic));
+  out.push_back(static_cast<char>(accept.version));
+  out.push_back(static_cast<char>(accept.credits));
+  out.append(2, '\0');
+  return out;
+}
+
+AcceptData DecodeAcceptData(absl::string_view data) {
+  AcceptData out;
+  if (data.size() < kAcceptDataSize || !absl::StartsWith(data, absl::string_view(kVersionMagic, 4))) return out;
+  if (U8(data, 4) < 2) return out;
+  out.version = U8(data, 4);
+  out.credits = U8(data, 5);
+  return out;
 }
 
 std::string TokenName(uint64_t id) { return absl::StrCat(kTokenNamePrefix, id); }

@@ -24,6 +24,17 @@
 //        8    8  id of the rejected token, 0 when none could be read
 // Bytes 0-7 keep their meaning in every version, so an older client still reads the reason.
 //
+// Data-plane protocol versions (docs/PROTOCOL.md#versions). Version 1 is the token alone. A client that
+// speaks a later version (2: sessions, many grants on one connection) appends a version offer to the token:
+//   offset size  field
+//       32    4  magic "RDVR" (52 44 56 52)
+//       36    1  the highest version the client speaks (2 or more)
+//       37    3  reserved, 0
+// rdmad answers an offer with the version it chose in its accept's private data (8 bytes, the same magic,
+// then the version, then the number of requests the client may have outstanding, then 2 reserved bytes);
+// an accept without it (no private data, or zeros) means version 1. rdmad honours an offer only for a grant's
+// token; a connect token's connection is always version 1.
+//
 // Secrets never appear in DecodedToken::detail or in any status made here; only ids do. Token::secret is
 // the only place that holds one.
 //
@@ -68,6 +79,8 @@ enum class RejectReason : uint16_t {
   kInternal = 8,      // rdmad failed on its side (sent by the listener, never by TokenStore)
   kOverQuota = 9,     // a good token, but its tenant is at its connections quota: retry later (the token
                       // is not used up)
+  kSessionMismatch = 10,  // an ACTIVATE (version 2) whose token cannot join this connection: a connect token,
+                          // or a grant on another PD than the connection's (the token is not used up)
 };
 // "TOKEN_EXPIRED", ...; "REASON_<n>" for a number this build does not know.
 std::string RejectReasonName(RejectReason reason);
@@ -104,6 +117,30 @@ std::string EncodeReject(const Reject& reject);
 // reject (rejected by the CM itself, or by another listener: the area is then usually all zeros). A
 // higher version is read by its first 8 bytes.
 absl::StatusOr<Reject> DecodeReject(absl::string_view private_data);
+
+// The data-plane protocol versions this build speaks: 1 and 2.
+inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr size_t kVersionOfferSize = 8;
+inline constexpr size_t kAcceptDataSize = 8;
+
+// A connect request's private data, split: the token's part, and the version the client offered (1 when
+// there is no well-formed offer, in which case `token` is the whole private data, for DecodeToken to judge).
+struct ConnectRequest {
+  absl::string_view token;
+  uint8_t offered = 1;
+};
+ConnectRequest SplitConnectRequest(absl::string_view private_data);
+// A token followed by an offer of `highest` (2 or more): what a version 2 client connects with.
+std::string EncodeConnectRequest(absl::string_view token, uint8_t highest);
+
+// What rdmad's accept says, for a version it chose above 1.
+struct AcceptData {
+  uint8_t version = 1;
+  uint8_t credits = 0;  // ACTIVATE requests the client may have outstanding at once
+};
+std::string EncodeAcceptData(const AcceptData& accept);
+// For clients, with the private data of their ESTABLISHED: version 1 (credits 0) if it holds no accept data.
+AcceptData DecodeAcceptData(absl::string_view private_data);
 
 // "tokens/17", and back (false if `name` is not of that form with a number > 0).
 std::string TokenName(uint64_t id);

@@ -126,7 +126,7 @@ TEST(RejectFormat, LayoutRoundTripAndPadding) {
 }
 
 TEST(RejectFormat, EveryReasonRoundTrips) {
-  for (uint16_t n = 1; n <= 8; ++n) {
+  for (uint16_t n = 1; n <= 10; ++n) {
     const auto reason = static_cast<RejectReason>(n);
     ASSERT_OK_AND_ASSIGN(Reject r, DecodeReject(EncodeReject({reason, 0})));
     EXPECT_EQ(r.reason, reason);
