@@ -84,8 +84,13 @@ class CmId {
   // request), as one of the fabric's devices; nullptr before.
   virtual Device* device() const = 0;
   // rdma_create_qp: an RC QP on `pd` (which must be on device()), its CQ on the device's completion
-  // channel. The id owns it; qp() is usable for posting binds once the connection is established.
-  virtual absl::Status CreateQp(Pd& pd) = 0;
+  // channel, with `options`' send depth and receives (the receive buffers posted before the QP leaves INIT,
+  // so the peer's first SEND finds one). The id owns it; qp() is usable for posting binds once the
+  // connection is established. INVALID_ARGUMENT (field "send_depth") below kMinSendDepth.
+  virtual absl::Status CreateQp(Pd& pd, const CmQpOptions& options) = 0;
+  // A QP of the default shape: send depth 8, no receives. (An overload, not a default argument: those do not
+  // work on virtual functions. An implementation says `using fabric::CmId::CreateQp;`.)
+  absl::Status CreateQp(Pd& pd) { return CreateQp(pd, CmQpOptions{}); }
   virtual Qp* qp() const = 0;
   virtual absl::Status Connect(const std::string& private_data) = 0;  // rdma_connect
   virtual absl::Status Accept(const std::string& private_data) = 0;   // rdma_accept

@@ -209,6 +209,33 @@ struct QpOptions {
   uint32_t gid_index = 0;
 };
 
+// The largest message a QP receives (ReceiveOptions' buffers).
+inline constexpr size_t kMaxReceive = 64;
+
+// Receives on a QP whose peer sends rdmad messages (a session's requests).
+struct ReceiveOptions {
+  uint32_t slots = 0;  // receive buffers kept posted, kMaxReceive bytes each; 0: the QP receives nothing
+  // Each message's bytes (as long as the peer sent, at most kMaxReceive; a longer SEND fails at the peer with a
+  // local length error at rdmad, which puts the QP in the error state), on the thread that polled its completion
+  // (the device's dispatcher, or a Device::PollFor caller), with no lock of the fabric held. A failed receive
+  // (flushed when the QP goes to the error state) is not reported. Its buffer is posted again once the bytes
+  // are copied out, before on_message runs. The messages one thread polls run in the order they arrived; a
+  // PollFor caller and the dispatcher may each poll some, and then run them at the same time: a receiver that
+  // needs them in order never calls PollFor on the QP (or orders them itself). A call polled before the QP was
+  // destroyed may still run after it.
+  std::function<void(std::string bytes)> on_message;
+};
+
+// A bind with its fenced SEND (SendAfterBind) is two work requests: the least send depth of a QP.
+inline constexpr uint32_t kMinSendDepth = 2;
+
+// The shape of a QP made on an rdma_cm id (CmId::CreateQp).
+struct CmQpOptions {
+  // Work requests in flight on the send queue (more wait in the QP: see Qp); at least kMinSendDepth.
+  uint32_t send_depth = 8;
+  ReceiveOptions receive;
+};
+
 class Pd {
  public:
   virtual ~Pd() = default;

@@ -214,7 +214,7 @@ fabric::Device* VerbsCmId::device() const { return verbs_device(); }
 
 fabric::Qp* VerbsCmId::qp() const { return qp_.get(); }
 
-absl::Status VerbsCmId::CreateQp(fabric::Pd& fpd) {
+absl::Status VerbsCmId::CreateQp(fabric::Pd& fpd, const fabric::CmQpOptions& options) {
   if (qp_ != nullptr) return FailedPrecondition("qp", "the id already has a QP");
   Device* device = verbs_device();
   if (device == nullptr) {
@@ -226,7 +226,7 @@ absl::Status VerbsCmId::CreateQp(fabric::Pd& fpd) {
     return InvalidArgument("pd", absl::StrCat("the PD is on device ", ibv_get_device_name(pd->context->device),
                                               ", the id on ", device->info().name));
   }
-  RDMAD_ASSIGN_OR_RETURN(qp_, Qp::CreateOnCmId(device, pd, id_));
+  RDMAD_ASSIGN_OR_RETURN(qp_, Qp::CreateOnCmId(device, pd, id_, options));
   return absl::OkStatus();
 }
 

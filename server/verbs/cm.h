@@ -76,7 +76,8 @@ class VerbsCmId final : public fabric::CmId {
   absl::Status ResolveAddr(const fabric::SockAddr& remote, int timeout_ms) override;
   absl::Status ResolveRoute(int timeout_ms) override;
   fabric::Device* device() const override;
-  absl::Status CreateQp(fabric::Pd& pd) override;
+  using fabric::CmId::CreateQp;
+  absl::Status CreateQp(fabric::Pd& pd, const fabric::CmQpOptions& options) override;
   fabric::Qp* qp() const override;
   absl::Status Connect(const std::string& private_data) override;
   absl::Status Accept(const std::string& private_data) override;

@@ -2,9 +2,12 @@
 
 #include <rdma/rdma_cma.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -18,8 +21,11 @@
 namespace rdmad::verbs {
 namespace {
 
-constexpr int kCqDepth = 16;
-constexpr int kSendDepth = 8;
+constexpr int kCqDepth = 16;  // the least CQ: twice the default send depth
+constexpr int kSendDepth = 8;  // a QP's from Create (CmQpOptions' default too)
+constexpr int kPollBatch = 16;  // completions taken per ibv_poll_cq
+// A receive's wr_id: this bit and the slot. Send wr_ids count up from 1 and never reach it.
+constexpr uint64_t kReceiveWrId = 1ull << 63;
 constexpr uint8_t kMinRnrTimer = 12;
 constexpr uint8_t kTimeout = 14;  // 4.096 us * 2^14 = 67 ms
 constexpr uint8_t kRetries = 7;
@@ -42,14 +48,16 @@ uint32_t RandomPsn() {
   return gen() & 0xffffff;
 }
 
-ibv_qp_init_attr InitAttr(ibv_cq* cq) {
+// `receives`: at least 1 (rdma_create_qp and ibv_create_qp want a receive queue; a QP without receive
+// slots posts none).
+ibv_qp_init_attr InitAttr(ibv_cq* cq, uint32_t send_depth, uint32_t receives) {
   ibv_qp_init_attr init{};
   init.send_cq = cq;
   init.recv_cq = cq;
   init.qp_type = IBV_QPT_RC;
   init.sq_sig_all = 0;
-  init.cap.max_send_wr = kSendDepth;
-  init.cap.max_recv_wr = 1;
+  init.cap.max_send_wr = send_depth;
+  init.cap.max_recv_wr = std::max<uint32_t>(receives, 1);
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = fabric::kMaxInlineSend;
@@ -75,8 +83,8 @@ absl::StatusOr<ibv_send_wr> InlineSend(const std::string& bytes, ibv_sge* sge, c
 
 }  // namespace
 
-absl::Status Qp::CreateCq() {
-  cq_ = ibv_create_cq(device_->context(), kCqDepth, nullptr, device_->comp_channel(), 0);
+absl::Status Qp::CreateCq(int depth) {
+  cq_ = ibv_create_cq(device_->context(), depth, nullptr, device_->comp_channel(), 0);
   if (cq_ == nullptr) return FromErrno("ibv_create_cq");
   if (int ret = ibv_req_notify_cq(cq_, 0); ret != 0) return FromReturn("ibv_req_notify_cq", ret);
   cq_id_ = device_->HookCq(this);
@@ -89,9 +97,9 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
     return InvalidArgument("port", absl::StrCat("device ", device->info().name, " has no port ", options.port));
   }
   std::unique_ptr<Qp> qp(new Qp(device, options));
-  RDMAD_RETURN_IF_ERROR(qp->CreateCq());
+  RDMAD_RETURN_IF_ERROR(qp->CreateCq(kCqDepth));
 
-  ibv_qp_init_attr init = InitAttr(qp->cq_);
+  ibv_qp_init_attr init = InitAttr(qp->cq_, kSendDepth, 0);
   qp->qp_ = ibv_create_qp(pd, &init);
   if (qp->qp_ == nullptr) return FromErrno("ibv_create_qp");  // ~Qp unhooks and destroys the CQ
 
@@ -109,13 +117,27 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
   return qp;
 }
 
-absl::StatusOr<std::unique_ptr<Qp>> Qp::CreateOnCmId(Device* device, ibv_pd* pd, rdma_cm_id* id) {
+absl::StatusOr<std::unique_ptr<Qp>> Qp::CreateOnCmId(Device* device, ibv_pd* pd, rdma_cm_id* id,
+                                                     const fabric::CmQpOptions& cm_options) {
+  const uint32_t slots = cm_options.receive.slots;
+  if (cm_options.send_depth < fabric::kMinSendDepth) {
+    return InvalidArgument("send_depth", absl::StrCat(cm_options.send_depth, "; a QP sends at least ",
+                                                      fabric::kMinSendDepth, " work requests at once (a bind "
+                                                      "and its SEND)"));
+  }
+  // Every send in flight and every posted receive may have its completion waiting in the CQ at once.
+  const uint64_t completions = uint64_t{cm_options.send_depth} + slots;
+  if (completions > INT_MAX) {
+    return InvalidArgument("receive.slots", absl::StrCat(cm_options.send_depth, " sends and ", slots,
+                                                         " receives are more completions than a CQ holds"));
+  }
   fabric::QpOptions options;
   options.port = id->port_num;
   std::unique_ptr<Qp> qp(new Qp(device, options));
-  RDMAD_RETURN_IF_ERROR(qp->CreateCq());
+  RDMAD_RETURN_IF_ERROR(qp->CreateCq(std::max(kCqDepth, static_cast<int>(completions))));
+  if (slots > 0) RDMAD_RETURN_IF_ERROR(qp->CreateReceiveBuffer(pd, cm_options.receive));
 
-  ibv_qp_init_attr init = InitAttr(qp->cq_);
+  ibv_qp_init_attr init = InitAttr(qp->cq_, cm_options.send_depth, slots);
   if (int ret = rdma_create_qp(id, pd, &init); ret != 0) return FromRdmaCm("rdma_create_qp", ret);
   qp->cm_id_ = id;
   qp->qp_ = id->qp;
@@ -125,6 +147,9 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::CreateOnCmId(Device* device, ibv_pd* pd,
   // The source GID rdma_cm resolved for the id (on RoCE, the one of the id's IP address).
   const ibv_gid& sgid = id->route.addr.addr.ibaddr.sgid;
   if (!GidIsZero(sgid)) qp->local_.gid = GidToString(sgid);
+  // In INIT now, which takes receives: all are posted before the peer can send (RTR comes with the
+  // connection).
+  for (uint32_t slot = 0; slot < slots; ++slot) RDMAD_RETURN_IF_ERROR(qp->PostReceive(slot));
   return qp;
 }
 
@@ -145,6 +170,67 @@ Qp::~Qp() {
       RDMAD_LOG_ERROR("ibv_destroy_cq failed: errno %d (%s)", ret, ErrnoName(ret).c_str());
     }
   }
+  // The receive buffer last: no QP can write into it any more.
+  if (receive_mr_ != nullptr) {
+    if (int ret = ibv_dereg_mr(receive_mr_); ret != 0) {
+      // Still registered: the memory is left allocated rather than handed back to malloc.
+      RDMAD_LOG_ERROR("qp %u: ibv_dereg_mr of its receive buffer failed: errno %d (%s); the buffer is leaked",
+                      local_.qpn, ret, ErrnoName(ret).c_str());
+      return;
+    }
+  }
+  std::free(receive_buffer_);
+}
+
+absl::Status Qp::CreateReceiveBuffer(ibv_pd* pd, const fabric::ReceiveOptions& receive) {
+  const long page_size = sysconf(_SC_PAGESIZE);
+  const size_t page = page_size > 0 ? static_cast<size_t>(page_size) : 4096;
+  // Whole pages: the registration (and its MADV_DONTFORK, where fork support is on) covers nothing else.
+  const size_t length = (size_t{receive.slots} * fabric::kMaxReceive + page - 1) / page * page;
+  void* buffer = nullptr;
+  if (int ret = posix_memalign(&buffer, page, length); ret != 0) {
+    return ErrnoError("posix_memalign", ret, "the QP's receive buffers");
+  }
+  receive_buffer_ = static_cast<char*>(buffer);
+  receive_mr_ = ibv_reg_mr(pd, buffer, length, IBV_ACCESS_LOCAL_WRITE);
+  if (receive_mr_ == nullptr) return FromErrno("ibv_reg_mr", "the QP's receive buffers");
+  receive_slots_ = receive.slots;
+  on_message_ = std::make_shared<const std::function<void(std::string)>>(receive.on_message);
+  return absl::OkStatus();
+}
+
+absl::Status Qp::PostReceive(uint32_t slot) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(receive_buffer_ + size_t{slot} * fabric::kMaxReceive);
+  sge.length = fabric::kMaxReceive;
+  sge.lkey = receive_mr_->lkey;
+  ibv_recv_wr wr{};
+  wr.wr_id = kReceiveWrId | slot;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return FromReturn("ibv_post_recv", ibv_post_recv(qp_, &wr, &bad));
+}
+
+void Qp::Received(const ibv_wc& wc, std::vector<absl::AnyInvocable<void() &&>>* ready) {
+  const uint64_t slot = wc.wr_id & ~kReceiveWrId;
+  if (wc.status != IBV_WC_SUCCESS) return;  // flushed (the QP is in the error state): not posted again
+  if (slot >= receive_slots_) {
+    RDMAD_LOG_ERROR("qp %u: a receive completion for slot %llu, of %u", local_.qpn,
+                    static_cast<unsigned long long>(slot), receive_slots_);
+    return;
+  }
+  std::string bytes;
+  // A WRITE with immediate data consumes a receive too, and carries no message.
+  if (wc.opcode == IBV_WC_RECV) {
+    bytes.assign(receive_buffer_ + slot * fabric::kMaxReceive, std::min<size_t>(wc.byte_len, fabric::kMaxReceive));
+  }
+  if (absl::Status s = PostReceive(static_cast<uint32_t>(slot)); !s.ok()) {
+    RDMAD_LOG_ERROR("qp %u: receive slot %llu not posted again: %s", local_.qpn,
+                    static_cast<unsigned long long>(slot), std::string(s.message()).c_str());
+  }
+  if (wc.opcode != IBV_WC_RECV || !*on_message_) return;
+  ready->push_back([on_message = on_message_, bytes = std::move(bytes)]() mutable { (*on_message)(std::move(bytes)); });
 }
 
 fabric::QpEndpoint Qp::local() const {
@@ -257,9 +343,9 @@ std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions(bool rearm) {
   if (int ret = rearm ? ibv_req_notify_cq(cq_, 0) : 0; ret != 0) {
     RDMAD_LOG_ERROR("qp %u: ibv_req_notify_cq: errno %d (%s)", local_.qpn, ret, ErrnoName(ret).c_str());
   }
-  ibv_wc wcs[kCqDepth];
+  ibv_wc wcs[kPollBatch];
   for (;;) {
-    int n = ibv_poll_cq(cq_, kCqDepth, wcs);
+    int n = ibv_poll_cq(cq_, kPollBatch, wcs);
     if (n < 0) {
       RDMAD_LOG_ERROR("qp %u: ibv_poll_cq failed", local_.qpn);
       break;
@@ -267,6 +353,10 @@ std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions(bool rearm) {
     if (n == 0) break;
     MutexLock lock(&mu_);
     for (int i = 0; i < n; ++i) {
+      if (wcs[i].wr_id & kReceiveWrId) {
+        Received(wcs[i], &ready);
+        continue;
+      }
       auto it = pending_.find(wcs[i].wr_id);
       if (it == pending_.end()) continue;  // not ours to report (already failed at post)
       absl::Status status;

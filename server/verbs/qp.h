@@ -5,18 +5,25 @@
 // Two kinds: Create makes a QP that rdmad connects itself (Connect: INIT -> RTR -> RTS); CreateOnCmId
 // makes one with rdma_create_qp on an rdma_cm id, whose states rdma_cm drives (Connect is refused), and
 // which is destroyed with rdma_destroy_qp. The id (server/verbs/cm.h, VerbsCmId) owns such a QP and
-// outlives it.
+// outlives it. A CM QP may receive (fabric::ReceiveOptions): it owns one buffer of slots * kMaxReceive bytes,
+// registered on its PD, whose slots it keeps posted (posted at creation, posted again as each completes);
+// the buffer is deregistered and freed after the QP and its CQ are destroyed.
 // Threads: Post* and Connect on any thread (never two at once on one QP: the registry's reservations);
-// PollCompletions on the dispatcher only. `pending_` is shared by both, behind `mu_`. A CM QP's local()
-// and state() query the device and may be called on any thread.
+// PollCompletions on the dispatcher, or on a Device::PollFor caller, under the device's cq_mu_ (so one at a
+// time). `pending_` is shared by both, behind `mu_`. The receive buffer's slots: a posted slot belongs to
+// the device; the poller that takes its completion copies the bytes out and posts it again. on_message runs
+// from PollCompletions' returned callbacks, outside every lock. A CM QP's local() and state() query the device
+// and may be called on any thread.
 #ifndef RDMAD_SERVER_VERBS_QP_H_
 #define RDMAD_SERVER_VERBS_QP_H_
 
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -33,9 +40,11 @@ class Qp final : public fabric::Qp {
  public:
   static absl::StatusOr<std::unique_ptr<Qp>> Create(Device* device, ibv_pd* pd,
                                                     const fabric::QpOptions& options);
-  // rdma_create_qp on `id` (whose device is `device`, and `pd` on it): the same CQ and caps as Create;
-  // rdma_cm moves it to INIT now and to RTR/RTS when the connection is accepted or established.
-  static absl::StatusOr<std::unique_ptr<Qp>> CreateOnCmId(Device* device, ibv_pd* pd, rdma_cm_id* id);
+  // rdma_create_qp on `id` (whose device is `device`, and `pd` on it): a send queue of options.send_depth,
+  // max(1, slots) receives, a CQ for both (Create's caps otherwise), and the receive slots posted; rdma_cm
+  // moves it to INIT now and to RTR/RTS when the connection is accepted or established.
+  static absl::StatusOr<std::unique_ptr<Qp>> CreateOnCmId(Device* device, ibv_pd* pd, rdma_cm_id* id,
+                                                          const fabric::CmQpOptions& options);
   ~Qp() override;
   Qp(const Qp&) = delete;
   Qp& operator=(const Qp&) = delete;
@@ -59,9 +68,17 @@ class Qp final : public fabric::Qp {
 
  private:
   Qp(Device* device, const fabric::QpOptions& options) : device_(device), options_(options) {}
-  // Creates the CQ on the device's completion channel, arms it and hooks it to the dispatcher.
-  absl::Status CreateCq();
+  // Creates the CQ of `depth` entries on the device's completion channel, arms it and hooks it to the
+  // dispatcher.
+  absl::Status CreateCq(int depth);
   absl::Status ToInit();
+  // The receive buffer: slots * kMaxReceive bytes (whole pages) registered on `pd` for local write.
+  absl::Status CreateReceiveBuffer(ibv_pd* pd, const fabric::ReceiveOptions& receive);
+  // ibv_post_recv of the buffer's slot `slot` (its wr_id: kReceiveWrId | slot).
+  absl::Status PostReceive(uint32_t slot);
+  // A receive's completion (under mu_, from PollCompletions): the bytes copied out, the slot posted again,
+  // and on_message's call added to `ready`.
+  void Received(const ibv_wc& wc, std::vector<absl::AnyInvocable<void() &&>>* ready);
   // What a completion does: the status of the work completion (OK, or why it failed).
   using Finish = absl::AnyInvocable<void(absl::Status) &&>;
   absl::Status Post(ibv_send_wr& wr, const char* what, Finish finish);
@@ -73,6 +90,13 @@ class Qp final : public fabric::Qp {
   rdma_cm_id* cm_id_ = nullptr;  // set for a CM QP once rdma_create_qp succeeded
   uint64_t cq_id_ = 0;  // the CQ's key in the device's dispatcher table (0: not hooked)
   fabric::QpEndpoint local_;
+
+  // Receives (a CM QP with ReceiveOptions::slots > 0), fixed once CreateOnCmId returns.
+  uint32_t receive_slots_ = 0;
+  char* receive_buffer_ = nullptr;  // receive_slots_ * kMaxReceive bytes (whole pages), page aligned
+  ibv_mr* receive_mr_ = nullptr;
+  // Shared with the callbacks PollCompletions returns, which may run after the QP is gone.
+  std::shared_ptr<const std::function<void(std::string)>> on_message_;
 
   Mutex mu_;
   uint64_t next_wr_id_ ABSL_GUARDED_BY(mu_) = 1;

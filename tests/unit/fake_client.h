@@ -1,5 +1,6 @@
 // A data-plane client over the fake rdma_cm (fake_cm.h), as RemoteRegion is over the real one: its own
-// channel, id, PD and QP; it dials rdmad's listener with a token and reports the first event it gets.
+// channel, id, PD and QP; it dials rdmad's listener with a token and reports the first event it gets, and
+// sends rdmad messages on its connection (Send). What rdmad sends it: FakeLedger::Sent(rdmad's qpn).
 // Threads: the test's own; the fake delivers events to the client's channel, drained here.
 #ifndef RDMAD_TESTS_UNIT_FAKE_CLIENT_H_
 #define RDMAD_TESTS_UNIT_FAKE_CLIENT_H_
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "absl/status/status.h"
 
 #include "server/fabric/cm.h"
 #include "server/fabric/fabric.h"
@@ -47,6 +50,13 @@ struct FakeClient {
       return !e.empty();
     });
     return e;
+  }
+  // A SEND of `bytes` to rdmad's QP on this connection (fake::FakeCmId::Send): OK once on the wire; the
+  // message reaches rdmad's on_message when its QP has a receive posted (at once, or after an RNR wait).
+  absl::Status Send(const std::string& bytes) {
+    auto* fake = dynamic_cast<fake::FakeCmId*>(id.get());
+    if (fake == nullptr) return absl::FailedPreconditionError("the client has no fake rdma_cm id (Dial first)");
+    return fake->Send(bytes);
   }
   // Goes away (rdmad sees DISCONNECTED), releasing in order: the id (its QP), the PD, the channel.
   void Leave() {

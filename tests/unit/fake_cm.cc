@@ -462,8 +462,14 @@ absl::Status FakeCmId::ResolveRoute(int /*timeout_ms*/) {
 
 fabric::Device* FakeCmId::device() const { Guard g(*state_); return state_->ids.at(number_).device; }
 
-absl::Status FakeCmId::CreateQp(fabric::Pd& pd) {
+absl::Status FakeCmId::CreateQp(fabric::Pd& pd, const fabric::CmQpOptions& options) {
   FakeCmState& s = *state_;
+  // As the verbs backend (server/verbs/qp.cc) words it.
+  if (options.send_depth < fabric::kMinSendDepth) {
+    return InvalidArgument("send_depth", absl::StrCat(options.send_depth, "; a QP sends at least ",
+                                                      fabric::kMinSendDepth, " work requests at once (a bind "
+                                                      "and its SEND)"));
+  }
   {
     Guard g(s);
     RDMAD_RETURN_IF_ERROR(s.Fault("rdma_create_qp"));
@@ -474,6 +480,7 @@ absl::Status FakeCmId::CreateQp(fabric::Pd& pd) {
   }
   absl::StatusOr<std::unique_ptr<fabric::Qp>> made = pd.CreateQp(fabric::QpOptions{1, 1});  // without the mutex
   if (!made.ok()) return made.status();
+  RDMAD_RETURN_IF_ERROR(ConfigureCmQp(**made, options));  // the receive slots are posted in INIT
   std::shared_ptr<fabric::Qp> qp = std::move(*made);  // declared before the guard: released after it
   Guard g(s);
   IdState& me = s.ids.at(number_);
@@ -637,6 +644,21 @@ absl::Status FakeCmId::Migrate(fabric::CmChannel& to) {
   s.Move(number_, me.channel, &dest->second);
   me.channel = ch->number();
   return absl::OkStatus();
+}
+
+absl::Status FakeCmId::Send(const std::string& bytes) {
+  FakeCmState& s = *state_;
+  Guard g(s);
+  const IdState& me = s.ids.at(number_);
+  const IdState* p = s.Find(me.peer);
+  if (me.qp == nullptr) return FailedPrecondition({}, absl::StrCat("id ", number_, " has no QP"));
+  if (p == nullptr || p->peer != number_) return FailedPrecondition({}, absl::StrCat("id ", number_, " has no peer"));
+  if (p->qp == nullptr) return FailedPrecondition({}, absl::StrCat("id ", me.peer, ", the peer, has no QP"));
+  // Under the mutex (see fake_cm.h): the ids hold their QPs while it is held.
+  if (me.qp->state() != fabric::QpState::kRts) {
+    return absl::AbortedError(absl::StrCat("ibv_post_send(SEND): id ", number_, "'s QP is not in RTS"));
+  }
+  return DeliverSend(*p->qp, bytes);
 }
 
 SockAddr FakeCmId::local() const { Guard g(*state_); return state_->ids.at(number_).local; }

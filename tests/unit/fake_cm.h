@@ -9,7 +9,8 @@
 // The model follows librdmacm over the IB CM (RoCE), each step completing at once:
 //   Bind -> Listen(backlog)                                          the passive side
 //   ResolveAddr -> ADDR_RESOLVED (device() set) | ADDR_ERROR (-ENETUNREACH, address not in the route map)
-//   ResolveRoute -> ROUTE_RESOLVED;  CreateQp(pd): pd.CreateQp({port 1, gid index 1}), QP in INIT
+//   ResolveRoute -> ROUTE_RESOLVED;  CreateQp(pd, options): pd.CreateQp({port 1, gid index 1}), QP in INIT,
+//       given `options` (fake_fabric.h ConfigureCmQp: its send depth and receive slots)
 //   Connect(pd<=56) -> CONNECT_REQUEST on the listener's channel (the listener's key, data padded to 56,
 //       new_id: key 0, on the channel the listener is on now, device set, remote() = the active side's
 //       local()) | REJECTED status 28 on the active side if no listener, or its backlog of undrained
@@ -24,6 +25,8 @@
 //       state (fake_fabric.h ModifyQpToError, flushing its work); again, or on an id in any connection state,
 //       a no-op (as rdma_disconnect); EINVAL on an id that never connected.
 //   Migrate(to): the id's queued events move, in order, to the end of `to`'s queue; later ones go there.
+//   Send(bytes) (a test's, not rdma_cm's): a SEND from the id's QP to the QP of the id at the other end
+//       (fake_fabric.h DeliverSend: the peer's receive slots, RNR, the QP states).
 //   ~CmId: its QP first, then the id: its queued events are dropped (a dropped CONNECT_REQUEST destroys
 //       its new id), and a peer gets DISCONNECTED if connected, REJECTED otherwise (status 1, the IB CM's
 //       timeout reject, if the active side went away before an answer; 28 if the passive side did).
@@ -46,7 +49,9 @@
 //
 // Thread-safety: every object may be used from any thread. One mutex, in the state the FakeCm, channels and
 // ids share (so none dangles whatever the destruction order); it is never held across a call into a PD or
-// QP, or while an object the user may own (a dropped event's new id) is destroyed.
+// QP, or while an object the user may own (a dropped event's new id) is destroyed, except in Send, which
+// reads the QPs' states and delivers to the peer's QP under it (so neither QP can go meanwhile): those take
+// the fake fabric's ledger mutex, which is never held while this one is taken, and run no callback.
 #ifndef RDMAD_TESTS_UNIT_FAKE_CM_H_
 #define RDMAD_TESTS_UNIT_FAKE_CM_H_
 
@@ -146,7 +151,8 @@ class FakeCmId final : public fabric::CmId {
   absl::Status ResolveAddr(const fabric::SockAddr& remote, int timeout_ms) override;
   absl::Status ResolveRoute(int timeout_ms) override;
   fabric::Device* device() const override;
-  absl::Status CreateQp(fabric::Pd& pd) override;
+  using fabric::CmId::CreateQp;
+  absl::Status CreateQp(fabric::Pd& pd, const fabric::CmQpOptions& options) override;
   fabric::Qp* qp() const override;
   absl::Status Connect(const std::string& private_data) override;
   absl::Status Accept(const std::string& private_data) override;
@@ -155,6 +161,12 @@ class FakeCmId final : public fabric::CmId {
   absl::Status Migrate(fabric::CmChannel& to) override;
   fabric::SockAddr local() const override;
   fabric::SockAddr remote() const override;
+
+  // A SEND of `bytes` (a message of the client's) from this id's QP to the QP of the id at the other end of
+  // its connection: OK once it is on the wire (fake_fabric.h DeliverSend); FAILED_PRECONDITION if either id
+  // has no QP or this one has no peer; ABORTED (the SEND's completion failed) if this id's QP is not in RTS,
+  // or as DeliverSend says for the peer's.
+  absl::Status Send(const std::string& bytes);
 
  private:
   friend class FakeCm;

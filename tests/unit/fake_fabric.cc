@@ -256,7 +256,11 @@ int FakeLedger::QueuedCompletions() const {
   return static_cast<int>(completions_.size());
 }
 void FakeLedger::Complete(const std::string& device, absl::AnyInvocable<void() &&> run) {
-  completions_.push_back({device, std::move(run)});
+  Complete(Completion{device, std::move(run)});
+}
+void FakeLedger::Complete(Completion completion) {
+  const std::string device = completion.device;
+  completions_.push_back(std::move(completion));
   if (!held_ && !defer_signals_) Signal(device);
 }
 void FakeLedger::DeferSignals(bool on) {
@@ -478,6 +482,39 @@ class FakeQp final : public fabric::Qp {
     ledger_->FlushStalledLocked(local_.qpn);
   }
 
+  // ConfigureCmQp's.
+  void Configure(const fabric::CmQpOptions& options) {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    posted_receives_ = options.receive.slots;
+    on_message_ = std::make_shared<const std::function<void(std::string)>>(options.receive.on_message);
+  }
+
+  // DeliverSend's: a SEND from the peer.
+  absl::Status Receive(const std::string& bytes) {
+    std::lock_guard<std::mutex> lock(ledger_->mu_);
+    if (ErrorLocked() || state_ != fabric::QpState::kRts) {
+      return absl::AbortedError(absl::StrCat("the peer's SEND failed: qp ", id_, " is not in RTS"));
+    }
+    if (bytes.size() > fabric::kMaxReceive) {
+      state_ = fabric::QpState::kError;  // its receive's local length error
+      ledger_->FlushStalledLocked(local_.qpn);
+      waiting_.clear();
+      return absl::AbortedError(absl::StrCat("the peer's SEND of ", bytes.size(), " bytes failed: qp ", id_,
+                                             " receives at most ", fabric::kMaxReceive,
+                                             " (a local length error there; it is now in the error state)"));
+    }
+    waiting_.push_back(bytes);
+    DeliverLocked();
+    return absl::OkStatus();
+  }
+
+  // Callers hold the ledger mutex. One of this QP's receive completions is being drained: its slot is
+  // posted again (so a waiting message may take it).
+  void ReceiveDrainedLocked() {
+    posted_receives_++;
+    DeliverLocked();
+  }
+
  private:
   // Callers hold the ledger mutex.
   absl::Status PostBindLocked(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) {
@@ -497,6 +534,31 @@ class FakeQp final : public fabric::Qp {
     }
     ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
     return absl::OkStatus();
+  }
+
+  // Callers hold the ledger mutex. The QP is in the error state (its own, or ForceQpError's).
+  bool ErrorLocked() const {
+    return state_ == fabric::QpState::kError || ledger_->forced_error_qpns_.count(local_.qpn) > 0;
+  }
+  // Callers hold the ledger mutex. Messages from the peer take posted slots, in order, while the QP is in RTS;
+  // in the error state the ones waiting are dropped (the peer's SENDs fail).
+  void DeliverLocked() {
+    if (ErrorLocked()) {
+      waiting_.clear();
+      return;
+    }
+    while (posted_receives_ > 0 && !waiting_.empty() && state_ == fabric::QpState::kRts) {
+      posted_receives_--;
+      ledger_->Event("receive", absl::StrCat(id_));
+      FakeLedger::Completion c;
+      c.device = DeviceLocked();
+      c.receive_qp = id_;
+      c.run = [on_message = on_message_, bytes = std::move(waiting_.front())]() mutable {
+        if (*on_message) (*on_message)(std::move(bytes));
+      };
+      waiting_.pop_front();
+      ledger_->Complete(std::move(c));
+    }
   }
 
   // Callers hold the ledger mutex. StallQp's: work posted now waits until the QP goes to the error state.
@@ -532,6 +594,11 @@ class FakeQp final : public fabric::Qp {
   const fabric::QpEndpoint local_;
   fabric::QpState state_ = fabric::QpState::kInit;
   std::deque<FakeLedger::Completion> stalled_dropped_;
+  // Receives (Configure), under the ledger mutex.
+  uint32_t posted_receives_ = 0;       // slots posted and free
+  std::deque<std::string> waiting_;    // the peer's SENDs that found no slot (RNR), in order
+  std::shared_ptr<const std::function<void(std::string)>> on_message_ =
+      std::make_shared<const std::function<void(std::string)>>();
 };
 
 class FakePd final : public fabric::Pd {
@@ -624,9 +691,11 @@ class FakePd final : public fabric::Pd {
     FakeLedger::QpState st;
     st.pd = id_;
     st.qpn = local.qpn;
+    auto* qp = new FakeQp(ledger_, id, id_, local);
+    st.qp = qp;
     ledger_->qps_[id] = st;
     ledger_->Event("create_qp", absl::StrCat(id));
-    return std::unique_ptr<fabric::Qp>(new FakeQp(ledger_, id, id_, local));
+    return std::unique_ptr<fabric::Qp>(qp);
   }
 
  private:
@@ -852,13 +921,24 @@ class FakeDevice final : public fabric::Device {
     {
       std::lock_guard<std::mutex> lock(ledger_->mu_);
       if (ledger_->held_) return;
+      std::vector<FakeLedger::Completion> taken;
       for (auto it = ledger_->completions_.begin(); it != ledger_->completions_.end();) {
         if (it->device != info_.name) {
           ++it;
           continue;
         }
-        ready.push_back(std::move(it->run));
+        taken.push_back(std::move(*it));
         it = ledger_->completions_.erase(it);
+      }
+      // Taken as a poll takes them: a receive's slot is posted again (which may queue the next message's
+      // completion, for the next pass); a destroyed QP's receives are dropped with its CQ.
+      for (FakeLedger::Completion& c : taken) {
+        if (c.receive_qp != 0) {
+          auto q = ledger_->qps_.find(c.receive_qp);
+          if (q == ledger_->qps_.end()) continue;
+          q->second.qp->ReceiveDrainedLocked();
+        }
+        ready.push_back(std::move(c.run));
       }
     }
     for (auto& r : ready) std::move(r)();  // without the mutex: they call back into the registry
@@ -934,6 +1014,22 @@ FakeFabric::~FakeFabric() {
 
 void ModifyQpToError(fabric::Qp& qp) {
   if (auto* fake = dynamic_cast<FakeQp*>(&qp)) fake->ToError();
+}
+
+absl::Status ConfigureCmQp(fabric::Qp& qp, const fabric::CmQpOptions& options) {
+  if (auto* fake = dynamic_cast<FakeQp*>(&qp)) {
+    fake->Configure(options);
+    return absl::OkStatus();
+  }
+  const fabric::CmQpOptions defaults;
+  if (options.send_depth == defaults.send_depth && options.receive.slots == 0) return absl::OkStatus();
+  return FailedPrecondition({}, "the QP is not the fake fabric's: it takes only the default CmQpOptions");
+}
+
+absl::Status DeliverSend(fabric::Qp& qp, const std::string& bytes) {
+  auto* fake = dynamic_cast<FakeQp*>(&qp);
+  if (fake == nullptr) return FailedPrecondition({}, "the QP is not the fake fabric's: nothing can be sent to it");
+  return fake->Receive(bytes);
 }
 
 }  // namespace rdmad::fake

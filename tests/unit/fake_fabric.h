@@ -33,6 +33,16 @@
 // (flushed) and the QP goes to ERROR. A SEND posted with a bind (fabric::SendAfterBind) is posted right
 // after it on the same QP: recorded if the bind took effect, flushed if it failed.
 //
+// Receive model (a QP made on a fake rdma_cm id with fabric::ReceiveOptions, ConfigureCmQp): the QP keeps
+// `slots` receives posted. A SEND from its peer (DeliverSend; FakeCmId::Send, FakeClient::Send) takes a
+// posted slot and queues a receive completion, delivered as the other completions are (through the
+// device's completion fd, to Device::DrainCompletions or PollFor), which posts the slot again and then runs
+// on_message with the bytes. With no slot posted the SEND waits (the peer's RNR retries) until one is,
+// in order. A SEND to a QP that is not in RTS fails at the peer; one over kMaxReceive bytes fails too and
+// moves the receiving QP to ERROR (its local length error). Messages still waiting when the QP goes to
+// ERROR are dropped (the peer's SEND fails), and so are receive completions of a QP destroyed before they
+// were drained (as a destroyed CQ's).
+//
 // QP model: created in INIT (as the verbs backend does); Connect moves it to RTS; a failed bind or
 // invalidate completion moves it to ERROR (as a real completion error does), and so does ModifyQpToError
 // (what rdma_disconnect does to its id's QP); Connect from any state goes back to RTS. A stalled QP
@@ -68,6 +78,8 @@ inline uint32_t IncRkey(uint32_t rkey) { return (rkey & 0xffffff00u) | ((rkey + 
 // window bounds not enforced (rxe's answer to the start-up probe; `mw_bounds_enforced` models the other).
 fabric::DeviceInfo MakeDeviceInfo(const std::string& name, bool native_rereg = false,
                                   bool mw_bounds_enforced = false);
+
+class FakeQp;
 
 class FakeLedger {
  public:
@@ -174,6 +186,7 @@ class FakeLedger {
   struct QpState {
     uint64_t pd = 0;
     uint32_t qpn = 0;
+    FakeQp* qp = nullptr;  // alive while this entry is (~FakeQp erases it under mu_)
   };
 
   // Callers hold mu_.
@@ -209,9 +222,11 @@ class FakeLedger {
   struct Completion {
     std::string device;
     absl::AnyInvocable<void() &&> run;
+    uint64_t receive_qp = 0;  // a receive completion of this fake QP id (0: none)
   };
   // Callers hold mu_. Queues a completion and signals the device's fd unless held.
   void Complete(const std::string& device, absl::AnyInvocable<void() &&> run);
+  void Complete(Completion completion);
   void Signal(const std::string& device);
   std::deque<Completion> completions_;
   std::map<uint32_t, std::deque<Completion>> stalled_;  // by qpn: StallQp's work, flushed on error
@@ -241,6 +256,17 @@ class FakeFabric final : public fabric::Fabric {
 // Moves a fake QP to the error state, flushing its stalled work: what librdmacm's rdma_disconnect does to its
 // id's QP on IB and RoCE (FakeCmId::Disconnect calls it). A QP of another implementation is left alone.
 void ModifyQpToError(fabric::Qp& qp);
+
+// Gives a fake QP made on an rdma_cm id its CmQpOptions (FakeCmId::CreateQp calls it on the QP its PD made,
+// before the id takes it): the send depth, and the receive slots, posted at once. A QP of another
+// implementation (a test's wrapper) takes only the default options: other ones are FAILED_PRECONDITION.
+absl::Status ConfigureCmQp(fabric::Qp& qp, const fabric::CmQpOptions& options);
+
+// A SEND of `bytes` from the peer of a fake QP arrives at it (the receive model above). ABORTED, as the
+// peer's failed completion, if the QP is not in RTS or the message is longer than kMaxReceive (which
+// moves the QP to ERROR); OK once the message is on the wire, delivered now or when a slot is posted.
+// FAILED_PRECONDITION for a QP of another implementation.
+absl::Status DeliverSend(fabric::Qp& qp, const std::string& bytes);
 
 }  // namespace rdmad::fake
 
