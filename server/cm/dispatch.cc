@@ -312,9 +312,17 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
     AccountLocked(*id, +1);
     id->book.Get(mu_).tag = decision.tag;
   }
+  fabric::CmQpOptions qp_options = std::move(decision.qp);
+  if (qp_options.receive.slots > 0) {
+    // What the client sends goes to the handler, named by the connection's id.
+    qp_options.receive.on_message = [this, name = Name("cmids", id->id)](std::string bytes) {
+      if (DataPlaneHandler* handler = data_plane_.load()) handler->OnMessage(name, bytes);
+    };
+  }
   RunOnIdLoop(id->id, owner,
-              [this, accepted = std::move(decision.accepted),
-               failed = std::move(decision.reject_data)](absl::StatusOr<Id*> found) mutable {
+              [this, accepted = std::move(decision.accepted), failed = std::move(decision.reject_data),
+               accept_data = std::move(decision.accept_data),
+               qp_options = std::move(qp_options)](absl::StatusOr<Id*> found) mutable {
                 if (!found.ok()) return;
                 Id* id = *found;
                 absl::Status s;
@@ -326,8 +334,8 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
                     s = FailedPrecondition("pd", absl::StrCat(id->pd, " is being deleted"));
                   }
                 }
-                if (s.ok()) s = CreateIdQp(id);
-                if (s.ok()) s = id->cm->Accept("");
+                if (s.ok()) s = CreateIdQp(id, qp_options);
+                if (s.ok()) s = id->cm->Accept(accept_data);
                 if (s.ok()) {
                   MutexLock lock(&mu_);
                   SetStateLocked(id, v1::CM_CONNECTING);
@@ -378,7 +386,7 @@ CmManager::Channel* CmManager::LeastLoadedWorker() {
   return best;
 }
 
-absl::Status CmManager::CreateIdQp(Id* id) {
+absl::Status CmManager::CreateIdQp(Id* id, const fabric::CmQpOptions& options) {
   std::string pd, name;
   {
     MutexLock lock(&mu_);
@@ -388,8 +396,8 @@ absl::Status CmManager::CreateIdQp(Id* id) {
   }
   fabric::CmId* cm = id->cm.get();
   absl::StatusOr<v1::QueuePair> qp =
-      registry_->AdoptCmQp(pd, name, [cm](fabric::Pd& p, fabric::Device*) -> absl::StatusOr<fabric::Qp*> {
-        RDMAD_RETURN_IF_ERROR(cm->CreateQp(p));
+      registry_->AdoptCmQp(pd, name, [cm, &options](fabric::Pd& p, fabric::Device*) -> absl::StatusOr<fabric::Qp*> {
+        RDMAD_RETURN_IF_ERROR(cm->CreateQp(p, options));
         return cm->qp();
       });
   if (!qp.ok()) {

@@ -63,6 +63,10 @@ struct DataPlaneDecision {
   // rdma_accept (may be null).
   std::string pd, tag;
   absl::AnyInvocable<void(absl::Status) &&> accepted;
+  // Accept: the accept's private data (empty: none), and the shape of the connection's QP (its receive
+  // slots make the handler's OnMessage hear what the client sends; on_message is set by the CmManager).
+  std::string accept_data;
+  fabric::CmQpOptions qp;
   // The reject's private data: sent at once if the request is not accepted, or if its accept fails.
   std::string reject_data;
   // Not accepted: the error the id shows until it is destroyed.
@@ -82,6 +86,10 @@ class DataPlaneHandler {
   virtual DataPlaneDecision OnRequest(const DataPlaneRequest& request) = 0;
   // ESTABLISHED, on the connection's dispatcher: `qp` is its QueuePair in the registry, in RTS.
   virtual void OnEstablished(const std::string& cm_id, const std::string& tag, const std::string& qp) = 0;
+  // A message the client sent on a connection accepted with receive slots (DataPlaneDecision::qp), on the
+  // thread that polled its receive (the device's dispatcher, or one polling for its own completion), not a
+  // CM dispatcher: must not block. Only while the connection's QP exists.
+  virtual void OnMessage(const std::string& cm_id, const std::string& bytes) = 0;
   // A tagged connection is gone or failed (DISCONNECTED, a connect error, or its accept failed), once. It
   // is destroyed (QP from the registry, then the id) when `release` is called, from any thread, exactly
   // once. A connection with no tag is destroyed at once and not reported.
@@ -243,7 +251,7 @@ class CmManager {
   // A data-plane connection ended (or never got going): destroyed now, or, for a tagged one, once its
   // handler released it.
   void EndDataPlane(Id* id, const char* why);
-  absl::Status CreateIdQp(Id* id);
+  absl::Status CreateIdQp(Id* id, const fabric::CmQpOptions& options = {});
   void FinishConnect(Id* id, absl::Status status);
   // Removes the id from the registry and the index and destroys it (QP first). The id must not be used after.
   absl::StatusOr<v1::CmId> Destroy(Id* id, bool force);

@@ -2,10 +2,13 @@
 // IssueConnectToken. Threads: see listener.h.
 #include "server/dataplane/listener.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/wire/grant_message.h"
+#include "proto/wire/handshake.h"
 #include "server/dataplane/interfaces.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
@@ -19,13 +22,16 @@ std::string PeerOf(const fabric::SockAddr& a) {
   return absl::StrCat(a.host, ":", a.port);
 }
 
-// The request is refused with OVER_QUOTA, its token (if it was one) left unused.
-cm::Redemption OverQuota(const cm::Redemption& r, const absl::Status& why) {
+// The request is refused with `reason` (OVER_QUOTA, SESSION_MISMATCH), its token (if it was one) left unused.
+cm::Redemption Refused(const cm::Redemption& r, cm::RejectReason reason, absl::string_view why) {
   cm::Redemption out;
-  out.reason = cm::RejectReason::kOverQuota;
+  out.reason = reason;
   out.token_id = r.token_id;
-  out.detail = std::string(why.message());
+  out.detail = std::string(why);
   return out;
+}
+cm::Redemption OverQuota(const cm::Redemption& r, const absl::Status& why) {
+  return Refused(r, cm::RejectReason::kOverQuota, why.message());
 }
 
 using Options = Listener::Options;
@@ -120,7 +126,7 @@ size_t Listener::RevokeTokensOn(const std::string& pd) {
 
 std::string Listener::Shown(const std::string& private_data) const {
   // Watchers learn which token was presented, never its secret; private data that is no token, not at all.
-  cm::DecodedToken t = cm::DecodeToken(private_data);
+  cm::DecodedToken t = cm::DecodeToken(wire::SplitConnectRequest(private_data).token);
   if (!t.ok()) return "";
   cm::Token shown = *t.token;
   shown.secret.fill(0);
@@ -130,14 +136,16 @@ std::string Listener::Shown(const std::string& private_data) const {
 cm::DataPlaneDecision Listener::OnRequest(const cm::DataPlaneRequest& request) {
   // Look before redeeming: a tenant at its connections quota, or rdmad at its limit, is refused with the
   // token left unused.
-  cm::Redemption r = tokens_->Peek(request.private_data);
+  // A version offer after the token is split off: the token is judged alone.
+  const wire::ConnectRequest split = wire::SplitConnectRequest(request.private_data);
+  cm::Redemption r = tokens_->Peek(split.token);
   if (r.accepted() && admit_) {
     if (absl::Status s = admit_(*r.claims); !s.ok()) r = OverQuota(r, s);
   }
   if (r.accepted()) {
     if (absl::Status s = cm_->CheckDataPlaneConnections(); !s.ok()) r = OverQuota(r, s);
   }
-  if (r.accepted()) r = tokens_->Redeem(request.private_data);
+  if (r.accepted()) r = tokens_->Redeem(split.token);
   // The audit record: the id, the client's address, the token and what it named.
   audit::Event record;
   record.resource = request.cm_id;
@@ -165,6 +173,15 @@ cm::DataPlaneDecision Listener::OnRequest(const cm::DataPlaneRequest& request) {
   decision.accept = true;
   decision.pd = r.claims->pd;
   decision.tag = r.claims->grant;
+  if (!decision.tag.empty() && split.offered >= wire::kSessionMessageVersion) {
+    // A session: the accept says so, and its QP receives the client's ACTIVATEs.
+    const auto credits = static_cast<uint8_t>(std::min<uint32_t>(options_.session_credits, 255));
+    decision.accept_data = wire::EncodeAcceptData({wire::kSessionMessageVersion, credits});
+    decision.qp.send_depth = options_.session_send_depth;
+    decision.qp.receive.slots = credits;
+    MutexLock lock(&sessions_mu_);
+    sessions_[request.cm_id] = record.peer;
+  }
   if (GrantConnections* grants = grants_.load(); grants != nullptr && !decision.tag.empty()) {
     grants->OnAccepting(decision.tag);
   }
@@ -197,10 +214,90 @@ cm::DataPlaneDecision Listener::OnRequest(const cm::DataPlaneRequest& request) {
 
 void Listener::OnEstablished(const std::string& cm_id, const std::string& tag, const std::string& qp) {
   GrantConnections* grants = grants_.load();
-  if (!tag.empty() && grants != nullptr) grants->OnConnected(tag, cm_id, qp);
+  if (tag.empty() || grants == nullptr) return;
+  uint8_t version = 1;
+  {
+    MutexLock lock(&sessions_mu_);
+    if (sessions_.count(cm_id) > 0) version = wire::kSessionMessageVersion;
+  }
+  grants->OnConnected(tag, cm_id, qp, version);
+}
+
+void Listener::OnMessage(const std::string& cm_id, const std::string& bytes) {
+  absl::StatusOr<wire::GrantMessage> m = wire::DecodeGrantMessage(bytes);
+  cm::Redemption r;
+  r.reason = cm::RejectReason::kMalformed;
+  if (!m.ok()) {
+    r.detail = absl::StrCat("not an ACTIVATE: ", m.status().message());
+    return Refuse(cm_id, 0, r);
+  }
+  if (m->version < wire::kSessionMessageVersion || m->type != wire::GrantMessageType::kActivate) {
+    r.detail = absl::StrCat("not an ACTIVATE: a message of type ", wire::GrantMessageTypeName(m->type), ", version ",
+                            m->version);
+    return Refuse(cm_id, m->tag, r);
+  }
+  // As at a connect request: look first, so that a token that cannot join this connection stays unused.
+  GrantConnections* grants = grants_.load();
+  r = tokens_->Peek(m->token);
+  if (r.accepted() && r.claims->grant.empty()) {
+    r = Refused(r, cm::RejectReason::kSessionMismatch,
+                "a connect token opens a connection of its own; only a grant's token joins a session");
+  }
+  if (r.accepted() && grants == nullptr) r = Refused(r, cm::RejectReason::kInternal, "rdmad issues no grants");
+  if (r.accepted()) {
+    if (absl::Status s = grants->CheckJoin(cm_id, r.claims->pd); !s.ok()) {
+      r = Refused(r, cm::RejectReason::kSessionMismatch, s.message());
+    }
+  }
+  if (r.accepted()) r = tokens_->Redeem(m->token);
+  if (!r.accepted()) return Refuse(cm_id, m->tag, r);
+  if (audit_ != nullptr) {
+    audit::Event record;
+    record.resource = cm_id;
+    record.principal = r.claims->principal;
+    record.method = "data-plane activate";
+    record.detail = absl::StrCat(r.claims->grant, " (", cm::TokenName(r.token_id), ", ", r.claims->pd, ")");
+    MutexLock lock(&sessions_mu_);
+    if (auto it = sessions_.find(cm_id); it != sessions_.end()) record.peer = it->second;
+    audit_->Record(record);
+  }
+  grants->OnActivate(r.claims->grant, cm_id, m->tag);
+}
+
+void Listener::Refuse(const std::string& cm_id, uint64_t tag, const cm::Redemption& r) {
+  if (observer_ != nullptr) observer_->OnDataPlaneRejected(r.reason);
+  audit::Event record;
+  record.resource = cm_id;
+  record.method = "data-plane reject";
+  record.reason = std::string(cm::RejectReasonName(r.reason));
+  record.code = r.reason == cm::RejectReason::kOverQuota ? "RESOURCE_EXHAUSTED" : "PERMISSION_DENIED";
+  record.detail = absl::StrCat("ACTIVATE: ", cm::RejectReasonName(r.reason), ": ", r.detail,
+                               r.token_id ? absl::StrCat(" (", cm::TokenName(r.token_id), ")") : std::string());
+  {
+    MutexLock lock(&sessions_mu_);
+    if (auto it = sessions_.find(cm_id); it != sessions_.end()) record.peer = it->second;
+  }
+  if (audit_ != nullptr) {
+    audit_->Record(record);
+  } else {
+    RDMAD_LOG_INFO("%s: %s", cm_id.c_str(), record.detail.c_str());
+  }
+  wire::GrantMessage refused;
+  refused.version = wire::kSessionMessageVersion;
+  refused.type = wire::GrantMessageType::kRefused;
+  refused.reason = static_cast<uint8_t>(r.reason);
+  refused.tag = tag;
+  refused.token_id = r.token_id;
+  cm_->Send(cm_id, wire::EncodeGrantMessage(refused), [cm_id](absl::Status s) {
+    if (!s.ok()) RDMAD_LOG_DEBUG("%s: sending REFUSED: %s", cm_id.c_str(), std::string(s.message()).c_str());
+  });
 }
 
 void Listener::OnGone(const std::string& cm_id, const std::string& tag, absl::AnyInvocable<void() &&> release) {
+  {
+    MutexLock lock(&sessions_mu_);
+    sessions_.erase(cm_id);
+  }
   GrantConnections* grants = grants_.load();
   if (grants == nullptr) return std::move(release)();
   grants->OnGone(tag, cm_id, std::move(release));

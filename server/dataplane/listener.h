@@ -3,7 +3,10 @@
 // in its private data: a bad, spent, expired or revoked token is rejected with its reason; a tenant past its
 // connections quota, or rdmad past its connections limit, is refused with the token left unused; a good
 // token is redeemed and the connection accepted on the token's PD. A token that names a grant makes the
-// connection that grant's: the grant layer hears when it is established and when it goes.
+// connection that grant's: the grant layer hears when it is established and when it goes. A grant's client
+// that offers data-plane protocol version 2 (proto/wire/handshake.h) gets a session: its connection's QP
+// receives ACTIVATE messages, each with a further grant's token, checked here as a connect request's is and
+// handed to the grant layer, which binds that grant's key on the same QP; a refused one is answered REFUSED.
 // It also issues the plain connect tokens of IssueConnectToken and revokes those of a deleted PD.
 //
 // Layers: the CmManager (server/cm/) owns the listener ids and every connection, as rdma_cm ids like any
@@ -12,8 +15,10 @@
 //
 // Threads: Start on the daemon's start-up thread, after CmManager::Start and before the gRPC server
 // serves. The DataPlaneHandler methods run on the CM dispatchers (the listener's channels/1 for requests,
-// the connection's worker channel after), with no lock of the CmManager held; they take no lock of their
-// own beyond the token store's and the audit sink's. Endpoints, IssueConnectToken and RevokeTokensOn run on
+// the connection's worker channel after), with no lock of the CmManager held, but OnMessage, which runs on
+// the thread that polled the receive (the device's dispatcher, or a thread polling for its own
+// completion); they take no lock of their own beyond sessions_mu_ (a leaf), the token store's and the
+// audit sink's. Endpoints, IssueConnectToken and RevokeTokensOn run on
 // gRPC threads. The setters are called before Start (set_grant_connections also with nullptr, at any time,
 // by tests).
 #ifndef RDMAD_SERVER_DATAPLANE_LISTENER_H_
@@ -47,8 +52,17 @@ class GrantConnections {
   // The connect request is being accepted (on the listener's dispatcher, before rdma_accept): what the
   // grant's activation will need may be prepared meanwhile, off this thread.
   virtual void OnAccepting(const std::string& grant) = 0;
-  // ESTABLISHED: `qp` is the connection's QueuePair in the registry, in RTS.
-  virtual void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) = 0;
+  // ESTABLISHED: `qp` is the connection's QueuePair in the registry, in RTS. `version`: the data-plane
+  // protocol version agreed with the client (2: a session, on which more grants may be activated).
+  virtual void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp,
+                           uint8_t version) = 0;
+  // A session's ACTIVATE (version 2), before its token is redeemed: may a grant on `pd` join the connection?
+  // FAILED_PRECONDITION saying why not (the connection is no session, or is ending; the grant is on another
+  // PD than the connection's QP, where its window could not be bound).
+  virtual absl::Status CheckJoin(const std::string& cm_id, const std::string& pd) = 0;
+  // The ACTIVATE's token was redeemed for `grant`: bind its key on the session's QP and answer the client,
+  // echoing `tag`. On the thread that received the message (a device dispatcher): must not block.
+  virtual void OnActivate(const std::string& grant, const std::string& cm_id, uint64_t tag) = 0;
   // The connection is gone or failed (DISCONNECTED, a connect error, or rdmad could not accept it). The
   // id and its QP are destroyed once `release` was called (from any thread, exactly once): the grant
   // layer first takes back whatever it bound on the QP.
@@ -74,6 +88,11 @@ class Listener final : public cm::DataPlaneHandler {
     // RdmaInterfaceAddresses when unset; tests set their own). Asked again after wildcard_refresh.
     std::function<std::vector<std::string>(const std::string& wildcard)> wildcard_addresses;
     absl::Duration wildcard_refresh = absl::Seconds(10);
+    // A session's (protocol version 2): the ACTIVATE requests its client may have outstanding (rdmad's
+    // receive buffers on its QP, told in the accept), and the work requests its QP keeps in flight (more
+    // wait in the QP, in order).
+    uint32_t session_credits = 16;
+    uint32_t session_send_depth = 32;
   };
 
   // None is owned; all outlive the Listener. The registry checks the PD a connect token names.
@@ -108,11 +127,14 @@ class Listener final : public cm::DataPlaneHandler {
   std::string Shown(const std::string& private_data) const override;
   cm::DataPlaneDecision OnRequest(const cm::DataPlaneRequest& request) override;
   void OnEstablished(const std::string& cm_id, const std::string& tag, const std::string& qp) override;
+  void OnMessage(const std::string& cm_id, const std::string& bytes) override;
   void OnGone(const std::string& cm_id, const std::string& tag, absl::AnyInvocable<void() &&> release) override;
 
  private:
   // The addresses clients are told for a wildcard listener (cached wildcard_refresh).
   std::vector<std::string> Expand(const std::string& wildcard) const;
+  // An ACTIVATE refused: the audit trail and the metrics as for a connect request's reject, and REFUSED.
+  void Refuse(const std::string& cm_id, uint64_t tag, const cm::Redemption& r);
 
   cm::CmManager* const cm_;
   const Registry* const registry_;
@@ -128,6 +150,10 @@ class Listener final : public cm::DataPlaneHandler {
     std::vector<std::string> addresses;
     absl::Time at;
   };
+  // The sessions (connections that agreed on version 2), from their accept until OnGone: the client's address,
+  // for the audit trail of their ACTIVATEs.
+  mutable Mutex sessions_mu_;
+  std::map<std::string, std::string> sessions_ ABSL_GUARDED_BY(sessions_mu_);  // CM id -> peer
   mutable Mutex expanded_mu_;
   mutable std::map<std::string, Expanded> expanded_ ABSL_GUARDED_BY(expanded_mu_);
 };

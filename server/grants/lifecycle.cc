@@ -25,6 +25,12 @@ wire::GrantKeyScope WireScope(v1::GrantScope scope) {
 
 constexpr int kMaxActivationAttempts = 4;
 
+// The number of a grant's token ("tokens/17"), for its version 2 messages; 0 if it has none.
+uint64_t TokenId(const std::string& token) {
+  uint64_t id = 0;
+  return wire::ParseTokenName(token, &id) ? id : 0;
+}
+
 }  // namespace
 
 std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type, const Key* key) const {
@@ -34,6 +40,9 @@ std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type, c
   m.scope = WireScope(b.info.scope());
   m.grant_id = e.id;
   m.expiry_unix_nanos = absl::ToUnixNanos(b.expiry);
+  m.version = b.version;
+  m.tag = b.tag;
+  m.token_id = b.token_id;
   if (type == wire::GrantMessageType::kActive) {
     m.remote_addr = key ? key->remote_addr : b.remote_addr;
     m.length = b.info.length();
@@ -115,7 +124,8 @@ void GrantManager::OnPinned(uint64_t id, absl::StatusOr<std::unique_ptr<Registry
   if (activate) return Activate(id, std::move(bounds));
 }
 
-void GrantManager::OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) {
+void GrantManager::OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp,
+                               uint8_t version) {
   uint64_t id = 0;
   std::string refusal;
   std::unique_ptr<Registry::PinnedBounds> bounds;
@@ -123,6 +133,10 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
   {
     MutexLock lock(&mu_);
     absl::StatusOr<Entry*> found = Find(grant, "grant");
+    Session& session = sessions_[cm_id];
+    session.qp = qp;
+    session.version = version;
+    if (found.ok()) session.pd = (*found)->book.Get(mu_).info.pd();  // the token's PD: the QP's
     if (!found.ok() || shutdown_ || (*found)->book.Get(mu_).info.state() != v1::GRANT_ISSUED) {
       // Ended before its client got here (revoked, expired, the MR went): no key, and goodbye.
       wire::GrantMessage m;
@@ -131,10 +145,15 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
           static_cast<uint8_t>(found.ok() ? (*found)->book.Get(mu_).info.end_reason() : v1::END_ACTIVATION_FAILED);
       absl::StatusOr<uint64_t> n = ParseName(grant, "grants", "grant");
       m.grant_id = n.ok() ? *n : 0;
+      m.version = version;
+      if (found.ok()) m.token_id = TokenId((*found)->book.Get(mu_).info.token());
       refusal = wire::EncodeGrantMessage(m);
     } else {
       Entry& e = **found;
       id = e.id;
+      session.grants.insert(e.id);
+      e.book.Get(mu_).version = version;
+      e.book.Get(mu_).token_id = TokenId(e.book.Get(mu_).info.token());
       e.book.Get(mu_).info.set_state(v1::GRANT_ACTIVATING);
       e.book.Get(mu_).info.set_cm_id(cm_id);
       e.book.Get(mu_).info.set_qp(qp);
@@ -155,6 +174,89 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
   }
   if (after_pin) return;
   Activate(id, std::move(bounds));
+}
+
+absl::Status GrantManager::CheckJoin(const std::string& cm_id, const std::string& pd) {
+  MutexLock lock(&mu_);
+  auto s = sessions_.find(cm_id);
+  if (s == sessions_.end() || s->second.version < wire::kSessionMessageVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(cm_id, " is not a session (data-plane protocol version 2)"));
+  }
+  if (s->second.gone || shutdown_) return absl::FailedPreconditionError(absl::StrCat(cm_id, " is closing"));
+  if (s->second.pd != pd) {
+    return absl::FailedPreconditionError(absl::StrCat("the grant is on ", pd, ", the connection's QP on ",
+                                                      s->second.pd, ": a window is bound only in its QP's PD"));
+  }
+  return absl::OkStatus();
+}
+
+// A session's ACTIVATE, its token redeemed (on the thread that received it: a device dispatcher). The grant
+// joins the session and is activated as at a connect, its window bound on the session's QP with the key's
+// SEND fenced behind the bind; no bounds region was pinned ahead, so where one is needed the bind pins it
+// on a pin worker first.
+void GrantManager::OnActivate(const std::string& grant, const std::string& cm_id, uint64_t tag) {
+  uint64_t id = 0;
+  std::string refusal;
+  bool gone = false;
+  {
+    MutexLock lock(&mu_);
+    absl::StatusOr<Entry*> found = Find(grant, "grant");
+    if (!found.ok()) return;
+    Entry& e = **found;
+    Entry::Book& b = e.book.Get(mu_);
+    auto s = sessions_.find(cm_id);
+    b.version = wire::kSessionMessageVersion;
+    b.tag = tag;
+    b.token_id = TokenId(b.info.token());
+    id = e.id;
+    if (s == sessions_.end() || s->second.gone || shutdown_) {
+      gone = true;  // its token is used up and no one will read the key: the grant ends
+    } else if (b.info.state() != v1::GRANT_ISSUED) {
+      refusal = Message(e, wire::GrantMessageType::kFailed);  // ended since its token was checked
+    } else {
+      s->second.grants.insert(e.id);
+      CancelPartingLocked(cm_id);
+      b.info.set_state(v1::GRANT_ACTIVATING);
+      b.info.set_cm_id(cm_id);
+      b.info.set_qp(s->second.qp);
+      b.busy = true;
+    }
+  }
+  if (gone) return End(id, v1::END_DISCONNECTED, absl::StrCat(cm_id, " closed before the grant's activation"), nullptr);
+  if (!refusal.empty()) {
+    return cm_->Send(cm_id, std::move(refusal), [grant](absl::Status s) {
+      if (!s.ok()) RDMAD_LOG_DEBUG("%s: sending FAILED: %s", grant.c_str(), std::string(s.message()).c_str());
+    });
+  }
+  Activate(id);
+}
+
+size_t GrantManager::Sessions() const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [cm_id, s] : sessions_) n += s.version >= wire::kSessionMessageVersion ? 1 : 0;
+  return n;
+}
+
+void GrantManager::CancelPartingLocked(const std::string& cm_id) {
+  auto p = parting_at_.find(cm_id);
+  if (p == parting_at_.end()) return;
+  partings_.erase({p->second, cm_id});
+  parting_at_.erase(p);
+  --farewells_;
+}
+
+absl::AnyInvocable<void() &&> GrantManager::LeaveSessionLocked(Entry& e) {
+  Entry::Book& b = e.book.Get(mu_);
+  absl::AnyInvocable<void() &&> own = std::move(b.release);
+  b.release = nullptr;
+  auto s = sessions_.find(b.info.cm_id());
+  if (b.info.cm_id().empty() || s == sessions_.end()) return own;
+  s->second.grants.erase(e.id);
+  if (!s->second.gone || !s->second.grants.empty()) return own;
+  absl::AnyInvocable<void() &&> release = std::move(s->second.release);
+  sessions_.erase(s);
+  return release;
 }
 
 void GrantManager::Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds> bounds) {
@@ -459,8 +561,9 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
       b.waiters.clear();
       info = b.info;
       Goodbye g;
-      g.release = std::move(b.release);  // the client left: its connection goes (kept if the window is bound)
-      b.release = nullptr;
+      // The client left: its connection goes (kept if the window is bound).
+      auto session = sessions_.find(b.info.cm_id());
+      if (b.release || (session != sessions_.end() && session->second.gone)) g.release = LeaveSessionLocked(e);
       if (g.release) goodbyes.push_back(std::move(g));
       RDMAD_LOG_ERROR("%s: revoking its key failed: %s", b.info.name().c_str(), std::string(status.message()).c_str());
     } else {
@@ -538,8 +641,7 @@ void GrantManager::FinishEndLocked(Entry& e, v1::GrantEndReason reason, const st
   }
   *waiters = std::move(b.waiters);
   b.waiters.clear();
-  *release = std::move(b.release);
-  b.release = nullptr;
+  *release = LeaveSessionLocked(e);
   Publish(reason == v1::END_EXPIRED ? v1::GRANT_EXPIRED : v1::GRANT_REVOKED, e);
   if (audit_ != nullptr) {
     audit::Event a;
@@ -577,17 +679,29 @@ void GrantManager::Farewell(const std::string& cm_id, std::string message, absl:
   // then (the client's receive queue empty, RNR retries) must not hold the connection open; and on a QP that
   // went to the error state for a read through the dead key, the NAK that told the client so is on the wire
   // ahead of the disconnect, and has time to arrive first. Its DISCONNECTED brings OnGone, which releases it.
-  bool now = options_.end_grace <= absl::ZeroDuration(), earliest = false;
+  bool now = options_.end_grace <= absl::ZeroDuration(), earliest = false, stays = false;
   {
     MutexLock lock(&mu_);
-    ++farewells_;  // a drain waits for it
-    now = now || shutdown_;  // the timer's loop is stopped: part once the SEND is done
-    if (!now) {
-      const absl::Time at = absl::Now() + options_.end_grace;  // real time, whatever the leases' clock
-      earliest = partings_.empty() || at < partings_.begin()->first;
-      partings_.insert({at, cm_id});
-      parting_at_[cm_id] = at;
+    // A session with grants still on it (or already parting): the message alone. Decided under
+    // the same lock as the parting, so an ACTIVATE that joins meanwhile either comes first (the connection
+    // stays) or finds the parting and calls it off.
+    auto s = sessions_.find(cm_id);
+    stays = (s != sessions_.end() && !s->second.grants.empty()) || parting_at_.count(cm_id) > 0;
+    if (!stays) {
+      ++farewells_;  // a drain waits for it
+      now = now || shutdown_;  // the timer's loop is stopped: part once the SEND is done
+      if (!now) {
+        const absl::Time at = absl::Now() + options_.end_grace;  // real time, whatever the leases' clock
+        earliest = partings_.empty() || at < partings_.begin()->first;
+        partings_.insert({at, cm_id});
+        parting_at_[cm_id] = at;
+      }
     }
+  }
+  if (stays) {
+    return cm_->Send(cm_id, std::move(message), [cm_id](absl::Status s) {
+      if (!s.ok()) RDMAD_LOG_DEBUG("%s: sending a grant's last message: %s", cm_id.c_str(), std::string(s.message()).c_str());
+    });
   }
   if (earliest) loop_->Post([this] { ArmTimer(); });
   cm_->Send(cm_id, std::move(message), Guarded([this, cm_id, now](absl::Status) {
@@ -600,10 +714,20 @@ void GrantManager::Farewell(const std::string& cm_id, std::string message, absl:
 
 void GrantManager::OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) {
   uint64_t id = 0;
+  std::vector<uint64_t> ending;
   {
     MutexLock lock(&mu_);
     absl::StatusOr<Entry*> found = Find(grant, "grant");
-    if (found.ok() && (*found)->book.Get(mu_).info.state() != v1::GRANT_ENDED && !shutdown_) {
+    if (auto s = sessions_.find(cm_id); s != sessions_.end()) {
+      // Established: every grant on it ends; the last one's end releases the connection (LeaveSessionLocked).
+      CancelPartingLocked(cm_id);  // gone within its end grace: a drain need not wait for the grace
+      if (!s->second.grants.empty() && !shutdown_) {
+        s->second.gone = true;
+        s->second.release = std::move(release);
+        ending.assign(s->second.grants.begin(), s->second.grants.end());
+      }
+      if (!s->second.gone) sessions_.erase(s);
+    } else if (found.ok() && (*found)->book.Get(mu_).info.state() != v1::GRANT_ENDED && !shutdown_) {
       id = (*found)->id;
       (*found)->book.Get(mu_).release = std::move(release);
     } else if (auto p = parting_at_.find(cm_id); p != parting_at_.end()) {
@@ -614,6 +738,8 @@ void GrantManager::OnGone(const std::string& grant, const std::string& cm_id, ab
       --farewells_;
     }
   }
+  for (uint64_t g : ending) End(g, v1::END_DISCONNECTED, absl::StrCat(cm_id, " went away"), nullptr);
+  if (!ending.empty()) return;
   if (id == 0) {
     if (release) std::move(release)();  // nothing of the grant's is on the QP any more
     return;

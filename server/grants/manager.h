@@ -169,8 +169,13 @@ class GrantManager final : public dataplane::GrantConnections {
 
   // dataplane::GrantConnections (on a CM dispatcher).
   void OnAccepting(const std::string& grant) override;
-  void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp) override;
+  void OnConnected(const std::string& grant, const std::string& cm_id, const std::string& qp,
+                   uint8_t version) override;
+  absl::Status CheckJoin(const std::string& cm_id, const std::string& pd) override;
+  void OnActivate(const std::string& grant, const std::string& cm_id, uint64_t tag) override;
   void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) override;
+  // Sessions (connections of version 2) open now, and the grants on them not ended (a test's view).
+  size_t Sessions() const;
 
  private:
   // A grant. Its id is set when it is made, before it is in grants_, and never changed; the rest is its
@@ -190,7 +195,14 @@ class GrantManager final : public dataplane::GrantConnections {
       v1::GrantEndReason pending_end = v1::GRANT_END_UNSPECIFIED;  // asked for while busy activating
       std::string pending_detail;
       std::vector<Done<v1::Grant>> waiters;       // RevokeGrant / Retire calls waiting for the end
-      absl::AnyInvocable<void() &&> release;      // from OnGone: called once the window is off the QP
+      // From OnGone, for a grant whose client left before its connection was established (no session yet):
+      // called once the grant ended. A connected grant's connection is released by its Session.
+      absl::AnyInvocable<void() &&> release;
+      // Its connection's data-plane protocol version (2: a session), the client's tag of the ACTIVATE that
+      // activated it (0: the connect request's grant) and its token's number, for its messages.
+      uint8_t version = 1;
+      uint64_t tag = 0;
+      uint64_t token_id = 0;
       absl::Time kill_deadline = absl::InfiniteFuture();  // of its LOCAL_INV in flight (kills_); none: infinite
       // The bounds region of its window's bind, pinned on a pin worker while its client's connection is
       // being accepted (OnAccepting): kPinning until the pin returns (OnPinned), then kReady with it in
@@ -203,6 +215,18 @@ class GrantManager final : public dataplane::GrantConnections {
     LockedBy<Book> book;  // mu_
   };
   using Waiters = std::vector<Done<v1::Grant>>;
+  // A data-plane connection that carried a grant's token, from its ESTABLISHED (OnConnected) until it is
+  // released: its grants (one for version 1; any number for a session, version 2). Its connection stays
+  // while a grant on it is not ended; after the last one, Options::end_grace (Farewell), unless an ACTIVATE
+  // comes meanwhile. When the client leaves (OnGone), every grant on it ends and, once none holds a window
+  // on its QP, `release` destroys the connection.
+  struct Session {
+    std::string qp, pd;  // the connection's QueuePair and its PD: every grant on it is on that PD
+    uint8_t version = 1;
+    std::set<uint64_t> grants;  // activating or active on it
+    bool gone = false;          // OnGone came: `release` is called when `grants` empties
+    absl::AnyInvocable<void() &&> release;
+  };
 
   absl::StatusOr<Entry*> Find(const std::string& name, const std::string& field) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -257,6 +281,11 @@ class GrantManager final : public dataplane::GrantConnections {
   void End(uint64_t id, v1::GrantEndReason reason, std::string detail, Done<v1::Grant> done);
   void KillKey(uint64_t id);
   void OnKeyKilled(uint64_t id, absl::Status status);
+  // The grant leaves its session: the session's release if it was the last grant of a connection that is
+  // gone (else the grant's own, or nothing).
+  absl::AnyInvocable<void() &&> LeaveSessionLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A session's grant became live again before its parting: the parting is called off.
+  void CancelPartingLocked(const std::string& cm_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks it ENDED and forgets its links; returns the waiters to run and the release to call.
   void FinishEndLocked(Entry& e, v1::GrantEndReason reason, const std::string& detail, Waiters* waiters,
                        absl::AnyInvocable<void() &&>* release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -318,6 +347,7 @@ class GrantManager final : public dataplane::GrantConnections {
   // options_.clock: a grace is real time), counted in farewells_.
   std::set<std::pair<absl::Time, std::string>> partings_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Time> parting_at_ ABSL_GUARDED_BY(mu_);  // partings_ by CM id
+  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);  // by CM id
   std::map<std::string, WindowPool> pools_ ABSL_GUARDED_BY(mu_);  // by PD
   std::set<std::string> retiring_ ABSL_GUARDED_BY(mu_);           // MRs and PDs being removed
   std::set<std::string> refilling_ ABSL_GUARDED_BY(mu_);          // PDs with a refill queued
