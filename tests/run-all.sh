@@ -395,7 +395,7 @@ done
 for x in guest-cm/cm_backend.xml guest-cm/cm_backend_release.xml guest-two/two_host.xml \
          guest-two/grant_e2e.xml guest-two/grant_clients_pyverbs.xml guest-two/grant_clients_rdmactl.xml \
          guest-two/grant_clients_pyverbs_revoked.xml guest-two/sdk_examples_cpp.xml guest-two/sdk_examples_python.xml guest-two/fd_memory.xml \
-         guest-two/reject_flood.xml \
+         guest-two/session_grants.xml guest-two/reject_flood.xml \
          guest-two/grant_bench.xml guest-two/two_host_shutdown_a.xml guest-two/two_host_shutdown_b.xml guest-two/soak_clients_killed.xml \
          guest-two/soak_link_cut.xml guest-two/soak_bounds.xml; do
   if [ -f "$out/$x" ]; then xmls+=("$out/$x"); else echo "no $x (guest exits: backend $cmb_rc, two hosts $two_rc)" >&2; missing=$((missing + 1)); fi

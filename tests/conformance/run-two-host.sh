@@ -17,6 +17,8 @@
 #            the grant clients (grant_clients_*.xml): docs/examples/read_grant.py (pyverbs) and `rdmactl read`,
 #            each reading a grant of the same file, compared byte for byte, and read_grant.py --loop revoked
 #            mid-stream: its first failed read refused by A's NIC (grant_clients_pyverbs_revoked.xml);
+#            a session (session_grants.xml): docs/examples/read_session.py (pyverbs) reads 1,000 grants over one
+#            connection, each checked; one revoked in the middle, the others unharmed, its key refused by A's NIC;
 #            the SDKs' examples (sdk_examples_cpp.xml, sdk_examples_python.xml): examples/read_grant.cc (the
 #            binary RDMAD_SDK_EXAMPLE, built against the installed SDK by tests/run-all.sh; built here with g++
 #            and pkg-config when unset) and examples/read_grant.py, each with A's rdmad as its control plane
@@ -266,6 +268,70 @@ sdk_examples() {
   return "$status"
 }
 
+# B: a session (docs/examples/read_session.py, pyverbs only): 1,000 grants of A's file, each over its own 4 KiB,
+# issued in two IssueGrants calls (tests/conformance/session_grants.py, the installed Python SDK), activated
+# and read over one connection, every range checked against the copy; rdmad A holds one data-plane
+# connection for them, the reader one QP. Then one grant in the middle is revoked: its ENDED arrives, every
+# other grant reads unchanged, and a read through the dead key is refused by A's NIC. session_grants.xml.
+sessions() {
+  local ctl=("$bin/cli/rdmactl" --server "$RDMAD_PEER_ADDR:50051" --timeout 60s) grants=$root/tests/conformance/session_grants.py
+  local problem="" pd mr n=1000 each=4096 reader_pid reader_rc=0 victim held qps
+  if ! pd=$("${ctl[@]}" -o name create pd --device rxe0 --label sessions 2>"$work/ctl.err") ||
+    ! mr=$("${ctl[@]}" -o name register mr --pd "$pd" --file "$grant_file" --length 4MiB \
+      --access local-write,remote-read,mw-bind 2>>"$work/ctl.err"); then
+    problem="rdmactl could not register $grant_file in A: $(tr '\n' ' ' <"$work/ctl.err")"
+  elif ! PYTHONPATH= /usr/bin/python3 "$grants" issue "$RDMAD_PEER_ADDR:50051" "$mr" "$n" "$each" \
+      "$work/session.tokens" "$work/session.names" >"$out/session_grants.log" 2>&1; then
+    problem="issuing $n grants failed: $(tail -n 3 "$out/session_grants.log" | tr '\n' ' ')"
+  else
+    /usr/bin/python3 "$root/docs/examples/read_session.py" --endpoint "$RDMAD_PEER_ADDR:7471" \
+      --tokens-file "$work/session.tokens" --wait-ended 120 --probe-ended --timeout 900 \
+      >"$work/session.out" 2>"$out/read_session.log" &
+    reader_pid=$!
+    for _ in $(seq 6000); do
+      grep -q "all $n grants read" "$out/read_session.log" && break
+      kill -0 "$reader_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if grep -q "all $n grants read" "$out/read_session.log"; then
+      held=$(PYTHONPATH= /usr/bin/python3 "$grants" connections "$RDMAD_PEER_ADDR:50051" "$pd" 2>>"$out/session_grants.log")
+      qps=$(rdma resource show qp 2>/dev/null | grep -c "pid $reader_pid " || true)
+      victim=$(sed -n "$((n / 2 + 1))p" "$work/session.names")
+      PYTHONPATH= /usr/bin/python3 "$grants" revoke "$RDMAD_PEER_ADDR:50051" "$victim" >>"$out/session_grants.log" 2>&1 ||
+        problem="revoking $victim failed: $(tail -n 2 "$out/session_grants.log" | tr '\n' ' ')"
+    fi
+    wait "$reader_pid" || reader_rc=$?
+    cat "$work/session.out" >>"$out/read_session.log"
+    if [ -n "$problem" ]; then
+      :
+    elif [ "$reader_rc" -ne 0 ]; then
+      problem="read_session.py exited with status $reader_rc: $(grep -v '^[0-9]' "$out/read_session.log" | tail -n 3 | tr '\n' ' ')"
+    elif [ "$held" != 1 ] || [ "$qps" != 1 ]; then
+      problem="$n grants held $held data-plane connection(s) in A and $qps QP(s) in the reader, not 1 and 1"
+    elif ! /usr/bin/python3 - "$out/grant-expected.bin" "$work/session.out" "$n" "$each" <<'PY'
+import hashlib, sys
+data, lines, n, each = open(sys.argv[1], "rb").read(), open(sys.argv[2]).read().split("\n"), int(sys.argv[3]), int(sys.argv[4])
+got = {int(f[0]): f[3] for f in (l.split() for l in lines) if len(f) == 4 and f[0].isdigit()}
+bad = [i for i in range(n) if got.get(i) != hashlib.sha256(data[i * each:(i + 1) * each]).hexdigest()]
+print("session: %d of %d grants read their own range" % (n - len(bad), n) + ("; wrong: %s" % bad[:5] if bad else ""))
+sys.exit(1 if bad else 0)
+PY
+    then
+      problem="the session's reads differ from A's file (see read_session.log)"
+    elif ! grep -q "^ended $((n / 2)) ${victim} REVOKED" "$work/session.out" ||
+      ! grep -q "^reread $((n - 1)) grants: unchanged" "$work/session.out" ||
+      ! grep -q "^probe $((n / 2)) ${victim}: remote access error" "$work/session.out"; then
+      problem="after revoking $victim: $(grep -v '^[0-9]' "$work/session.out" | tr '\n' ' ')"
+    fi
+  fi
+  sed 's/^/  read_session.py: /' "$out/read_session.log" 2>/dev/null | grep -v ': [0-9]* grants/' | tail -n 8 || true
+  [ -z "$problem" ] && echo "sessions: $n grants over one connection (A: $held connection, reader: $qps QP), each read" \
+    "its own range; $victim revoked in the middle, the others unchanged, its key refused by A's NIC"
+  [ -n "${pd:-}" ] && "${ctl[@]}" delete pd "$pd" --cascade --revoke-grants >/dev/null 2>&1 || true
+  "$junit" "$out/session_grants.xml" Sessions ThousandGrantsOverOneConnection "$problem"
+  [ -z "$problem" ] || { echo "sessions: $problem" >&2; return 1; }
+}
+
 # B: the reject flood against A's data-plane listener (tests/conformance/reject_flood.cc); reject_flood.xml.
 reject_flood() {
   local problem="" flood_rc=0
@@ -301,6 +367,7 @@ else
     "$bin/tests/conformance/grant_e2e_test" --gtest_output="xml:$out/grant_e2e.xml" || rc=1
   fd_memory_read || rc=1
   grant_clients || rc=1
+  sessions || rc=1
   sdk_examples || rc=1
   reject_flood || rc=1
   "$RDMAD_PEER_SH" signal b-tests-done
