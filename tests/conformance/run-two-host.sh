@@ -32,6 +32,9 @@
 #            then the same release check (two_host_shutdown_b.xml).
 # Usage: run-two-host.sh OUT_DIR   (RDMAD_GUEST_ROLE, RDMAD_GUEST_ADDR, RDMAD_PEER_ADDR, RDMAD_PEER_SH
 # come from run-two-guests.sh)
+# RDMAD_TWO_HOST_ONLY=STEP (a developer's shortcut, never set by the suite): B runs only that one of its
+# steps (two_host, grant_e2e, fd_memory, grant_clients, sessions, sdk_examples, reject_flood), A only
+# serves it, and neither the benchmark nor the soak runs.
 set -euo pipefail
 out=${1:?usage: run-two-host.sh OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -345,9 +348,14 @@ reject_flood() {
   [ -z "$problem" ] || { echo "$problem" >&2; return 1; }
 }
 
+only=${RDMAD_TWO_HOST_ONLY:-}
+step() {  # STEP: whether B runs it
+  [ -z "$only" ] || [ "$only" = "$1" ]
+}
+[ -n "$only" ] && bench=off
 rc=0
 if [ "$role" = a ]; then
-  fd_memory_share
+  if step fd_memory; then fd_memory_share; fi
   "$RDMAD_PEER_SH" signal a-up
   serve_snapshots || rc=1
   if [ "$bench" != off ]; then
@@ -359,17 +367,21 @@ if [ "$role" = a ]; then
   rm -f "$grant_file" /dev/shm/rdmad-sdk-example.bin
 else
   "$RDMAD_PEER_SH" wait a-up 300 || { echo "guest A never came up" >&2; exit 1; }
-  RDMAD_TARGET="unix:$sock" RDMAD_REMOTE_TARGET="$RDMAD_PEER_ADDR:50051" RDMAD_REMOTE_ADDR="$RDMAD_PEER_ADDR" \
-    "$bin/tests/conformance/two_host_test" --gtest_output="xml:$out/two_host.xml" || rc=$?
-  RDMAD_REMOTE_TARGET="$RDMAD_PEER_ADDR:50051" RDMAD_REMOTE_ADDR="$RDMAD_PEER_ADDR" RDMAD_GRANT_FILE="$grant_file" \
-    RDMAD_GRANT_SYNC_CLOCK=1 \
-    RDMAD_GRANT_EXPECTED="$out/grant-expected.bin" \
-    "$bin/tests/conformance/grant_e2e_test" --gtest_output="xml:$out/grant_e2e.xml" || rc=1
-  fd_memory_read || rc=1
-  grant_clients || rc=1
-  sessions || rc=1
-  sdk_examples || rc=1
-  reject_flood || rc=1
+  if step two_host; then
+    RDMAD_TARGET="unix:$sock" RDMAD_REMOTE_TARGET="$RDMAD_PEER_ADDR:50051" RDMAD_REMOTE_ADDR="$RDMAD_PEER_ADDR" \
+      "$bin/tests/conformance/two_host_test" --gtest_output="xml:$out/two_host.xml" || rc=$?
+  fi
+  if step grant_e2e; then
+    RDMAD_REMOTE_TARGET="$RDMAD_PEER_ADDR:50051" RDMAD_REMOTE_ADDR="$RDMAD_PEER_ADDR" RDMAD_GRANT_FILE="$grant_file" \
+      RDMAD_GRANT_SYNC_CLOCK=1 \
+      RDMAD_GRANT_EXPECTED="$out/grant-expected.bin" \
+      "$bin/tests/conformance/grant_e2e_test" --gtest_output="xml:$out/grant_e2e.xml" || rc=1
+  fi
+  if step fd_memory; then fd_memory_read || rc=1; fi
+  if step grant_clients; then grant_clients || rc=1; fi
+  if step sessions; then sessions || rc=1; fi
+  if step sdk_examples; then sdk_examples || rc=1; fi
+  if step reject_flood; then reject_flood || rc=1; fi
   "$RDMAD_PEER_SH" signal b-tests-done
   if [ "$bench" != off ]; then
     bench_args=(--rdmad-running)
@@ -394,6 +406,7 @@ diff -q "$work/before.txt" "$work/after.txt" >/dev/null || problem="$problem dev
 rm -rf "$work"
 # The fault soak, both sides (tests/soak/run-fault-soak.sh: its own rdmad in A, started once this one has
 # stopped): one round; RDMAD_SOAK=full runs 20, RDMAD_SOAK_ROUNDS=N runs N.
+[ -n "$only" ] && exit "$rc"
 soak_args=()
 [ "${RDMAD_SOAK:-short}" = full ] && soak_args+=(--full)
 "$root/tests/soak/run-fault-soak.sh" "$out" "${soak_args[@]}" || rc=1
