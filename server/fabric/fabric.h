@@ -149,6 +149,8 @@ enum class QpState { kReset, kInit, kRtr, kRts, kSqd, kSqe, kError, kUnknown };
 
 // Completion callbacks of posted work. They run on the thread that calls Device::DrainCompletions (the
 // device's dispatcher) or Device::PollFor (the poster's, briefly), exactly once for every post that returned OK, never for one that failed.
+// A post that waited in the QP's backlog (Qp) and was then refused by the device gets that error, the same
+// way.
 using BindDone = absl::AnyInvocable<void(absl::StatusOr<uint32_t> rkey) &&>;
 using WorkDone = absl::AnyInvocable<void(absl::Status status) &&>;
 
@@ -158,10 +160,12 @@ using WorkDone = absl::AnyInvocable<void(absl::Status status) &&>;
 // message that carries the window's new key never reaches the peer before the key is valid, and never if
 // the bind failed.
 struct SendAfterBind {
-  // The SEND's bytes (at most kMaxInlineSend) for the window's new rkey, called once at post time, on the
-  // posting thread with no lock of the fabric held; empty: no SEND is posted (and `done` is not called).
+  // The SEND's bytes (at most kMaxInlineSend) for the window's new rkey, called once at post time (inside
+  // PostBind, even when the bind then waits in the QP's backlog: the bytes wait with it), on the posting
+  // thread with no lock of the fabric held; empty: no SEND is posted (and `done` is not called).
   absl::AnyInvocable<std::string(uint32_t rkey) &&> message;
-  // The SEND's completion; or, if the bind was posted but the SEND could not be, the post's error, once.
+  // The SEND's completion; or, if the bind was posted but the SEND could not be, the post's error, once (a
+  // bind that waited in the backlog and was refused: the bind's error, here too).
   WorkDone done;
 };
 
@@ -171,15 +175,23 @@ struct BindSpec {
   uint64_t length = 0;
   uint32_t access = 0;    // kRemoteRead | kRemoteWrite | kRemoteAtomic | kZeroBased
   // Type 2 only (may be null): a SEND posted behind the bind (see SendAfterBind). Its callbacks are moved
-  // out by PostBind; if the bind's post fails, neither is called.
+  // out by PostBind; if PostBind returns an error, neither is called.
   SendAfterBind* then = nullptr;
 };
 
-// An RC queue pair with its own completion queue, attached to its device's completion channel. Binds and
-// invalidations are posted signaled; nothing waits for them: their completion is delivered through
+// An RC queue pair with its own completion queue, attached to its device's completion channel. Binds,
+// invalidations and SENDs are posted signaled; nothing waits for them: their completion is delivered through
 // Device::DrainCompletions (ibv_bind_mw(3) NOTES: the bind is done only when its completion says so).
+// The send queue never refuses a post for being full: at most the QP's send depth of work requests is in
+// flight (8, or CmQpOptions::send_depth; a bind with its fenced SEND is two, any other post one), and a
+// post beyond it, or behind one already waiting, waits in the QP's ordered backlog and returns OK. The
+// backlog is posted, in order, as completions make room, on the thread that polls them (the dispatcher,
+// or a PollFor caller); a waiting post that the device then refuses gets its callbacks run with the error,
+// as completions. What a post names (its window, the MR a bind names) must outlive its completion, as
+// before: a waiting post keeps only pointers (an inline SEND's bytes are copied). The work requests of one
+// QP reach the send queue in the order they were posted, whichever thread posted them.
 // A QP must not be destroyed while a post on it is outstanding (the registry guarantees it); destroying
-// one drops outstanding callbacks unrun.
+// one drops outstanding callbacks unrun, and its backlog with them.
 class Qp {
  public:
   virtual ~Qp() = default;

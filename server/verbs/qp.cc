@@ -64,13 +64,16 @@ ibv_qp_init_attr InitAttr(ibv_cq* cq, uint32_t send_depth, uint32_t receives) {
   return init;
 }
 
-// A SEND of `bytes` over `sge`, copied at post time (IBV_SEND_INLINE: no registered buffer needed), or
-// INVALID_ARGUMENT if it is too long to be sent inline (`what` says which SEND).
-absl::StatusOr<ibv_send_wr> InlineSend(const std::string& bytes, ibv_sge* sge, const char* what) {
-  if (bytes.size() > fabric::kMaxInlineSend) {
-    return absl::InvalidArgumentError(absl::StrCat("a SEND of ", bytes.size(), " bytes", what, "; at most ",
-                                                   fabric::kMaxInlineSend, " are sent inline"));
-  }
+// INVALID_ARGUMENT if `bytes` are too long to be sent inline (`what` says which SEND).
+absl::Status CheckInline(const std::string& bytes, const char* what) {
+  if (bytes.size() <= fabric::kMaxInlineSend) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("a SEND of ", bytes.size(), " bytes", what, "; at most ",
+                                                 fabric::kMaxInlineSend, " are sent inline"));
+}
+
+// A SEND of `bytes` (checked by CheckInline) over `sge`, copied at post time (IBV_SEND_INLINE: no
+// registered buffer needed; `bytes` must live until ibv_post_send returns).
+ibv_send_wr InlineSend(const std::string& bytes, ibv_sge* sge) {
   sge->addr = reinterpret_cast<uintptr_t>(bytes.data());
   sge->length = static_cast<uint32_t>(bytes.size());
   ibv_send_wr wr{};
@@ -80,6 +83,12 @@ absl::StatusOr<ibv_send_wr> InlineSend(const std::string& bytes, ibv_sge* sge, c
   wr.send_flags = IBV_SEND_INLINE;
   return wr;
 }
+
+constexpr char kSendWhat[] = "ibv_post_send(SEND)";
+constexpr char kLocalInvWhat[] = "ibv_post_send(LOCAL_INV)";
+constexpr char kBindWhat[] = "ibv_post_send(BIND_MW)";
+constexpr char kThenWhat[] = "ibv_post_send(SEND after BIND_MW)";
+constexpr char kBindType1What[] = "ibv_bind_mw";
 
 }  // namespace
 
@@ -96,7 +105,7 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::Create(Device* device, ibv_pd* pd, const
   if (port == nullptr) {
     return InvalidArgument("port", absl::StrCat("device ", device->info().name, " has no port ", options.port));
   }
-  std::unique_ptr<Qp> qp(new Qp(device, options));
+  std::unique_ptr<Qp> qp(new Qp(device, options, kSendDepth));
   RDMAD_RETURN_IF_ERROR(qp->CreateCq(kCqDepth));
 
   ibv_qp_init_attr init = InitAttr(qp->cq_, kSendDepth, 0);
@@ -133,7 +142,7 @@ absl::StatusOr<std::unique_ptr<Qp>> Qp::CreateOnCmId(Device* device, ibv_pd* pd,
   }
   fabric::QpOptions options;
   options.port = id->port_num;
-  std::unique_ptr<Qp> qp(new Qp(device, options));
+  std::unique_ptr<Qp> qp(new Qp(device, options, cm_options.send_depth));
   RDMAD_RETURN_IF_ERROR(qp->CreateCq(std::max(kCqDepth, static_cast<int>(completions))));
   if (slots > 0) RDMAD_RETURN_IF_ERROR(qp->CreateReceiveBuffer(pd, cm_options.receive));
 
@@ -323,18 +332,107 @@ absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
   return absl::OkStatus();
 }
 
-absl::Status Qp::Post(ibv_send_wr& wr, const char* what, Finish finish) {
-  ibv_send_wr* bad = nullptr;
-  MutexLock lock(&mu_);
+absl::Status Qp::Submit(Work work) {
+  Callbacks unsent;
+  {
+    MutexLock lock(&mu_);
+    // Behind any waiting work (order is kept), or beyond the send queue's depth: it waits.
+    if (!backlog_.empty() || pending_.size() + work.wrs() > send_depth_) {
+      backlog_.push_back(std::move(work));
+      return absl::OkStatus();
+    }
+    RDMAD_RETURN_IF_ERROR(PostLocked(work, &unsent));
+  }
+  for (auto& u : unsent) std::move(u)();
+  return absl::OkStatus();
+}
+
+absl::Status Qp::PostBindType1Locked(Work& work) {
+  // ibv_bind_mw posts by itself, and steps mw->rkey at once: a failed bind puts the old one back
+  // (ibv_bind_mw(3) NOTES: fix the mw if the bind's CQE indicates a failure).
+  ibv_mw* mw = work.mw;
+  const uint32_t old_rkey = mw->rkey;
+  ibv_mw_bind bind{};
+  bind.wr_id = next_wr_id_++;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind_info = work.bind;
+  if (int ret = ibv_bind_mw(qp_, mw, &bind); ret != 0) {
+    mw->rkey = old_rkey;
+    return FromReturn(kBindType1What, ret);
+  }
+  Finish finish = [mw, old_rkey, done = std::move(work.finish)](absl::Status s) mutable {
+    if (!s.ok()) mw->rkey = old_rkey;
+    std::move(done)(std::move(s));
+  };
+  pending_.emplace(bind.wr_id, Pending{kBindType1What, std::move(finish)});
+  return absl::OkStatus();
+}
+
+absl::Status Qp::PostLocked(Work& work, Callbacks* unsent) {
+  // Each callback goes into pending_ once its work request is posted: a completion the poller took
+  // meanwhile waits for mu_ (held here) before it looks its wr_id up.
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  const char* what = kSendWhat;
+  switch (work.op) {
+    case Work::Op::kBindType1:
+      return PostBindType1Locked(work);
+    case Work::Op::kSend:
+      wr = InlineSend(work.bytes, &sge);
+      break;
+    case Work::Op::kLocalInv:
+      what = kLocalInvWhat;
+      wr.opcode = IBV_WR_LOCAL_INV;
+      wr.invalidate_rkey = work.rkey;
+      break;
+    case Work::Op::kBindType2:
+      what = kBindWhat;
+      wr.opcode = IBV_WR_BIND_MW;
+      wr.bind_mw.mw = work.mw;
+      wr.bind_mw.rkey = work.rkey;
+      wr.bind_mw.bind_info = work.bind;
+      break;
+  }
   wr.wr_id = next_wr_id_++;
   wr.send_flags |= IBV_SEND_SIGNALED;
-  // Registered before posting: the completion may be polled before ibv_post_send returns.
-  pending_.emplace(wr.wr_id, Pending{what, std::move(finish)});
-  if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) {
-    pending_.erase(wr.wr_id);
-    return FromReturn(what, ret);
+  // A type 2 bind's SEND, in the same ibv_post_send: fenced behind the bind (fabric.h, SendAfterBind).
+  ibv_sge then_sge{};
+  ibv_send_wr then{};
+  const bool with_then = work.op == Work::Op::kBindType2 && !work.bytes.empty();
+  if (with_then) {
+    then = InlineSend(work.bytes, &then_sge);
+    then.wr_id = next_wr_id_++;
+    then.send_flags |= IBV_SEND_FENCE | IBV_SEND_SIGNALED;
+    wr.next = &then;
+  }
+  ibv_send_wr* bad = nullptr;
+  const int ret = ibv_post_send(qp_, &wr, &bad);
+  if (ret != 0 && !(with_then && bad == &then)) return FromReturn(what, ret);  // nothing was posted
+  pending_.emplace(wr.wr_id, Pending{what, std::move(work.finish)});
+  if (with_then) {
+    if (ret == 0) {
+      pending_.emplace(then.wr_id, Pending{kThenWhat, std::move(work.then)});
+    } else {
+      unsent->push_back([then = std::move(work.then), failed = FromReturn(kThenWhat, ret)]() mutable {
+        std::move(then)(std::move(failed));
+      });
+    }
   }
   return absl::OkStatus();
+}
+
+void Qp::DrainBacklogLocked(Callbacks* ready) {
+  while (!backlog_.empty() && pending_.size() + backlog_.front().wrs() <= send_depth_) {
+    Work work = std::move(backlog_.front());
+    backlog_.pop_front();
+    absl::Status posted = PostLocked(work, ready);
+    if (posted.ok()) continue;
+    // Its post returned OK long ago: its callbacks learn of the refusal now, each once.
+    ready->push_back([finish = std::move(work.finish), posted]() mutable { std::move(finish)(posted); });
+    if (work.then) {
+      ready->push_back([then = std::move(work.then), posted]() mutable { std::move(then)(posted); });
+    }
+  }
 }
 
 std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions(bool rearm) {
@@ -358,7 +456,7 @@ std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions(bool rearm) {
         continue;
       }
       auto it = pending_.find(wcs[i].wr_id);
-      if (it == pending_.end()) continue;  // not ours to report (already failed at post)
+      if (it == pending_.end()) continue;  // not a work request posted here: nothing to report
       absl::Status status;
       if (wcs[i].status != IBV_WC_SUCCESS) {
         status = absl::AbortedError(absl::StrCat(it->second.what, ": completion failed: ",
@@ -369,87 +467,49 @@ std::vector<absl::AnyInvocable<void() &&>> Qp::PollCompletions(bool rearm) {
       ready.push_back([finish = std::move(it->second.finish), status]() mutable { std::move(finish)(status); });
       pending_.erase(it);
     }
+    DrainBacklogLocked(&ready);  // the room these completions made
   }
   return ready;
 }
 
 absl::Status Qp::PostBind(fabric::Mw& fmw, const fabric::BindSpec& spec, fabric::BindDone done) {
   ibv_mw* mw = static_cast<Mw&>(fmw).raw();
-  ibv_mr* mr = spec.mr ? static_cast<Mr*>(spec.mr)->raw() : nullptr;
-  const uint32_t old_rkey = mw->rkey;
-  ibv_mw_bind_info info{};
-  info.mr = mr;
-  info.addr = spec.addr;
-  info.length = spec.length;
-  info.mw_access_flags = spec.access;
+  Work work;
+  work.mw = mw;
+  work.bind.mr = spec.mr ? static_cast<Mr*>(spec.mr)->raw() : nullptr;
+  work.bind.addr = spec.addr;
+  work.bind.length = spec.length;
+  work.bind.mw_access_flags = spec.access;
 
   if (mw->type == IBV_MW_TYPE_1) {
-    // ibv_bind_mw posts by itself; the pending entry is registered first, under the same lock as in Post,
-    // so its completion cannot be polled before it is known.
-    {
-      MutexLock lock(&mu_);
-      const uint64_t wr_id = next_wr_id_++;
-      ibv_mw_bind bind{};
-      bind.wr_id = wr_id;
-      bind.send_flags = IBV_SEND_SIGNALED;
-      bind.bind_info = info;
-      auto finish = [mw, old_rkey, done = std::move(done)](absl::Status s) mutable {
-        if (s.ok()) return std::move(done)(mw->rkey);
-        mw->rkey = old_rkey;  // ibv_bind_mw(3) NOTES: fix the mw if the bind's CQE indicates a failure
-        std::move(done)(s);
-      };
-      pending_.emplace(wr_id, Pending{"ibv_bind_mw", std::move(finish)});
-      if (int ret = ibv_bind_mw(qp_, mw, &bind); ret != 0) {
-        pending_.erase(wr_id);
-        mw->rkey = old_rkey;
-        return FromReturn("ibv_bind_mw", ret);
-      }
-    }
-    return absl::OkStatus();
+    // The new rkey is ibv_bind_mw's, read once the completion succeeded (PostLocked restores the old one
+    // on a failure).
+    work.op = Work::Op::kBindType1;
+    work.finish = [mw, done = std::move(done)](absl::Status s) mutable {
+      if (!s.ok()) return std::move(done)(s);
+      std::move(done)(mw->rkey);
+    };
+    return Submit(std::move(work));
   }
 
-  const uint32_t new_rkey = ibv_inc_rkey(old_rkey);
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_BIND_MW;
-  wr.bind_mw.mw = mw;
-  wr.bind_mw.rkey = new_rkey;
-  wr.bind_mw.bind_info = info;
-  Finish bound = [mw, new_rkey, done = std::move(done)](absl::Status s) mutable {
+  // The window's next key, from the one it has now (the caller posts no other bind of this window before
+  // this one completes).
+  const uint32_t new_rkey = ibv_inc_rkey(mw->rkey);
+  work.op = Work::Op::kBindType2;
+  work.rkey = new_rkey;
+  work.finish = [mw, new_rkey, done = std::move(done)](absl::Status s) mutable {
     if (!s.ok()) return std::move(done)(s);
     mw->rkey = new_rkey;  // published only after the completion succeeded
     std::move(done)(new_rkey);
   };
-  std::string message = spec.then != nullptr && spec.then->message ? std::move(spec.then->message)(new_rkey) : "";
-  if (message.empty()) return Post(wr, "ibv_post_send(BIND_MW)", std::move(bound));
-  // The bind and the SEND in one ibv_post_send: the SEND fenced behind the bind (fabric.h, SendAfterBind).
-  ibv_sge sge{};
-  RDMAD_ASSIGN_OR_RETURN(ibv_send_wr send, InlineSend(message, &sge, " after a bind"));
-  send.send_flags |= IBV_SEND_FENCE | IBV_SEND_SIGNALED;
-  wr.next = &send;
-  wr.send_flags |= IBV_SEND_SIGNALED;
-  fabric::WorkDone unsent;  // the SEND's callback if only the bind was posted: told after the lock
-  absl::Status failed;
-  {
-    MutexLock lock(&mu_);
-    wr.wr_id = next_wr_id_++;
-    send.wr_id = next_wr_id_++;
-    // Registered before posting: the completions may be polled before ibv_post_send returns.
-    pending_.emplace(wr.wr_id, Pending{"ibv_post_send(BIND_MW)", std::move(bound)});
-    pending_.emplace(send.wr_id, Pending{"ibv_post_send(SEND after BIND_MW)", std::move(spec.then->done)});
-    ibv_send_wr* bad = nullptr;
-    if (int ret = ibv_post_send(qp_, &wr, &bad); ret != 0) {
-      failed = FromReturn(bad == &send ? "ibv_post_send(SEND after BIND_MW)" : "ibv_post_send(BIND_MW)", ret);
-      auto s = pending_.find(send.wr_id);
-      unsent = std::move(s->second.finish);
-      pending_.erase(s);
-      if (bad != &send) {
-        pending_.erase(wr.wr_id);  // neither was posted: no callback runs
-        return failed;
-      }
-    }
+  // The SEND's bytes now, on the posting thread, before mu_ is taken (fabric.h, SendAfterBind), even if the
+  // bind then waits in the backlog: they carry the key the bind will give.
+  if (spec.then != nullptr && spec.then->message) work.bytes = std::move(spec.then->message)(new_rkey);
+  if (!work.bytes.empty()) {
+    RDMAD_RETURN_IF_ERROR(CheckInline(work.bytes, " after a bind"));
+    work.then = spec.then->done ? std::move(spec.then->done) : Finish([](absl::Status) {});
   }
-  if (unsent) std::move(unsent)(failed);
-  return absl::OkStatus();
+  return Submit(std::move(work));
 }
 
 absl::Status Qp::PostInvalidate(fabric::Mw& fmw, fabric::Mr& bound_to, fabric::WorkDone done) {
@@ -463,16 +523,21 @@ absl::Status Qp::PostInvalidate(fabric::Mw& fmw, fabric::Mr& bound_to, fabric::W
       std::move(done)(r.status());
     });
   }
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_LOCAL_INV;
-  wr.invalidate_rkey = mw->rkey;
-  return Post(wr, "ibv_post_send(LOCAL_INV)", std::move(done));
+  Work work;
+  work.op = Work::Op::kLocalInv;
+  work.mw = mw;
+  work.rkey = mw->rkey;
+  work.finish = std::move(done);
+  return Submit(std::move(work));
 }
 
 absl::Status Qp::PostSend(const std::string& bytes, fabric::WorkDone done) {
-  ibv_sge sge{};
-  RDMAD_ASSIGN_OR_RETURN(ibv_send_wr wr, InlineSend(bytes, &sge, ""));
-  return Post(wr, "ibv_post_send(SEND)", std::move(done));
+  RDMAD_RETURN_IF_ERROR(CheckInline(bytes, ""));
+  Work work;
+  work.op = Work::Op::kSend;
+  work.bytes = bytes;
+  work.finish = std::move(done);
+  return Submit(std::move(work));
 }
 
 }  // namespace rdmad::verbs

@@ -1,16 +1,24 @@
 // verbs::Qp: one RC ibv_qp with its own ibv_cq (send and receive) on its device's completion channel.
 // Owns both: the destructor unhooks the CQ from the device's dispatcher, then destroys the QP, then the
-// CQ. Binds and invalidations are posted signaled; their completions are polled by the device's
+// CQ. Binds, invalidations and SENDs are posted signaled; their completions are polled by the device's
 // dispatcher (Device::DrainCompletions -> Qp::PollCompletions), which runs the posted callbacks.
+// The send queue: at most send_depth_ work requests in flight (pending_: every one is signaled, so each
+// leaves when its completion is polled). A post that would pass that, or that finds work already waiting,
+// waits in `backlog_`, in order, and Post* returns OK; PollCompletions posts from its head as completions
+// make room, and a waiting post that ibv_post_send (or ibv_bind_mw) refuses then gets its callbacks run with
+// that error, through PollCompletions' returned callbacks. ~Qp drops the backlog unrun, as it drops pending_.
 // Two kinds: Create makes a QP that rdmad connects itself (Connect: INIT -> RTR -> RTS); CreateOnCmId
 // makes one with rdma_create_qp on an rdma_cm id, whose states rdma_cm drives (Connect is refused), and
 // which is destroyed with rdma_destroy_qp. The id (server/verbs/cm.h, VerbsCmId) owns such a QP and
 // outlives it. A CM QP may receive (fabric::ReceiveOptions): it owns one buffer of slots * kMaxReceive bytes,
 // registered on its PD, whose slots it keeps posted (posted at creation, posted again as each completes);
 // the buffer is deregistered and freed after the QP and its CQ are destroyed.
-// Threads: Post* and Connect on any thread (never two at once on one QP: the registry's reservations);
-// PollCompletions on the dispatcher, or on a Device::PollFor caller, under the device's cq_mu_ (so one at a
-// time). `pending_` is shared by both, behind `mu_`. The receive buffer's slots: a posted slot belongs to
+// Threads: Post* on any thread, concurrently too (each posts or queues under `mu_`); Connect on any thread,
+// never with a post (the registry's reservations); PollCompletions on the dispatcher, or on a
+// Device::PollFor caller, under the device's cq_mu_ (so one at a time). `pending_`, `backlog_` and the wr_id
+// counter are shared by all of them, behind `mu_`, which is held across each ibv_post_send/ibv_bind_mw (so
+// work reaches the send queue in the order it was queued); no callback runs under it, and a bind's SEND
+// message is made before it is taken (PostBind). The receive buffer's slots: a posted slot belongs to
 // the device; the poller that takes its completion copies the bytes out and posts it again. on_message runs
 // from PollCompletions' returned callbacks, outside every lock. A CM QP's local() and state() query the device
 // and may be called on any thread.
@@ -20,6 +28,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -67,7 +76,8 @@ class Qp final : public fabric::Qp {
   ibv_qp* raw() const { return qp_; }
 
  private:
-  Qp(Device* device, const fabric::QpOptions& options) : device_(device), options_(options) {}
+  Qp(Device* device, const fabric::QpOptions& options, uint32_t send_depth)
+      : device_(device), options_(options), send_depth_(send_depth) {}
   // Creates the CQ of `depth` entries on the device's completion channel, arms it and hooks it to the
   // dispatcher.
   absl::Status CreateCq(int depth);
@@ -81,10 +91,38 @@ class Qp final : public fabric::Qp {
   void Received(const ibv_wc& wc, std::vector<absl::AnyInvocable<void() &&>>* ready);
   // What a completion does: the status of the work completion (OK, or why it failed).
   using Finish = absl::AnyInvocable<void(absl::Status) &&>;
-  absl::Status Post(ibv_send_wr& wr, const char* what, Finish finish);
+  using Callbacks = std::vector<absl::AnyInvocable<void() &&>>;
+  // One post, as it waits in the backlog: what it needs to be posted later. The windows and MRs it names
+  // are kept by the caller until its completion (fabric.h, Qp); an inline SEND's bytes are its own.
+  struct Work {
+    enum class Op { kSend, kLocalInv, kBindType1, kBindType2 };
+    Op op = Op::kSend;
+    ibv_mw* mw = nullptr;         // the binds' and LOCAL_INV's window
+    ibv_mw_bind_info bind{};      // the binds'
+    uint32_t rkey = 0;            // kBindType2: the window's new rkey; kLocalInv: the rkey invalidated
+    std::string bytes;            // kSend: the SEND's; kBindType2: the fenced SEND's behind it (empty: none)
+    Finish finish;                // the first work request's completion
+    Finish then;                  // the fenced SEND's (kBindType2 with bytes)
+    // Work requests it takes on the send queue (a type 1 bind is one).
+    uint32_t wrs() const { return op == Op::kBindType2 && !bytes.empty() ? 2 : 1; }
+  };
+  // Posts `work` now, or queues it behind the backlog (then OK). A post refused now returns the error
+  // and runs no callback, except a type 2 bind's SEND refused after its bind was posted: its `then` runs
+  // with the error, on this thread, after mu_ is released.
+  absl::Status Submit(Work work);
+  // ibv_post_send (ibv_bind_mw for a type 1 bind) of `work`, each posted work request's callback in
+  // pending_. If nothing was posted: the error, and `work` keeps its callbacks. If only a type 2 bind was
+  // (its SEND refused): OK, and the SEND's `then` call with the error is added to `unsent`.
+  absl::Status PostLocked(Work& work, Callbacks* unsent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PostLocked's type 1 bind: ibv_bind_mw.
+  absl::Status PostBindType1Locked(Work& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts from the backlog's head while the send queue has room; a refused post's callbacks, with the
+  // error, go to `ready`.
+  void DrainBacklogLocked(Callbacks* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Device* const device_;
   const fabric::QpOptions options_;
+  const uint32_t send_depth_;  // work requests in flight at most (max_send_wr asked for)
   ibv_cq* cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
   rdma_cm_id* cm_id_ = nullptr;  // set for a CM QP once rdma_create_qp succeeded
@@ -104,7 +142,8 @@ class Qp final : public fabric::Qp {
     const char* what;
     Finish finish;
   };
-  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);  // one per work request in flight
+  std::deque<Work> backlog_ ABSL_GUARDED_BY(mu_);             // posts waiting for room, in order
 };
 
 }  // namespace rdmad::verbs

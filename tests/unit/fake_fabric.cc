@@ -224,7 +224,7 @@ void FakeLedger::FlushStalledLocked(uint32_t qpn) {
   if (it == stalled_.end()) return;
   std::deque<Completion> flushed = std::move(it->second);
   stalled_.erase(it);
-  for (Completion& c : flushed) Complete(c.device, std::move(c.run));
+  for (Completion& c : flushed) Complete(std::move(c));
 }
 
 void FakeLedger::SetCounter(const std::string& device, uint32_t port, const std::string& name, uint64_t value) {
@@ -402,6 +402,8 @@ class FakeQp final : public fabric::Qp {
       ledger_->stalled_.erase(it);
     }
     ledger_->stalled_qpns_.erase(local_.qpn);
+    // Its backlog is dropped unrun (with the members, after the mutex is released: they own callbacks).
+    if (!backlog_.empty()) ledger_->Event("drop_backlog", absl::StrCat(id_, " ", backlog_.size()));
     ledger_->Event("destroy_qp", absl::StrCat(id_));
     ledger_->qps_.erase(id_);
   }
@@ -426,9 +428,15 @@ class FakeQp final : public fabric::Qp {
   }
 
   absl::Status PostBind(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) override {
+    Work work;
+    work.op = Work::Op::kBind;
+    work.mw = &mw;
+    work.spec = spec;
+    work.spec.then = nullptr;  // its bytes and callback are the Work's own
+    work.bound = std::move(done);
     if (spec.then != nullptr && spec.then->message) {
-      // The bytes are asked for before the post, without the ledger's mutex (the key is the one the bind
-      // will give: the fake's windows step their key as ibv_inc_rkey does).
+      // The bytes are asked for at the post, even if the bind then waits in the backlog, without the ledger's
+      // mutex (the key is the one the bind will give: the fake's windows step their key as ibv_inc_rkey does).
       uint32_t next = 0;
       {
         std::lock_guard<std::mutex> lock(ledger_->mu_);
@@ -436,33 +444,23 @@ class FakeQp final : public fabric::Qp {
         auto it = fmw ? ledger_->mws_.find(fmw->id()) : ledger_->mws_.end();
         if (it != ledger_->mws_.end()) next = IncRkey(it->second.rkey);
       }
-      std::string message = std::move(spec.then->message)(next);
-      std::lock_guard<std::mutex> lock(ledger_->mu_);
-      ledger_->Call("bind");
-      if (message.empty()) return PostBindLocked(mw, spec, std::move(done));
-      if (message.size() > fabric::kMaxInlineSend) return ErrnoError("ibv_post_send", EINVAL);
-      if (StalledLocked()) {
-        RDMAD_RETURN_IF_ERROR(StallLocked("ibv_post_send(BIND_MW)", std::move(done)));
-        return StallLocked("ibv_post_send(SEND after BIND_MW)", std::move(spec.then->done));
-      }
-      RDMAD_RETURN_IF_ERROR(PostBindLocked(mw, spec, std::move(done)));
-      // Behind the bind on the same send queue: flushed if the bind failed (the QP went to ERROR).
-      ledger_->Call("send");
-      return SendLocked(message, std::move(spec.then->done));
+      work.bytes = std::move(spec.then->message)(next);
+      if (!work.bytes.empty()) work.done = std::move(spec.then->done);
     }
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("bind");
-    if (StalledLocked()) return StallLocked("ibv_post_send(BIND_MW)", std::move(done));
-    return PostBindLocked(mw, spec, std::move(done));
+    if (work.bytes.size() > fabric::kMaxInlineSend) return ErrnoError("ibv_post_send", EINVAL);
+    return SubmitLocked(std::move(work));
   }
   absl::Status PostInvalidate(fabric::Mw& mw, fabric::Mr& bound_to, fabric::WorkDone done) override {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("invalidate");
-    if (StalledLocked()) return StallLocked("ibv_post_send(LOCAL_INV)", std::move(done));
-    absl::Status s = InvalidateLocked(mw, bound_to);
-    if (!s.ok() && s.code() != absl::StatusCode::kAborted) return s;
-    ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
-    return absl::OkStatus();
+    Work work;
+    work.op = Work::Op::kInvalidate;
+    work.mw = &mw;
+    work.bound_to = &bound_to;
+    work.done = std::move(done);
+    return SubmitLocked(std::move(work));
   }
 
   uint64_t completion_key() const override { return id_; }
@@ -471,9 +469,20 @@ class FakeQp final : public fabric::Qp {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     ledger_->Call("send");
     if (bytes.size() > fabric::kMaxInlineSend) return ErrnoError("ibv_post_send", EINVAL);
-    if (StalledLocked()) return StallLocked("ibv_post_send(SEND)", std::move(done));
-    return SendLocked(bytes, std::move(done));
+    Work work;
+    work.op = Work::Op::kSend;
+    work.bytes = bytes;
+    work.done = std::move(done);
+    return SubmitLocked(std::move(work));
   }
+
+  // Callers hold the ledger mutex. A completion of one of this QP's work requests is being drained: its
+  // room on the send queue is free, and the backlog goes on.
+  void SendDrainedLocked() {
+    in_flight_--;
+    DrainLocked();
+  }
+  int BacklogLocked() const { return static_cast<int>(backlog_.size()); }
 
   // ModifyQpToError's.
   void ToError() {
@@ -485,6 +494,7 @@ class FakeQp final : public fabric::Qp {
   // ConfigureCmQp's.
   void Configure(const fabric::CmQpOptions& options) {
     std::lock_guard<std::mutex> lock(ledger_->mu_);
+    send_depth_ = options.send_depth;
     posted_receives_ = options.receive.slots;
     on_message_ = std::make_shared<const std::function<void(std::string)>>(options.receive.on_message);
   }
@@ -516,14 +526,98 @@ class FakeQp final : public fabric::Qp {
   }
 
  private:
-  // Callers hold the ledger mutex.
-  absl::Status PostBindLocked(fabric::Mw& mw, const fabric::BindSpec& spec, fabric::BindDone done) {
-    absl::StatusOr<uint32_t> r = BindLocked(dynamic_cast<FakeMw*>(&mw), spec);
-    if (!r.ok() && r.status().code() != absl::StatusCode::kAborted) return r.status();  // the post failed
-    ledger_->Complete(DeviceLocked(), [done = std::move(done), r]() mutable { std::move(done)(r); });
+  // One post, as it waits in the backlog. The objects it names outlive its completion (fabric.h, Qp).
+  struct Work {
+    enum class Op { kSend, kInvalidate, kBind };
+    Op op = Op::kSend;
+    fabric::Mw* mw = nullptr;        // kBind, kInvalidate
+    fabric::Mr* bound_to = nullptr;  // kInvalidate
+    fabric::BindSpec spec;           // kBind (without `then`)
+    std::string bytes;               // kSend: the SEND's; kBind: the fenced SEND's (empty: none)
+    fabric::BindDone bound;          // kBind
+    fabric::WorkDone done;           // kSend, kInvalidate; kBind: the fenced SEND's
+    int wrs() const { return op == Op::kBind && !bytes.empty() ? 2 : 1; }
+  };
+
+  // Callers hold the ledger mutex. Posts `work`, or queues it (OK) behind the backlog or beyond the send
+  // depth, as the verbs backend does.
+  absl::Status SubmitLocked(Work work) {
+    if (!backlog_.empty() || in_flight_ + work.wrs() > static_cast<int>(send_depth_)) {
+      ledger_->Event("backlog", absl::StrCat(id_));
+      backlog_.push_back(std::move(work));
+      return absl::OkStatus();
+    }
+    return PostLocked(work, /*queued=*/false);
+  }
+  // Callers hold the ledger mutex. Posts `work` now. A refused post returns the error, and `work` keeps its
+  // callbacks. One that waited in the backlog and finds the QP in the error state is flushed.
+  absl::Status PostLocked(Work& work, bool queued) {
+    const char* call = work.op == Work::Op::kSend         ? "ibv_post_send(SEND)"
+                       : work.op == Work::Op::kInvalidate ? "ibv_post_send(LOCAL_INV)"
+                                                          : "ibv_post_send(BIND_MW)";
+    const bool flush = queued && ErrorLocked();
+    if (flush || StalledLocked()) {
+      auto hold = [&](const std::string& what, auto& done) {
+        if (flush) {
+          FlushedLocked(what, std::move(done));
+        } else {
+          StallLocked(what, std::move(done));
+        }
+      };
+      if (work.op == Work::Op::kBind) {
+        hold(call, work.bound);
+        if (!work.bytes.empty()) hold("ibv_post_send(SEND after BIND_MW)", work.done);
+      } else {
+        hold(call, work.done);
+      }
+      return absl::OkStatus();
+    }
+    switch (work.op) {
+      case Work::Op::kSend:
+        SendLocked(work.bytes, std::move(work.done));
+        return absl::OkStatus();
+      case Work::Op::kInvalidate: {
+        absl::Status s = InvalidateLocked(*work.mw, *work.bound_to);
+        if (!s.ok() && s.code() != absl::StatusCode::kAborted) return s;  // the post failed
+        CompleteLocked([done = std::move(work.done), s]() mutable { std::move(done)(s); });
+        return absl::OkStatus();
+      }
+      case Work::Op::kBind: {
+        absl::StatusOr<uint32_t> r = BindLocked(dynamic_cast<FakeMw*>(work.mw), work.spec);
+        if (!r.ok() && r.status().code() != absl::StatusCode::kAborted) return r.status();  // the post failed
+        CompleteLocked([done = std::move(work.bound), r]() mutable { std::move(done)(r); });
+        if (work.bytes.empty()) return absl::OkStatus();
+        // Behind the bind on the same send queue: flushed if the bind failed (the QP went to ERROR).
+        ledger_->Call("send");
+        SendLocked(work.bytes, std::move(work.done));
+        return absl::OkStatus();
+      }
+    }
     return absl::OkStatus();
   }
-  absl::Status SendLocked(const std::string& bytes, fabric::WorkDone done) {
+  // Callers hold the ledger mutex. Posts from the backlog's head while the send queue has room. A post
+  // refused now gets the error through completions (its post returned OK), each callback once.
+  void DrainLocked() {
+    while (!backlog_.empty() && in_flight_ + backlog_.front().wrs() <= static_cast<int>(send_depth_)) {
+      Work work = std::move(backlog_.front());
+      backlog_.pop_front();
+      absl::Status s = PostLocked(work, /*queued=*/true);
+      if (s.ok()) continue;
+      if (work.bound) ledger_->Complete(DeviceLocked(), [b = std::move(work.bound), s]() mutable { std::move(b)(s); });
+      if (work.done) ledger_->Complete(DeviceLocked(), [d = std::move(work.done), s]() mutable { std::move(d)(s); });
+    }
+  }
+  // Callers hold the ledger mutex. Queues the completion of one work request of this QP (in flight until
+  // it is drained).
+  void CompleteLocked(absl::AnyInvocable<void() &&> run) {
+    in_flight_++;
+    FakeLedger::Completion c;
+    c.device = DeviceLocked();
+    c.run = std::move(run);
+    c.qp = id_;
+    ledger_->Complete(std::move(c));
+  }
+  void SendLocked(const std::string& bytes, fabric::WorkDone done) {
     absl::Status s;
     const bool error = state_ == fabric::QpState::kError || ledger_->forced_error_qpns_.count(local_.qpn) > 0;
     if (error || state_ != fabric::QpState::kRts) {
@@ -532,8 +626,7 @@ class FakeQp final : public fabric::Qp {
       ledger_->sent_.push_back({local_.qpn, bytes});
       ledger_->Event("send", absl::StrCat(id_));
     }
-    ledger_->Complete(DeviceLocked(), [done = std::move(done), s]() mutable { std::move(done)(s); });
-    return absl::OkStatus();
+    CompleteLocked([done = std::move(done), s]() mutable { std::move(done)(s); });
   }
 
   // Callers hold the ledger mutex. The QP is in the error state (its own, or ForceQpError's).
@@ -552,7 +645,8 @@ class FakeQp final : public fabric::Qp {
       ledger_->Event("receive", absl::StrCat(id_));
       FakeLedger::Completion c;
       c.device = DeviceLocked();
-      c.receive_qp = id_;
+      c.qp = id_;
+      c.receive = true;
       c.run = [on_message = on_message_, bytes = std::move(waiting_.front())]() mutable {
         if (*on_message) (*on_message)(std::move(bytes));
       };
@@ -566,11 +660,21 @@ class FakeQp final : public fabric::Qp {
     return ledger_->stalled_qpns_.count(local_.qpn) > 0 && state_ != fabric::QpState::kError;
   }
   template <typename Done>
-  absl::Status StallLocked(const std::string& call, Done done) {
-    ledger_->stalled_[local_.qpn].push_back({DeviceLocked(), [done = std::move(done), call]() mutable {
-      std::move(done)(absl::AbortedError(absl::StrCat(call, ": completion failed: flushed, the QP is in the error state")));
-    }});
-    return absl::OkStatus();
+  void StallLocked(const std::string& call, Done done) {
+    in_flight_++;
+    FakeLedger::Completion c;
+    c.device = DeviceLocked();
+    c.run = [done = std::move(done), call]() mutable { std::move(done)(Flushed(call)); };
+    c.qp = id_;
+    ledger_->stalled_[local_.qpn].push_back(std::move(c));
+  }
+  // Posted on a QP in the error state: completes flushed.
+  template <typename Done>
+  void FlushedLocked(const std::string& call, Done done) {
+    CompleteLocked([done = std::move(done), call]() mutable { std::move(done)(Flushed(call)); });
+  }
+  static absl::Status Flushed(const std::string& call) {
+    return absl::AbortedError(absl::StrCat(call, ": completion failed: flushed, the QP is in the error state"));
   }
   std::string DeviceLocked() const {
     auto it = ledger_->pds_.find(pd_);
@@ -594,12 +698,25 @@ class FakeQp final : public fabric::Qp {
   const fabric::QpEndpoint local_;
   fabric::QpState state_ = fabric::QpState::kInit;
   std::deque<FakeLedger::Completion> stalled_dropped_;
+  // The send queue, under the ledger mutex: work requests posted whose completions are not drained yet
+  // (stalled ones too), and the posts waiting for room.
+  uint32_t send_depth_ = 8;  // CmQpOptions' default; the verbs backend's for every QP
+  int in_flight_ = 0;
+  std::deque<Work> backlog_;
   // Receives (Configure), under the ledger mutex.
   uint32_t posted_receives_ = 0;       // slots posted and free
   std::deque<std::string> waiting_;    // the peer's SENDs that found no slot (RNR), in order
   std::shared_ptr<const std::function<void(std::string)>> on_message_ =
       std::make_shared<const std::function<void(std::string)>>();
 };
+
+int FakeLedger::Backlog(uint32_t qpn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, q] : qps_) {
+    if (q.qpn == qpn) return q.qp->BacklogLocked();
+  }
+  return 0;
+}
 
 class FakePd final : public fabric::Pd {
  public:
@@ -931,12 +1048,16 @@ class FakeDevice final : public fabric::Device {
         it = ledger_->completions_.erase(it);
       }
       // Taken as a poll takes them: a receive's slot is posted again (which may queue the next message's
-      // completion, for the next pass); a destroyed QP's receives are dropped with its CQ.
+      // completion), a send's room on its QP goes to the QP's backlog (which may queue more), both for the
+      // next pass; a destroyed QP's receives are dropped with its CQ.
       for (FakeLedger::Completion& c : taken) {
-        if (c.receive_qp != 0) {
-          auto q = ledger_->qps_.find(c.receive_qp);
-          if (q == ledger_->qps_.end()) continue;
+        auto q = c.qp != 0 ? ledger_->qps_.find(c.qp) : ledger_->qps_.end();
+        if (q == ledger_->qps_.end()) {
+          if (c.receive) continue;
+        } else if (c.receive) {
           q->second.qp->ReceiveDrainedLocked();
+        } else {
+          q->second.qp->SendDrainedLocked();
         }
         ready.push_back(std::move(c.run));
       }

@@ -48,6 +48,15 @@
 // (what rdma_disconnect does to its id's QP); Connect from any state goes back to RTS. A stalled QP
 // (StallQp) holds its work until it goes to ERROR, which flushes it.
 //
+// Send queue model (fabric.h, Qp): a work request is in flight from its post until its completion is
+// drained (Device::DrainCompletions, PollFor; a held or stalled one stays in flight). At most the send
+// depth is (8, or CmQpOptions::send_depth; a bind with its SEND is two): a post beyond it, or behind one
+// already waiting, waits in the QP's backlog (event "backlog <qp>") and returns OK; it takes effect (the
+// bind, the SEND recorded) only when it is posted, in order, as drained completions make room. A waiting
+// post that is refused then (the fake's post errors) gets its callbacks run with the error, as
+// completions; one that finds the QP in ERROR completes flushed. A QP destroyed with a backlog drops it
+// unrun (event "drop_backlog <qp> <posts>").
+//
 // Thread-safety: every fake object and the ledger may be used from any thread (one ledger mutex). Hooks
 // run without the mutex held, so they may call back into the registry.
 #ifndef RDMAD_TESTS_UNIT_FAKE_FABRIC_H_
@@ -140,6 +149,8 @@ class FakeLedger {
   // (ForceQpError, or ModifyQpToError: its rdma_cm id's Disconnect). Then each completes flushed, in order.
   void StallQp(uint32_t qpn);
   int Stalled(uint32_t qpn) const;  // work held on it
+  // Posts waiting in the backlog of the QP with this qpn (beyond its send depth: see the QP model); 0 if none.
+  int Backlog(uint32_t qpn) const;
 
   // --- hardware counters: Device::ReadCounters of `device` returns what is set here at the time of the
   // call, ordered by port and name, classified with fabric::IsRemoteAccessErrorCounter (hw_counters.h).
@@ -222,7 +233,9 @@ class FakeLedger {
   struct Completion {
     std::string device;
     absl::AnyInvocable<void() &&> run;
-    uint64_t receive_qp = 0;  // a receive completion of this fake QP id (0: none)
+    // The fake QP id whose work request (or, `receive`, whose receive) completed; 0: none.
+    uint64_t qp = 0;
+    bool receive = false;
   };
   // Callers hold mu_. Queues a completion and signals the device's fd unless held.
   void Complete(const std::string& device, absl::AnyInvocable<void() &&> run);
