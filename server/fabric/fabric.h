@@ -188,8 +188,8 @@ struct BindSpec {
 // backlog is posted, in order, as completions make room, on the thread that polls them (the dispatcher,
 // or a PollFor caller); a waiting post that the device then refuses gets its callbacks run with the error,
 // as completions. What a post names (its window, the MR a bind names) must outlive its completion, as
-// before: a waiting post keeps only pointers (an inline SEND's bytes are copied). The work requests of one
-// QP reach the send queue in the order they were posted, whichever thread posted them.
+// before: a waiting post keeps only pointers (an inline SEND's bytes are copied). Posts on one QP may come
+// from several threads at once; its work requests reach the send queue in the order they were posted.
 // A QP must not be destroyed while a post on it is outstanding (the registry guarantees it); destroying
 // one drops outstanding callbacks unrun, and its backlog with them.
 class Qp {
@@ -233,8 +233,8 @@ struct ReceiveOptions {
   // (flushed when the QP goes to the error state) is not reported. Its buffer is posted again once the bytes
   // are copied out, before on_message runs. The messages one thread polls run in the order they arrived; a
   // PollFor caller and the dispatcher may each poll some, and then run them at the same time: a receiver that
-  // needs them in order never calls PollFor on the QP (or orders them itself). A call polled before the QP was
-  // destroyed may still run after it.
+  // needs them in order never calls PollFor on the QP (or orders them itself). A message polled before the QP
+  // was destroyed may still reach on_message after it.
   std::function<void(std::string bytes)> on_message;
 };
 

@@ -283,6 +283,10 @@ absl::Status Qp::Connect(const fabric::QpEndpoint& remote) {
     if (int ret = ibv_modify_qp(qp_, &reset, IBV_QP_STATE); ret != 0) {
       return FromReturn("ibv_modify_qp", ret, "->RESET");
     }
+    // The reset empties the send queue without completions (none is expected: Connect is never made with a
+    // post outstanding). Work still counted in flight, or waiting, would hold the send depth for ever: its
+    // callbacks learn of the reset here, on this thread, once.
+    for (auto& lost : TakeOutstanding()) std::move(lost)();
     local_.psn = RandomPsn();
     RDMAD_RETURN_IF_ERROR(ToInit());
   }
@@ -419,6 +423,22 @@ absl::Status Qp::PostLocked(Work& work, Callbacks* unsent) {
     }
   }
   return absl::OkStatus();
+}
+
+Qp::Callbacks Qp::TakeOutstanding() {
+  const absl::Status reset = absl::AbortedError("the QP was reset (Connect) before the work completed");
+  Callbacks lost;
+  MutexLock lock(&mu_);
+  for (auto& [wr_id, p] : pending_) {
+    lost.push_back([finish = std::move(p.finish), reset]() mutable { std::move(finish)(reset); });
+  }
+  pending_.clear();
+  for (Work& work : backlog_) {
+    lost.push_back([finish = std::move(work.finish), reset]() mutable { std::move(finish)(reset); });
+    if (work.then) lost.push_back([then = std::move(work.then), reset]() mutable { std::move(then)(reset); });
+  }
+  backlog_.clear();
+  return lost;
 }
 
 void Qp::DrainBacklogLocked(Callbacks* ready) {

@@ -119,6 +119,9 @@ class Qp final : public fabric::Qp {
   // Posts from the backlog's head while the send queue has room; a refused post's callbacks, with the
   // error, go to `ready`.
   void DrainBacklogLocked(Callbacks* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Empties pending_ and the backlog (Connect's reset): their callbacks, each with ABORTED, to run
+  // outside mu_.
+  Callbacks TakeOutstanding() ABSL_LOCKS_EXCLUDED(mu_);
 
   Device* const device_;
   const fabric::QpOptions options_;
