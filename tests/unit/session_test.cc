@@ -301,5 +301,41 @@ TEST_F(SessionTest, TheClientLeavingEndsEveryGrantOnItsConnection) {
   EXPECT_TRUE(root_.DeletePd(pd_).ok());
 }
 
+// Hostile: a client that floods ACTIVATEs and leaves while they are being bound. Every grant that joined ends
+// (DISCONNECTED, or ACTIVATION_FAILED for a bind posted after the QP broke); an ACTIVATE that rdmad takes
+// after the client left is refused with its token unused, so that grant stays ISSUED. Nothing of the session is left: no connection, and once the PD is deleted no QP and no
+// window on the device.
+TEST_F(SessionTest, LeavingWhileActivationsAreInFlightLeavesNothingBehind) {
+  v1::IssuedGrant a = Issue(mr_);
+  ASSERT_EQ(Dial(a.token(), 2).type, fabric::CmEventType::kEstablished);
+  test::FakeClient& session = clients_.back();
+  std::vector<v1::IssuedGrant> more;
+  for (int i = 0; i < 30; ++i) {
+    more.push_back(Issue(mr_, 4096 * (i + 1)));
+    ASSERT_TRUE(session.Send(Activate(more.back().token(), i + 1)).ok());
+  }
+  session.Leave();
+  more.push_back(a);
+  EXPECT_TRUE(Eventually([&] { return Connections() == 0; }));
+  size_t ended = 0;
+  for (const v1::IssuedGrant& g : more) {
+    // Settled: ended, or never joined (ISSUED); never left ACTIVATING or ACTIVE on a connection that is gone.
+    ASSERT_TRUE(Eventually([&] {
+      const v1::GrantState s = State(g.grant().name());
+      return s == v1::GRANT_ENDED || s == v1::GRANT_ISSUED;
+    })) << g.grant().name();
+    const v1::Grant now = root_.GetGrant(g.grant().name()).value();
+    if (now.state() != v1::GRANT_ENDED) continue;
+    ++ended;
+    // One whose bind came after the connection broke fails to bind (its QP is in the error state).
+    EXPECT_THAT(now.end_reason(), ::testing::AnyOf(v1::END_DISCONNECTED, v1::END_ACTIVATION_FAILED)) << now.name();
+  }
+  EXPECT_GE(ended, 1u);  // the first grant at least
+  absl::StatusOr<v1::DeletePdResponse> deleted = root_.DeletePd(pd_, /*cascade=*/true, /*revoke_grants=*/true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(rdmad_.ledger()->live().qps, 0);
+  EXPECT_EQ(rdmad_.ledger()->live().mws, 0);
+}
+
 }  // namespace
 }  // namespace rdmad
