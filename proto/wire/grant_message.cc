@@ -37,6 +37,12 @@ std::string EncodeGrantMessage(const GrantMessage& m) {
   PutBig(out, 40, static_cast<uint64_t>(m.expiry_unix_nanos), 8);
   if (!v2) return out;
   PutBig(out, 48, m.tag, 8);
+  if (m.type == GrantMessageType::kRelease) {
+    // A grant id and a tag, nothing else.
+    out[6] = out[7] = '\0';
+    out.replace(16, 32, std::string(32, '\0'));
+    return out;
+  }
   if (m.type == GrantMessageType::kActivate) {
     // The request carries a token where an answer carries the key: nothing else of the grant is known.
     out[6] = out[7] = '\0';
@@ -68,7 +74,7 @@ absl::StatusOr<GrantMessage> DecodeGrantMessage(absl::string_view in) {
   GrantMessage m;
   m.version = v2 ? kSessionMessageVersion : kGrantMessageVersion;
   const uint8_t type = static_cast<uint8_t>(in[5]), scope = static_cast<uint8_t>(in[6]);
-  if (type < 1 || type > (v2 ? 5 : 3)) {
+  if (type < 1 || type > (v2 ? 6 : 3)) {
     return absl::InvalidArgumentError(absl::StrCat("grant message: unknown type ", type));
   }
   if (v2) {
@@ -76,6 +82,11 @@ absl::StatusOr<GrantMessage> DecodeGrantMessage(absl::string_view in) {
     if (type == static_cast<uint8_t>(GrantMessageType::kActivate)) {
       m.type = GrantMessageType::kActivate;
       m.token = std::string(in.substr(16, 32));
+      return m;
+    }
+    if (type == static_cast<uint8_t>(GrantMessageType::kRelease)) {
+      m.type = GrantMessageType::kRelease;
+      m.grant_id = GetBig(in, 8, 8);
       return m;
     }
     m.token_id = GetBig(in, 56, 8);
@@ -107,6 +118,7 @@ const char* GrantMessageTypeName(GrantMessageType type) {
     case GrantMessageType::kFailed: return "FAILED";
     case GrantMessageType::kRefused: return "REFUSED";
     case GrantMessageType::kActivate: return "ACTIVATE";
+    case GrantMessageType::kRelease: return "RELEASE";
   }
   return "UNKNOWN";
 }
@@ -114,7 +126,8 @@ const char* GrantMessageTypeName(GrantMessageType type) {
 std::string GrantEndReasonName(uint8_t reason) {
   static const char* const kNames[] = {"UNSPECIFIED",     "REVOKED",         "EXPIRED",
                                        "DISCONNECTED",    "MR_DEREGISTERED", "MR_REREGISTERED",
-                                       "PD_DELETED",      "ACTIVATION_FAILED", "SHUTDOWN"};
+                                       "PD_DELETED",      "ACTIVATION_FAILED", "SHUTDOWN",
+                                       "RESTARTED",       "RELEASED"};
   if (reason < sizeof(kNames) / sizeof(kNames[0])) return kNames[reason];
   return absl::StrCat("REASON_", reason);
 }

@@ -29,9 +29,10 @@
 // laid out as in version 1 (version byte 2), then
 //       48    8  tag: the client's, echoed from the ACTIVATE this answers; 0 for the connect request's grant
 //       56    8  token id (tokens/<id>): the token the grant was activated with (REFUSED: the one presented)
-// and two more types: 4 REFUSED (rdmad refused an ACTIVATE: the reason byte is a RejectReason of
-// handshake.h, the grant id 0) and 5 ACTIVATE (client to rdmad: bytes 8-15 zero, 16-47 the grant's token,
-// the tag at 48, 56-63 zero).
+// and three more types: 4 REFUSED (rdmad refused an ACTIVATE or a RELEASE: the reason byte is a
+// RejectReason of handshake.h, the grant id 0), 5 ACTIVATE (client to rdmad: bytes 8-15 zero, 16-47 the
+// grant's token, the tag at 48, 56-63 zero) and 6 RELEASE (client to rdmad: bytes 8-15 the grant id, the
+// tag at 48, the rest zero: the client is done with that grant).
 //
 // Threads: stateless functions.
 #ifndef RDMAD_PROTO_WIRE_GRANT_MESSAGE_H_
@@ -51,7 +52,14 @@ inline constexpr uint8_t kGrantMessageVersion = 1;
 inline constexpr size_t kSessionMessageSize = 64;  // version 2
 inline constexpr uint8_t kSessionMessageVersion = 2;
 
-enum class GrantMessageType : uint8_t { kActive = 1, kEnded = 2, kFailed = 3, kRefused = 4, kActivate = 5 };
+enum class GrantMessageType : uint8_t {
+  kActive = 1,
+  kEnded = 2,
+  kFailed = 3,
+  kRefused = 4,
+  kActivate = 5,
+  kRelease = 6,
+};
 enum class GrantKeyScope : uint8_t { kQp = 1, kPd = 2, kMr = 3 };
 
 inline constexpr uint32_t kGrantRead = 1;
@@ -82,7 +90,7 @@ std::string EncodeGrantMessage(const GrantMessage& message);
 // kSessionMessageSize bytes long at least; bytes after those are ignored.
 absl::StatusOr<GrantMessage> DecodeGrantMessage(absl::string_view bytes);
 
-// "ACTIVE", "ENDED", "FAILED", "REFUSED", "ACTIVATE".
+// "ACTIVE", "ENDED", "FAILED", "REFUSED", "ACTIVATE", "RELEASE".
 const char* GrantMessageTypeName(GrantMessageType type);
 // "REVOKED", "EXPIRED", "DISCONNECTED", ... (GrantEndReason without its END_ prefix); "REASON_<n>" else.
 std::string GrantEndReasonName(uint8_t reason);

@@ -231,13 +231,21 @@ void Listener::OnMessage(const std::string& cm_id, const std::string& bytes) {
     r.detail = absl::StrCat("not an ACTIVATE: ", m.status().message());
     return Refuse(cm_id, 0, r);
   }
+  GrantConnections* grants = grants_.load();
+  if (m->version >= wire::kSessionMessageVersion && m->type == wire::GrantMessageType::kRelease) {
+    absl::Status released = grants == nullptr ? absl::FailedPreconditionError("rdmad issues no grants")
+                                              : grants->OnRelease(cm_id, m->grant_id);
+    if (released.ok()) return;
+    r.reason = cm::RejectReason::kSessionMismatch;
+    r.detail = absl::StrCat("RELEASE: ", released.message());
+    return Refuse(cm_id, m->tag, r);
+  }
   if (m->version < wire::kSessionMessageVersion || m->type != wire::GrantMessageType::kActivate) {
     r.detail = absl::StrCat("not an ACTIVATE: a message of type ", wire::GrantMessageTypeName(m->type), ", version ",
                             m->version);
     return Refuse(cm_id, m->tag, r);
   }
   // As at a connect request: look first, so that a token that cannot join this connection stays unused.
-  GrantConnections* grants = grants_.load();
   r = tokens_->Peek(m->token);
   if (r.accepted() && r.claims->grant.empty()) {
     r = Refused(r, cm::RejectReason::kSessionMismatch,
@@ -271,7 +279,7 @@ void Listener::Refuse(const std::string& cm_id, uint64_t tag, const cm::Redempti
   record.method = "data-plane reject";
   record.reason = std::string(cm::RejectReasonName(r.reason));
   record.code = r.reason == cm::RejectReason::kOverQuota ? "RESOURCE_EXHAUSTED" : "PERMISSION_DENIED";
-  record.detail = absl::StrCat("ACTIVATE: ", cm::RejectReasonName(r.reason), ": ", r.detail,
+  record.detail = absl::StrCat("session message: ", cm::RejectReasonName(r.reason), ": ", r.detail,
                                r.token_id ? absl::StrCat(" (", cm::TokenName(r.token_id), ")") : std::string());
   {
     MutexLock lock(&sessions_mu_);

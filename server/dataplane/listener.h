@@ -63,6 +63,9 @@ class GrantConnections {
   // The ACTIVATE's token was redeemed for `grant`: bind its key on the session's QP and answer the client,
   // echoing `tag`. On the thread that received the message (a device dispatcher): must not block.
   virtual void OnActivate(const std::string& grant, const std::string& cm_id, uint64_t tag) = 0;
+  // A session's RELEASE: its client is done with grant `grant_id` (grants/N) on the connection `cm_id`, which
+  // ends it (END_RELEASED). FAILED_PRECONDITION if no such grant is live on that connection.
+  virtual absl::Status OnRelease(const std::string& cm_id, uint64_t grant_id) = 0;
   // The connection is gone or failed (DISCONNECTED, a connect error, or rdmad could not accept it). The
   // id and its QP are destroyed once `release` was called (from any thread, exactly once): the grant
   // layer first takes back whatever it bound on the QP.

@@ -231,6 +231,19 @@ void GrantManager::OnActivate(const std::string& grant, const std::string& cm_id
   Activate(id);
 }
 
+absl::Status GrantManager::OnRelease(const std::string& cm_id, uint64_t grant_id) {
+  {
+    MutexLock lock(&mu_);
+    auto s = sessions_.find(cm_id);
+    if (s == sessions_.end() || s->second.grants.count(grant_id) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(Name("grants", grant_id), " is not live on ", cm_id));
+    }
+  }
+  // The client's own end: its key is killed at the NIC and its ENDED sent, as for any end.
+  End(grant_id, v1::END_RELEASED, absl::StrCat("released by its client on ", cm_id), nullptr);
+  return absl::OkStatus();
+}
+
 size_t GrantManager::Sessions() const {
   MutexLock lock(&mu_);
   size_t n = 0;

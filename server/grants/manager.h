@@ -173,6 +173,7 @@ class GrantManager final : public dataplane::GrantConnections {
                    uint8_t version) override;
   absl::Status CheckJoin(const std::string& cm_id, const std::string& pd) override;
   void OnActivate(const std::string& grant, const std::string& cm_id, uint64_t tag) override;
+  absl::Status OnRelease(const std::string& cm_id, uint64_t grant_id) override;
   void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) override;
   // Sessions (connections of version 2) open now, and the grants on them not ended (a test's view).
   size_t Sessions() const;

@@ -90,6 +90,15 @@ class SessionTest : public ::testing::Test {
     });
     return out;
   }
+  static std::string Release(uint64_t grant_id, uint64_t tag) {
+    wire::GrantMessage m;
+    m.version = wire::kSessionMessageVersion;
+    m.type = wire::GrantMessageType::kRelease;
+    m.grant_id = grant_id;
+    m.tag = tag;
+    return wire::EncodeGrantMessage(m);
+  }
+  static uint64_t IdOf(const std::string& grant) { return std::stoull(grant.substr(grant.find('/') + 1)); }
   static std::string Activate(const std::string& token, uint64_t tag) {
     wire::GrantMessage m;
     m.version = wire::kSessionMessageVersion;
@@ -257,6 +266,44 @@ TEST_F(SessionTest, OneGrantsEndLeavesTheOthersAndTheLastOneEndsTheConnection) {
   ASSERT_TRUE(root_.RevokeGrant(a.grant().name()).ok());
   EXPECT_TRUE(Disconnected(session));
   EXPECT_TRUE(Eventually([&] { return Connections() == 0; }));
+}
+
+TEST_F(SessionTest, TheClientReleasesOneGrantAndThenTheLastOne) {
+  v1::IssuedGrant a = Issue(mr_);
+  ASSERT_EQ(Dial(a.token(), 2).type, fabric::CmEventType::kEstablished);
+  ASSERT_TRUE(Eventually([&] { return State(a.grant().name()) == v1::GRANT_ACTIVE; }));
+  test::FakeClient& session = clients_.back();
+  v1::IssuedGrant b = Issue(mr_, 4096);
+  ASSERT_TRUE(session.Send(Activate(b.token(), 7)).ok());
+  ASSERT_TRUE(Eventually([&] { return State(b.grant().name()) == v1::GRANT_ACTIVE; }));
+  const uint32_t qpn = ServerQpn(a.grant().name());
+  // A grant of another connection, and one that does not exist, are not this client's to release.
+  v1::IssuedGrant other = Issue(mr_, 8192);
+  ASSERT_EQ(Dial(other.token(), 2).type, fabric::CmEventType::kEstablished);
+  ASSERT_TRUE(Eventually([&] { return State(other.grant().name()) == v1::GRANT_ACTIVE; }));
+  ASSERT_TRUE(session.Send(Release(IdOf(other.grant().name()), 20)).ok());
+  ASSERT_TRUE(session.Send(Release(999999, 21)).ok());
+  ASSERT_TRUE(session.Send(Release(IdOf(b.grant().name()), 22)).ok());
+
+  std::vector<wire::GrantMessage> m = Messages(qpn, 5);
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[2].type, wire::GrantMessageType::kRefused);
+  EXPECT_EQ(m[2].tag, 20u);
+  EXPECT_EQ(static_cast<wire::RejectReason>(m[2].reason), wire::RejectReason::kSessionMismatch);
+  EXPECT_EQ(m[3].type, wire::GrantMessageType::kRefused);
+  EXPECT_EQ(m[3].tag, 21u);
+  EXPECT_EQ(m[4].type, wire::GrantMessageType::kEnded);
+  EXPECT_EQ(m[4].tag, 7u);  // the grant's, from its ACTIVATE
+  EXPECT_EQ(m[4].reason, v1::END_RELEASED);
+  EXPECT_EQ(root_.GetGrant(b.grant().name()).value().end_reason(), v1::END_RELEASED);
+  EXPECT_EQ(State(a.grant().name()), v1::GRANT_ACTIVE);
+  EXPECT_EQ(State(other.grant().name()), v1::GRANT_ACTIVE);
+  EXPECT_FALSE(Disconnected(session, absl::Milliseconds(600)));
+
+  // The last one: the connection goes after the grace.
+  ASSERT_TRUE(session.Send(Release(IdOf(a.grant().name()), 23)).ok());
+  EXPECT_TRUE(Disconnected(session));
+  EXPECT_EQ(root_.GetGrant(a.grant().name()).value().end_reason(), v1::END_RELEASED);
 }
 
 TEST_F(SessionTest, AnActivationDuringTheLastGrantsGraceKeepsTheConnection) {

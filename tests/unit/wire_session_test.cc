@@ -137,6 +137,26 @@ TEST(SessionMessages, AnswersRoundTripWithTagAndTokenId) {
   EXPECT_EQ(std::string(GrantMessageTypeName(r.type)), "REFUSED");
 }
 
+TEST(SessionMessages, AReleaseNamesItsGrantAndTag) {
+  GrantMessage m;
+  m.version = kSessionMessageVersion;
+  m.type = GrantMessageType::kRelease;
+  m.grant_id = 501;
+  m.tag = 9;
+  m.rkey = 77;  // not sent: a RELEASE carries a grant id and a tag only
+  const std::string bytes = EncodeGrantMessage(m);
+  ASSERT_EQ(bytes.size(), kSessionMessageSize);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("RDGM\x02\x06\0\0", 8));
+  EXPECT_EQ(bytes.substr(16, 32), std::string(32, '\0'));
+  ASSERT_OK_AND_ASSIGN(GrantMessage back, DecodeGrantMessage(bytes));
+  EXPECT_EQ(back.type, GrantMessageType::kRelease);
+  EXPECT_EQ(back.grant_id, 501u);
+  EXPECT_EQ(back.tag, 9u);
+  EXPECT_EQ(GrantEndReasonName(10), "RELEASED");
+  EXPECT_EQ(GrantEndReasonName(9), "RESTARTED");
+  EXPECT_EQ(GrantEndReasonName(11), "REASON_11");
+}
+
 TEST(SessionMessages, VersionOneStaysFortyEightBytesAndKnowsNoSessionTypes) {
   GrantMessage m;
   m.type = GrantMessageType::kEnded;
