@@ -6,7 +6,8 @@ connection (offering protocol version 2); each further one is sent as an ACTIVAT
 answers with that grant's key, bound on the same queue pair. Then every grant is read whole and its bytes'
 SHA-256 printed, one line per grant in token order: INDEX grants/ID LENGTH SHA256.
 With --wait-ended S it then waits up to S seconds for one grant to end (an ENDED message: revoked, say),
-reads every other grant again (they must be unchanged), and, with --probe-ended, reads the ended one too:
+reads every other grant again (they must be unchanged), with --release-first releases the first grant (a
+RELEASE message: rdmad ends it and answers ENDED), and, with --probe-ended, reads the ended one too:
 rdmad's NIC must refuse its dead key (which ends the connection, as any refused read on RC does).
 Exit status: 0 done, 1 usage or local error, 2 rejected, 3 refused / FAILED / ENDED, 4 completion error or timeout.
 """
@@ -20,13 +21,14 @@ from pyverbs.qp import QPCap, QPInitAttr
 
 # Version 2 (proto/wire/grant_message.h), 64 bytes, big-endian: the 48 bytes of version 1 (magic, version,
 # type, scope, reason, grant id, remote_addr, length, rkey, access, expiry), then the client's tag and the
-# token id. An ACTIVATE is the magic, version 2, type 5, the token at byte 16 and the tag at byte 48.
+# token id. An ACTIVATE is the magic, version 2, type 5, the token at byte 16 and the tag at byte 48; a
+# RELEASE the magic, version 2, type 6, the grant id at byte 8 and the tag at byte 48.
 MSG, REJ = struct.Struct('>4sBBBBQQQIIqQQ'), struct.Struct('>4sBBHQ')
 OFFER = b'RDVR\x02\x00\x00\x00'  # after the token in the connect request: "I speak up to version 2"
 ACTIVE, ENDED, FAILED, REFUSED = 1, 2, 3, 4
 TYPES = {ACTIVE: 'ACTIVE', ENDED: 'ENDED', FAILED: 'FAILED', REFUSED: 'REFUSED'}
 REASONS = [None, 'REVOKED', 'EXPIRED', 'DISCONNECTED', 'MR_DEREGISTERED', 'MR_REREGISTERED', 'PD_DELETED',
-           'ACTIVATION_FAILED', 'SHUTDOWN', 'RESTARTED']
+           'ACTIVATION_FAILED', 'SHUTDOWN', 'RESTARTED', 'RELEASED']
 REJECTS = [None, 'TOKEN_MISSING', 'TOKEN_MALFORMED', 'TOKEN_WRONG_VERSION', 'TOKEN_UNKNOWN', 'TOKEN_EXPIRED',
            'TOKEN_REPLAYED', 'TOKEN_REVOKED', 'INTERNAL', 'OVER_QUOTA', 'SESSION_MISMATCH']
 RECVS = 32  # receives kept posted: answers, and ENDED messages that may come at any time
@@ -95,6 +97,17 @@ class Session:
             self.message()
         return time.perf_counter() - began
 
+    def release(self, tag):
+        """Releases the grant activated with `tag` and waits for its ENDED."""
+        self.send.write(struct.pack('>4sBBBBQ32sQQ', b'RDGM', 2, 6, 0, 0, self.keys[tag][0], bytes(32), tag, 0), 64)
+        self.cmid.post_send(self.send, e.IBV_SEND_SIGNALED, 64)
+        wc = self.cmid.get_send_comp()
+        if wc.status != e.IBV_WC_SUCCESS:
+            die(4, 'sending RELEASE: %s' % cqe_status_to_str(wc.status))
+        while tag not in self.ended:
+            self.message()
+        return self.ended[tag]
+
 
 def read(cmid, buf, key, want_ok=True):
     """Reads a grant whole into buf; its SHA-256, or the completion's status text if it failed."""
@@ -114,6 +127,7 @@ def main():
     p.add_argument('--tokens-file', required=True, help="the grants' tokens, 32 raw bytes each, back to back")
     p.add_argument('--timeout', type=int, default=300, help='seconds for the whole run (default 300)')
     p.add_argument('--wait-ended', type=int, default=0, metavar='S', help='then wait up to S s for a grant to end')
+    p.add_argument('--release-first', action='store_true', help='then release the first grant (RELEASE)')
     p.add_argument('--probe-ended', action='store_true', help="then read the ended grant: the NIC must refuse it")
     a = p.parse_args()
     host, _, port = a.endpoint.rpartition(':')
@@ -165,6 +179,8 @@ def main():
                 if i != tag and read(cmid, buf, session.keys[i])[0] != digests[i]:
                     die(4, 'grants/%d reads differently after another grant ended' % session.keys[i][0])
             print('reread %d grants: unchanged' % (len(tokens) - 1), flush=True)
+            if a.release_first and tag != 0:
+                print('released 0 grants/%d %s' % session.release(0), flush=True)
             if a.probe_ended:
                 _, status = read(cmid, buf, session.keys[tag], want_ok=False)
                 print('probe %d grants/%d: %s' % (tag, gid, status or 'read succeeded'), flush=True)

@@ -275,7 +275,8 @@ sdk_examples() {
 # issued in two IssueGrants calls (tests/conformance/session_grants.py, the installed Python SDK), activated
 # and read over one connection, every range checked against the copy; rdmad A holds one data-plane
 # connection for them, the reader one QP. Then one grant in the middle is revoked: its ENDED arrives, every
-# other grant reads unchanged, and a read through the dead key is refused by A's NIC. session_grants.xml.
+# other grant reads unchanged; the reader releases the first grant (RELEASED); and a read through the revoked
+# grant's dead key is refused by A's NIC. session_grants.xml.
 sessions() {
   local ctl=("$bin/cli/rdmactl" --server "$RDMAD_PEER_ADDR:50051" --timeout 60s) grants=$root/tests/conformance/session_grants.py
   local problem="" pd mr n=1000 each=4096 reader_pid reader_rc=0 victim held qps
@@ -288,7 +289,7 @@ sessions() {
     problem="issuing $n grants failed: $(tail -n 3 "$out/session_grants.log" | tr '\n' ' ')"
   else
     /usr/bin/python3 "$root/docs/examples/read_session.py" --endpoint "$RDMAD_PEER_ADDR:7471" \
-      --tokens-file "$work/session.tokens" --wait-ended 120 --probe-ended --timeout 900 \
+      --tokens-file "$work/session.tokens" --wait-ended 120 --release-first --probe-ended --timeout 900 \
       >"$work/session.out" 2>"$out/read_session.log" &
     reader_pid=$!
     for _ in $(seq 6000); do
@@ -323,6 +324,7 @@ PY
       problem="the session's reads differ from A's file (see read_session.log)"
     elif ! grep -q "^ended $((n / 2)) ${victim} REVOKED" "$work/session.out" ||
       ! grep -q "^reread $((n - 1)) grants: unchanged" "$work/session.out" ||
+      ! grep -q "^released 0 $(head -n 1 "$work/session.names") RELEASED" "$work/session.out" ||
       ! grep -q "^probe $((n / 2)) ${victim}: remote access error" "$work/session.out"; then
       problem="after revoking $victim: $(grep -v '^[0-9]' "$work/session.out" | tr '\n' ' ')"
     fi
