@@ -6,9 +6,12 @@
 # -d rxe0 -x <the index of the IPv4-mapped GID>), at 64 B, 4 KiB, 64 KiB and 1 MiB (short form: 4 KiB and 1 MiB), depth 1 and 16; then
 # grant_bench's copying and zero-copy reads (client::RemoteRegion, RegisterDestination) at 4 KiB, 64 KiB and
 # 1 MiB, depth 16, beside that run's ib_read_bw, and its time from IssueGrant to the first byte read beside a
-# plain type 2 BindMw on a connected QP.
+# plain type 2 BindMw on a connected QP; then session_bench: grants activated one at a time over one
+# connection (data-plane protocol version 2, a session) beside a plain server in A (`session_bench --serve`,
+# port 7490) that posts the same type 2 bind and fenced SEND per request (and, in a second variant, registers
+# the window's bounds region first), and the connections and QPs held for many grants with and without sessions.
 # Prints figures; judges nothing (exits non-zero only if a benchmark could not run). Writes the tables as
-# markdown (dataplane.md, zerocopy.md, firstbyte.md) and dataplane-size.dat for the plot into $RDMAD_GUEST_OUT/grant-bench/,
+# markdown (dataplane.md, zerocopy.md, firstbyte.md, session.md) and dataplane-size.dat for the plot into $RDMAD_GUEST_OUT/grant-bench/,
 # and copies them to $RDMAD_BENCH_RESULTS if set (tests/bench/regenerate.sh).
 #
 # Usage, from the host:
@@ -16,6 +19,9 @@
 #     --a 'tests/bench/run-grant-bench.sh [--full]' --b 'tests/bench/run-grant-bench.sh [--full]'
 #   default: the short form CI runs (so it cannot rot); --full: the long one (docs/performance.md), whose
 #   figures are the means of 2 rounds (--rounds=N, 1-9, sets that; both sides must be given the same).
+#   --session-only (both sides): session_bench alone, for working on it (its table is the doc's only with --full).
+#   --bounds=MODE (A): its own rdmad's mw_bounds_region (auto, always, never; docs/config.md). "never" on rxe is
+#   UNSAFE (rxe does not enforce window bounds): only to measure rdmad's binds without the bounds region.
 # run-two-host.sh runs it in the suite's two-guest boot with --rdmad-running: rdmad in A is already up
 # (gRPC 10.0.3.1:50051, data plane 10.0.3.1:7471); otherwise A starts its own.
 # Logs: $RDMAD_GUEST_OUT/grant-bench/ (perftest's output on both sides).
@@ -25,12 +31,16 @@ bin=$root/bazel-bin
 full=0
 own_rdmad=1
 rounds_arg=""
+session_only=0
+bounds=auto
 for arg in "$@"; do
   case $arg in
     --full) full=1 ;;
+    --session-only) session_only=1 ;;
+    --bounds=auto|--bounds=always|--bounds=never) bounds=${arg#*=} ;;
     --rdmad-running) own_rdmad=0 ;;
     --rounds=[1-9]) rounds_arg=${arg#*=} ;;
-    *) echo "usage: run-grant-bench.sh [--full] [--rounds=N] [--rdmad-running]" >&2; exit 2 ;;
+    *) echo "usage: run-grant-bench.sh [--full] [--rounds=N] [--rdmad-running] [--session-only] [--bounds=MODE]" >&2; exit 2 ;;
   esac
 done
 role=${RDMAD_GUEST_ROLE:?run under tests/guest/run-two-guests.sh}
@@ -52,12 +62,17 @@ depths=(1 16)
 if ((full)); then lat_n=1000 lat_big_n=200 bw_n=5000 bw_big_n=300 bench_s=10 first_n=50 rounds=2 zc_n=2000 zc_big_n=200
 else lat_n=100 lat_big_n=10 bw_n=500 bw_big_n=40 bench_s=1 first_n=10 rounds=1 zc_n=200 zc_big_n=32; fi
 [ -n "$rounds_arg" ] && rounds=$rounds_arg
+# session_bench: grants activated over one session (and as many binds per baseline connection); grants opened
+# the version 1 way, a connection each, all held at once.
+if ((full)); then sess_n=1000 sess_v1_n=200; else sess_n=100 sess_v1_n=20; fi
+sess_port=7490
 # The perftest runs, in order (both sides walk the same list): tool size depth round. Size by size, so that
 # each rdmactl figure is measured seconds from its baseline, not minutes apart (the host's load drifts by more
 # than the goals' margins over a whole run): B runs `rdmactl bench read` at a size and depth right after the
 # ib_read_bw of that size and depth in odd rounds, and right before it in even rounds, whose order within a
 # size is reversed too (bw 16, bw 1, lat), so that a drift within a size favours neither tool.
 tests=()
+((session_only)) && rounds=0
 for ((r = 1; r <= rounds; r++)); do
   for s in "${sizes[@]}"; do
     if ((r % 2)); then
@@ -95,16 +110,19 @@ perftest_args() {  # tool size depth -> the arguments both sides share
 
 if [ "$role" = a ]; then
   echo "guest A: rxe0 GID index $gidx ($gid_type) for perftest"
-  rdmad_pid=
+  rdmad_pid='' serve_pid='' work=''
+  trap 'kill $rdmad_pid $serve_pid 2>/dev/null || true; [ -z "$work" ] || rm -rf "$work"' EXIT
+  # session_bench's baseline server: idle (in poll(2)) until B's session_bench dials it at the end.
+  "$bin/tests/bench/session_bench" --serve "$RDMAD_GUEST_ADDR:$sess_port" >"$logs/session-serve.log" 2>&1 &
+  serve_pid=$!
   if ((own_rdmad)); then
     work=$(mktemp -d /tmp/rdmad-grant-bench.XXXXXX)
     cat >"$work/rdmad.json" <<JSON
 { "listen": ["unix:$work/rdmad.sock", "$RDMAD_GUEST_ADDR:50051"], "insecure_tcp": true,
-  "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2, "log_level": "warning" }
+  "rdma_listen": ["$RDMAD_GUEST_ADDR:7471"], "cm_workers": 2, "log_level": "warning", "mw_bounds_region": "$bounds" }
 JSON
     "$bin/server/rdmad" --config "$work/rdmad.json" >"$logs/rdmad-a.log" 2>&1 &
     rdmad_pid=$!
-    trap 'kill $rdmad_pid 2>/dev/null || true; rm -rf "$work"' EXIT
     for _ in $(seq 1 300); do [ -S "$work/rdmad.sock" ] && break; sleep 0.1; done
     "$peer" signal bench-a-up
   fi
@@ -139,12 +157,14 @@ json_field() { sed -n "s/.*\"$1\": \\([0-9.]*\\).*/\\1/p" "$2" | head -n 1; }
 # A figure, kept only if it is a positive number (perftest's short runs print "inf" or 0.00 now and then).
 pos() { awk -v v="$1" 'BEGIN { if (v ~ /^[0-9]*[.]?[0-9]+$/ && v + 0 > 0) print v }'; }
 declare -A ctl_p50 ctl_p99 ctl_bw ctl_iops  # [size,depth,round]
-pd=$("${ctl[@]}" -o name create pd --device rxe0 --label bench-read 2>"$logs/rdmactl-setup.err") &&
-  mr=$("${ctl[@]}" -o name register mr --pd "$pd" --size $((2 * 16 * 1048576)) \
-    --access local-write,remote-read,mw-bind 2>>"$logs/rdmactl-setup.err") || {
-  failed="$failed rdmactl-setup"
-  cat "$logs/rdmactl-setup.err" >&2
-}
+if ((session_only == 0)); then
+  pd=$("${ctl[@]}" -o name create pd --device rxe0 --label bench-read 2>"$logs/rdmactl-setup.err") &&
+    mr=$("${ctl[@]}" -o name register mr --pd "$pd" --size $((2 * 16 * 1048576)) \
+      --access local-write,remote-read,mw-bind 2>>"$logs/rdmactl-setup.err") || {
+    failed="$failed rdmactl-setup"
+    cat "$logs/rdmactl-setup.err" >&2
+  }
+fi
 ctl_bench() {  # size depth round
   [ -n "${mr:-}" ] || return 0
   local f=$logs/rdmactl-bench-$1-$2-$3.json
@@ -260,8 +280,10 @@ md=$logs/dataplane.md
     unset lat_by
   done
 } >"$logs/dataplane-size.dat"
-echo "rdmactl bench read beside perftest (RC RDMA reads between the guests):"
-cat "$md"
+if ((session_only == 0)); then
+  echo "rdmactl bench read beside perftest (RC RDMA reads between the guests):"
+  cat "$md"
+fi
 
 # Copying and zero-copy beside ib_read_bw at depth 16 (the mean of its rounds) at zc_sizes.
 zc_bw=""
@@ -270,15 +292,24 @@ for s in "${zc_sizes[@]}"; do
   [ -n "$v" ] && zc_bw="$zc_bw${zc_bw:+,}$s=$v"
 done
 rc=0
-"$bin/tests/bench/grant_bench" --target "$a_addr:50051" --self "$RDMAD_GUEST_ADDR" --sizes "" \
+((session_only)) || "$bin/tests/bench/grant_bench" --target "$a_addr:50051" --self "$RDMAD_GUEST_ADDR" --sizes "" \
   --zero-copy-sizes "$(IFS=,; echo "${zc_sizes[*]}")" --depth 16 --zero-copy-reads "$zc_n" \
   --zero-copy-big-reads "$zc_big_n" --perftest-bw "$zc_bw" --zero-copy-markdown "$logs/zerocopy.md" \
   --first-byte-iters "$first_n" --markdown "$logs/firstbyte.md" || rc=$?
+# Sessions: activations over one connection beside the baseline server in A, then connections and QPs held.
+"$bin/tests/bench/session_bench" --target "$a_addr:50051" --baseline "$a_addr:$sess_port" --grants "$sess_n" \
+  --v1-grants "$sess_v1_n" --markdown "$logs/session.md" --times "$logs/session-times.txt" || {
+  rc=1
+  failed="$failed session_bench"
+}
 "$peer" signal bench-b-done
-if [ -n "${RDMAD_BENCH_RESULTS:-}" ]; then
+if [ -n "${RDMAD_BENCH_RESULTS:-}" ] && ((session_only == 0)); then
   cp "$md" "$logs/dataplane-size.dat" "$RDMAD_BENCH_RESULTS/" && cp "$logs/firstbyte.md" "$RDMAD_BENCH_RESULTS/" &&
     cp "$logs/zerocopy.md" "$RDMAD_BENCH_RESULTS/" ||
     rc=1
+fi
+if [ -n "${RDMAD_BENCH_RESULTS:-}" ] && [ -f "$logs/session.md" ]; then
+  cp "$logs/session.md" "$RDMAD_BENCH_RESULTS/" || rc=1
 fi
 [ -z "$failed" ] || { echo "run-grant-bench: did not run:$failed" >&2; rc=1; }
 exit "$rc"
