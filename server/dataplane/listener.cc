@@ -179,8 +179,8 @@ cm::DataPlaneDecision Listener::OnRequest(const cm::DataPlaneRequest& request) {
     decision.accept_data = wire::EncodeAcceptData({wire::kSessionMessageVersion, credits});
     decision.qp.send_depth = options_.session_send_depth;
     decision.qp.receive.slots = credits;
-    MutexLock lock(&sessions_mu_);
-    sessions_[request.cm_id] = record.peer;
+    MutexLock lock(&sessions_->mu);
+    sessions_->by_cm_id[request.cm_id].peer = record.peer;
   }
   if (GrantConnections* grants = grants_.load(); grants != nullptr && !decision.tag.empty()) {
     grants->OnAccepting(decision.tag);
@@ -217,8 +217,8 @@ void Listener::OnEstablished(const std::string& cm_id, const std::string& tag, c
   if (tag.empty() || grants == nullptr) return;
   uint8_t version = 1;
   {
-    MutexLock lock(&sessions_mu_);
-    if (sessions_.count(cm_id) > 0) version = wire::kSessionMessageVersion;
+    MutexLock lock(&sessions_->mu);
+    if (sessions_->by_cm_id.count(cm_id) > 0) version = wire::kSessionMessageVersion;
   }
   grants->OnConnected(tag, cm_id, qp, version);
 }
@@ -265,8 +265,10 @@ void Listener::OnMessage(const std::string& cm_id, const std::string& bytes) {
     record.principal = r.claims->principal;
     record.method = "data-plane activate";
     record.detail = absl::StrCat(r.claims->grant, " (", cm::TokenName(r.token_id), ", ", r.claims->pd, ")");
-    MutexLock lock(&sessions_mu_);
-    if (auto it = sessions_.find(cm_id); it != sessions_.end()) record.peer = it->second;
+    {
+      MutexLock lock(&sessions_->mu);
+      if (auto it = sessions_->by_cm_id.find(cm_id); it != sessions_->by_cm_id.end()) record.peer = it->second.peer;
+    }
     audit_->Record(record);
   }
   grants->OnActivate(r.claims->grant, cm_id, m->tag);
@@ -281,14 +283,29 @@ void Listener::Refuse(const std::string& cm_id, uint64_t tag, const cm::Redempti
   record.code = r.reason == cm::RejectReason::kOverQuota ? "RESOURCE_EXHAUSTED" : "PERMISSION_DENIED";
   record.detail = absl::StrCat("session message: ", cm::RejectReasonName(r.reason), ": ", r.detail,
                                r.token_id ? absl::StrCat(" (", cm::TokenName(r.token_id), ")") : std::string());
+  bool cut = false;
   {
-    MutexLock lock(&sessions_mu_);
-    if (auto it = sessions_.find(cm_id); it != sessions_.end()) record.peer = it->second;
+    MutexLock lock(&sessions_->mu);
+    auto it = sessions_->by_cm_id.find(cm_id);
+    if (it != sessions_->by_cm_id.end()) {
+      record.peer = it->second.peer;
+      if (it->second.cut) return;  // being disconnected: nothing more is answered
+      if (++it->second.refusals > options_.session_max_refusals) cut = it->second.cut = true;
+    }
   }
   if (audit_ != nullptr) {
     audit_->Record(record);
   } else {
     RDMAD_LOG_INFO("%s: %s", cm_id.c_str(), record.detail.c_str());
+  }
+  if (cut) {
+    // The client sends refused requests faster than it takes their answers: it is cut off, which ends its
+    // grants (DISCONNECTED), rather than let the answers pile up in rdmad.
+    RDMAD_LOG_WARN("%s: %u refusals not yet delivered: disconnecting the client", cm_id.c_str(),
+                   options_.session_max_refusals);
+    return cm_->Disconnect(cm_id, [cm_id](absl::StatusOr<v1::CmId> r) {
+      if (!r.ok()) RDMAD_LOG_DEBUG("%s: disconnect: %s", cm_id.c_str(), std::string(r.status().message()).c_str());
+    });
   }
   wire::GrantMessage refused;
   refused.version = wire::kSessionMessageVersion;
@@ -296,15 +313,18 @@ void Listener::Refuse(const std::string& cm_id, uint64_t tag, const cm::Redempti
   refused.reason = static_cast<uint8_t>(r.reason);
   refused.tag = tag;
   refused.token_id = r.token_id;
-  cm_->Send(cm_id, wire::EncodeGrantMessage(refused), [cm_id](absl::Status s) {
+  cm_->Send(cm_id, wire::EncodeGrantMessage(refused), [sessions = sessions_, cm_id](absl::Status s) {
     if (!s.ok()) RDMAD_LOG_DEBUG("%s: sending REFUSED: %s", cm_id.c_str(), std::string(s.message()).c_str());
+    MutexLock lock(&sessions->mu);
+    auto it = sessions->by_cm_id.find(cm_id);
+    if (it != sessions->by_cm_id.end() && it->second.refusals > 0) --it->second.refusals;
   });
 }
 
 void Listener::OnGone(const std::string& cm_id, const std::string& tag, absl::AnyInvocable<void() &&> release) {
   {
-    MutexLock lock(&sessions_mu_);
-    sessions_.erase(cm_id);
+    MutexLock lock(&sessions_->mu);
+    sessions_->by_cm_id.erase(cm_id);
   }
   GrantConnections* grants = grants_.load();
   if (grants == nullptr) return std::move(release)();

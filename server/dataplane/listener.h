@@ -27,6 +27,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,9 @@ class Listener final : public cm::DataPlaneHandler {
     // wait in the QP, in order).
     uint32_t session_credits = 16;
     uint32_t session_send_depth = 32;
+    // REFUSED answers a session may have unsent (its client takes no messages, and sends on): past it the
+    // client is disconnected, so that a flood of bad requests cannot pile answers up in rdmad.
+    uint32_t session_max_refusals = 64;
   };
 
   // None is owned; all outlive the Listener. The registry checks the PD a connect token names.
@@ -154,9 +158,18 @@ class Listener final : public cm::DataPlaneHandler {
     absl::Time at;
   };
   // The sessions (connections that agreed on version 2), from their accept until OnGone: the client's address,
-  // for the audit trail of their ACTIVATEs.
-  mutable Mutex sessions_mu_;
-  std::map<std::string, std::string> sessions_ ABSL_GUARDED_BY(sessions_mu_);  // CM id -> peer
+  // for the audit trail of their messages, and the REFUSED answers not yet sent (Options::session_max_refusals).
+  struct Session {
+    std::string peer;
+    uint32_t refusals = 0;
+    bool cut = false;  // disconnected for too many
+  };
+  // Shared with the REFUSED sends' callbacks, which may run after the Listener is gone (on a dispatcher).
+  struct Sessions {
+    Mutex mu;
+    std::map<std::string, Session> by_cm_id ABSL_GUARDED_BY(mu);
+  };
+  const std::shared_ptr<Sessions> sessions_ = std::make_shared<Sessions>();
   mutable Mutex expanded_mu_;
   mutable std::map<std::string, Expanded> expanded_ ABSL_GUARDED_BY(expanded_mu_);
 };

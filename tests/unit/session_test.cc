@@ -348,6 +348,28 @@ TEST_F(SessionTest, TheClientLeavingEndsEveryGrantOnItsConnection) {
   EXPECT_TRUE(root_.DeletePd(pd_).ok());
 }
 
+// Hostile: a client that takes no messages (its answers stall, as behind an empty receive queue with RNR
+// retried for ever) and sends bad requests on and on. rdmad answers each with REFUSED until 64 are undelivered,
+// then disconnects it: the answers never pile up, and its grant ends.
+TEST_F(SessionTest, AClientFloodingBadRequestsWhileTakingNoAnswersIsCutOff) {
+  v1::IssuedGrant a = Issue(mr_);
+  ASSERT_EQ(Dial(a.token(), 2).type, fabric::CmEventType::kEstablished);
+  ASSERT_TRUE(Eventually([&] { return State(a.grant().name()) == v1::GRANT_ACTIVE; }));
+  test::FakeClient& session = clients_.back();
+  const uint32_t qpn = ServerQpn(a.grant().name());
+  rdmad_.ledger()->StallQp(qpn);
+  size_t sent = 0;
+  for (int i = 0; i < 500; ++i) {
+    if (!session.Send(std::string(64, 'x')).ok()) break;  // refused once rdmad's QP is in the error state
+    ++sent;
+  }
+  EXPECT_TRUE(Disconnected(session));
+  EXPECT_GT(sent, 64u);
+  EXPECT_TRUE(Eventually([&] { return State(a.grant().name()) == v1::GRANT_ENDED; }));
+  EXPECT_EQ(root_.GetGrant(a.grant().name()).value().end_reason(), v1::END_DISCONNECTED);
+  EXPECT_TRUE(Eventually([&] { return Connections() == 0; }));
+}
+
 // Hostile: a client that floods ACTIVATEs and leaves while they are being bound. Every grant that joined ends
 // (DISCONNECTED, or ACTIVATION_FAILED for a bind posted after the QP broke); an ACTIVATE that rdmad takes
 // after the client left is refused with its token unused, so that grant stays ISSUED. Nothing of the session is left: no connection, and once the PD is deleted no QP and no
