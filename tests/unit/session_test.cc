@@ -99,6 +99,23 @@ class SessionTest : public ::testing::Test {
     return wire::EncodeGrantMessage(m);
   }
   static uint64_t IdOf(const std::string& grant) { return std::stoull(grant.substr(grant.find('/') + 1)); }
+  // A session opened with `grant`'s token, the grant ACTIVE; null (a test failure) otherwise.
+  test::FakeClient* OpenSession(const v1::IssuedGrant& grant) {
+    if (Dial(grant.token(), 2).type != fabric::CmEventType::kEstablished) {
+      ADD_FAILURE() << "no session for " << grant.grant().name();
+      return nullptr;
+    }
+    if (!Eventually([&] { return State(grant.grant().name()) == v1::GRANT_ACTIVE; })) {
+      ADD_FAILURE() << grant.grant().name() << " never became ACTIVE";
+      return nullptr;
+    }
+    return &clients_.back();
+  }
+  // `grant` activated on `session` with `tag`, and ACTIVE.
+  bool Join(test::FakeClient& session, const v1::IssuedGrant& grant, uint64_t tag) {
+    return session.Send(Activate(grant.token(), tag)).ok() &&
+           Eventually([&] { return State(grant.grant().name()) == v1::GRANT_ACTIVE; });
+  }
   static std::string Activate(const std::string& token, uint64_t tag) {
     wire::GrantMessage m;
     m.version = wire::kSessionMessageVersion;
@@ -244,12 +261,11 @@ TEST_F(SessionTest, BadTokensAreRefusedWithTheConnectReasonsAndUnusedOnesStayUsa
 
 TEST_F(SessionTest, OneGrantsEndLeavesTheOthersAndTheLastOneEndsTheConnection) {
   v1::IssuedGrant a = Issue(mr_);
-  ASSERT_EQ(Dial(a.token(), 2).type, fabric::CmEventType::kEstablished);
-  ASSERT_TRUE(Eventually([&] { return State(a.grant().name()) == v1::GRANT_ACTIVE; }));
-  test::FakeClient& session = clients_.back();
+  test::FakeClient* opened = OpenSession(a);
+  ASSERT_NE(opened, nullptr);
+  test::FakeClient& session = *opened;
   v1::IssuedGrant b = Issue(mr_, 4096);
-  ASSERT_TRUE(session.Send(Activate(b.token(), 7)).ok());
-  ASSERT_TRUE(Eventually([&] { return State(b.grant().name()) == v1::GRANT_ACTIVE; }));
+  ASSERT_TRUE(Join(session, b, 7));
   const uint32_t qpn = ServerQpn(a.grant().name());
 
   ASSERT_TRUE(root_.RevokeGrant(b.grant().name()).ok());
@@ -270,12 +286,11 @@ TEST_F(SessionTest, OneGrantsEndLeavesTheOthersAndTheLastOneEndsTheConnection) {
 
 TEST_F(SessionTest, TheClientReleasesOneGrantAndThenTheLastOne) {
   v1::IssuedGrant a = Issue(mr_);
-  ASSERT_EQ(Dial(a.token(), 2).type, fabric::CmEventType::kEstablished);
-  ASSERT_TRUE(Eventually([&] { return State(a.grant().name()) == v1::GRANT_ACTIVE; }));
-  test::FakeClient& session = clients_.back();
+  test::FakeClient* opened = OpenSession(a);
+  ASSERT_NE(opened, nullptr);
+  test::FakeClient& session = *opened;
   v1::IssuedGrant b = Issue(mr_, 4096);
-  ASSERT_TRUE(session.Send(Activate(b.token(), 7)).ok());
-  ASSERT_TRUE(Eventually([&] { return State(b.grant().name()) == v1::GRANT_ACTIVE; }));
+  ASSERT_TRUE(Join(session, b, 7));
   const uint32_t qpn = ServerQpn(a.grant().name());
   // A grant of another connection, and one that does not exist, are not this client's to release.
   v1::IssuedGrant other = Issue(mr_, 8192);
@@ -313,9 +328,9 @@ TEST_F(SessionTest, AnActivationDuringTheLastGrantsGraceKeepsTheConnection) {
   pd_ = NewPd();
   mr_ = NewMr(pd_);
   v1::IssuedGrant a = Issue(mr_);
-  ASSERT_EQ(Dial(a.token(), 2).type, fabric::CmEventType::kEstablished);
-  ASSERT_TRUE(Eventually([&] { return State(a.grant().name()) == v1::GRANT_ACTIVE; }));
-  test::FakeClient& session = clients_.back();
+  test::FakeClient* opened = OpenSession(a);
+  ASSERT_NE(opened, nullptr);
+  test::FakeClient& session = *opened;
   ASSERT_TRUE(root_.RevokeGrant(a.grant().name()).ok());
   v1::IssuedGrant b = Issue(mr_, 4096);
   ASSERT_TRUE(session.Send(Activate(b.token(), 9)).ok());
@@ -353,9 +368,9 @@ TEST_F(SessionTest, TheClientLeavingEndsEveryGrantOnItsConnection) {
 // then disconnects it: the answers never pile up, and its grant ends.
 TEST_F(SessionTest, AClientFloodingBadRequestsWhileTakingNoAnswersIsCutOff) {
   v1::IssuedGrant a = Issue(mr_);
-  ASSERT_EQ(Dial(a.token(), 2).type, fabric::CmEventType::kEstablished);
-  ASSERT_TRUE(Eventually([&] { return State(a.grant().name()) == v1::GRANT_ACTIVE; }));
-  test::FakeClient& session = clients_.back();
+  test::FakeClient* opened = OpenSession(a);
+  ASSERT_NE(opened, nullptr);
+  test::FakeClient& session = *opened;
   const uint32_t qpn = ServerQpn(a.grant().name());
   rdmad_.ledger()->StallQp(qpn);
   size_t sent = 0;
