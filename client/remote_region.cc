@@ -419,6 +419,12 @@ absl::StatusOr<wire::GrantMessage> RemoteRegion::Impl::WaitForKey(Clock::time_po
                                                             wire::GrantEndReasonName(message.reason)));
         case wire::GrantMessageType::kEnded:
           return internal::EndedStatus(grant, message.reason);
+        case wire::GrantMessageType::kRefused:
+        case wire::GrantMessageType::kActivate:
+        case wire::GrantMessageType::kRelease:
+          // Messages of a session (protocol version 2), which this connection (version 1) never asked for.
+          return absl::InternalError(absl::StrCat(label, ": rdmad sent a ", wire::GrantMessageTypeName(message.type),
+                                                  " message on a version 1 connection"));
       }
     }
     if (disconnected) {
