@@ -1015,5 +1015,50 @@ TEST_F(GrantManagerTest, ConcurrentIssuesStopExactlyAtTheGrantsLimit) {
   EXPECT_GE(issued.load(), 19);
 }
 
+// A session (protocol version 2) under contention, for TSan: ACTIVATEs reach the listener and the grant layer
+// on the device's thread while other grants of the same session are revoked from a second thread, and then
+// the client leaves. Every grant settles (ended, or refused and left ISSUED), the connection goes with its QP,
+// and TearDown finds nothing left at the fake NIC and no rule broken.
+TEST_F(GrantManagerTest, ASessionsActivationsRevocationsAndItsClientLeavingRaceCleanly) {
+  Build();
+  absl::StatusOr<v1::IssuedGrant> first = grants_->Issue(Request(0, 4096));
+  ASSERT_TRUE(first.ok()) << first.status();
+  clients_.emplace_back();
+  ASSERT_EQ(clients_.back().Dial(*fake_cm_, device_, wire::EncodeConnectRequest(first->token(), 2)).type,
+            fabric::CmEventType::kEstablished);
+  const std::string name = first->grant().name();
+  ASSERT_TRUE(Eventually([&] { return grants_->Get(name).value().state() == v1::GRANT_ACTIVE; }));
+  const std::string cm_id = grants_->Get(name).value().cm_id();
+  EXPECT_EQ(grants_->Sessions(), 1u);
+  std::vector<v1::IssuedGrant> more;
+  for (int i = 1; i <= 24; ++i) {
+    absl::StatusOr<v1::IssuedGrant> g = grants_->Issue(Request(4096 * i, 4096));
+    ASSERT_TRUE(g.ok()) << g.status();
+    more.push_back(*g);
+  }
+  std::thread revoker([&] {
+    for (size_t i = 0; i < more.size(); i += 2) (void)Revoke(more[i].grant().name());
+  });
+  for (size_t i = 0; i < more.size(); ++i) {
+    wire::GrantMessage activate;
+    activate.version = wire::kSessionMessageVersion;
+    activate.type = wire::GrantMessageType::kActivate;
+    activate.tag = i + 1;
+    activate.token = more[i].token();
+    ASSERT_TRUE(clients_.back().Send(wire::EncodeGrantMessage(activate)).ok());
+  }
+  revoker.join();
+  clients_.back().Leave();
+  more.push_back(*first);
+  for (const v1::IssuedGrant& g : more) {
+    EXPECT_TRUE(Eventually([&] {
+      const v1::GrantState s = grants_->Get(g.grant().name()).value().state();
+      return s == v1::GRANT_ENDED || s == v1::GRANT_ISSUED;
+    })) << grants_->Get(g.grant().name()).value().DebugString();
+  }
+  EXPECT_TRUE(Eventually([&] { return !cm_->GetCmId(cm_id).ok(); }));
+  EXPECT_TRUE(Eventually([&] { return grants_->Sessions() == 0; }));
+}
+
 }  // namespace
 }  // namespace rdmad::grants
