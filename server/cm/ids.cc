@@ -148,6 +148,7 @@ absl::Status CmManager::BeginPdRemoval(const std::string& pd) {
 
 void CmManager::ClosePdConnections(const std::string& pd, bool untagged, absl::AnyInvocable<void() &&> done) {
   std::vector<std::string> names;
+  if (pd.empty()) return std::move(done)();  // rdmad's own listeners have no PD: never theirs to close
   {
     MutexLock lock(&mu_);
     auto closing = std::make_unique<Closing>();
@@ -172,6 +173,7 @@ void CmManager::ClosePdConnections(const std::string& pd, bool untagged, absl::A
 }
 
 absl::Status CmManager::CheckNoTokenConnections(const std::string& pd) const {
+  if (pd.empty()) return absl::OkStatus();  // rdmad's own listeners have no PD
   MutexLock lock(&mu_);
   std::vector<std::string> names;
   size_t open = 0;

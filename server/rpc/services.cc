@@ -210,6 +210,9 @@ class PdsService final : public v1::ProtectionDomains::WithCallbackMethod_Delete
         [r, cm, req = *req](Done<v1::DeletePdResponse> d) mutable {
           if (cm == nullptr) return std::move(d)(r->DeletePd(req));
           const std::string pd = req.name();
+          // A name that is no PD (malformed, or none) is refused here, before the CM layer looks for the
+          // connections "in" it.
+          if (absl::Status s = r->CheckPd(pd, "name"); !s.ok()) return std::move(d)(s);
           const bool cascade = req.cascade();
           if (!cascade) {
             if (absl::Status open = cm->CheckNoTokenConnections(pd); !open.ok()) return std::move(d)(open);

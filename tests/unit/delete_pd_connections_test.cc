@@ -135,5 +135,22 @@ TEST_F(DeletePdConnectionsTest, AConnectTokensConnectionIsClosedByACascadeOnly) 
   EXPECT_EQ(Connections(), 0u);
 }
 
+// A name that is no PD is refused as malformed, with or without cascade, and never reaches rdmad's own
+// data-plane listener (whose id has no PD): a client still connects after.
+TEST_F(DeletePdConnectionsTest, ANameThatIsNoPdIsRefusedAndTheListenerStays) {
+  for (bool cascade : {false, true}) {
+    for (const char* name : {"", "pds/", "mrs/1"}) {
+      absl::StatusOr<v1::DeletePdResponse> r = root_.DeletePd(name, cascade);
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << "'" << name << "': " << r.status();
+    }
+  }
+  v1::IssueConnectTokenRequest issue;
+  issue.set_pd(pd_);
+  absl::StatusOr<v1::ConnectToken> token = root_.IssueConnectToken(issue);
+  ASSERT_TRUE(token.ok()) << token.status();
+  Dial(token->token());
+  EXPECT_EQ(Connections(), 1u);
+}
+
 }  // namespace
 }  // namespace rdmad
