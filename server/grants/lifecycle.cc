@@ -63,8 +63,7 @@ std::string GrantManager::Message(const Entry& e, wire::GrantMessageType type, c
 // connection's dispatcher posts the bind (and the key) itself, or, if the pin is still running then, the
 // pin worker does as soon as it is done: one hand-off from the connect request to the key either way.
 void GrantManager::OnAccepting(const std::string& grant) {
-  uint64_t id = 0;
-  v1::BindMwRequest range;
+  uint64_t id = 0, mr = 0, offset = 0, length = 0;
   std::string pd;
   {
     MutexLock lock(&mu_);
@@ -75,14 +74,14 @@ void GrantManager::OnAccepting(const std::string& grant) {
       return;
     }
     id = (*found)->id;
-    range.set_mr(b.info.mr());
-    range.set_offset(b.info.offset());
-    range.set_length(b.info.length());
+    mr = b.mr_id;
+    offset = b.info.offset();
+    length = b.info.length();
     pd = b.info.pd();
     b.pin = Entry::Book::Pin::kPinning;
   }
   std::shared_ptr<void> hold;  // the tenant's pinned_bytes, until the registry counts the region's pages
-  const uint64_t bytes = registry_->BoundsRegionBytes(range);
+  const uint64_t bytes = registry_->BoundsRegionBytes(mr, offset, length);
   absl::Status admitted = absl::OkStatus();
   if (bytes > 0 && admit_pinned_) {
     absl::StatusOr<std::shared_ptr<void>> h = admit_pinned_(pd, bytes);
@@ -92,7 +91,7 @@ void GrantManager::OnAccepting(const std::string& grant) {
   // Nothing to pin, or not admitted: the activation goes the usual way (and fails there with the reason).
   if (bytes == 0 || !admitted.ok()) return OnPinned(id, std::unique_ptr<Registry::PinnedBounds>());
   registry_->PinBoundsAsync(
-      range, Guarded([this, id, hold = std::move(hold)](
+      mr, offset, length, Guarded([this, id, hold = std::move(hold)](
                          absl::StatusOr<std::unique_ptr<Registry::PinnedBounds>> pinned) mutable {
         hold.reset();
         OnPinned(id, std::move(pinned));
@@ -135,6 +134,8 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
     absl::StatusOr<Entry*> found = Find(grant, "grant");
     Session& session = sessions_[cm_id];
     session.qp = qp;
+    absl::StatusOr<uint64_t> qp_id = ParseName(qp, "qps", "qp");  // once per connection
+    session.qp_id = qp_id.ok() ? *qp_id : 0;
     session.version = version;
     if (found.ok()) session.pd = (*found)->book.Get(mu_).info.pd();  // the token's PD: the QP's
     if (!found.ok() || shutdown_ || (*found)->book.Get(mu_).info.state() != v1::GRANT_ISSUED) {
@@ -157,6 +158,7 @@ void GrantManager::OnConnected(const std::string& grant, const std::string& cm_i
       e.book.Get(mu_).info.set_state(v1::GRANT_ACTIVATING);
       e.book.Get(mu_).info.set_cm_id(cm_id);
       e.book.Get(mu_).info.set_qp(qp);
+      e.book.Get(mu_).qp_id = session.qp_id;
       e.book.Get(mu_).busy = true;
       Entry::Book& b = e.book.Get(mu_);
       if (b.pin == Entry::Book::Pin::kPinning) {
@@ -219,6 +221,7 @@ void GrantManager::OnActivate(const std::string& grant, const std::string& cm_id
       b.info.set_state(v1::GRANT_ACTIVATING);
       b.info.set_cm_id(cm_id);
       b.info.set_qp(s->second.qp);
+      b.qp_id = s->second.qp_id;
       b.busy = true;
     }
   }
@@ -273,24 +276,24 @@ absl::AnyInvocable<void() &&> GrantManager::LeaveSessionLocked(Entry& e) {
 }
 
 void GrantManager::Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds> bounds) {
-  std::string window, pd, mr, qp, name;
+  std::string pd, name;
   v1::GrantScope scope;
   fabric::MwType type = fabric::MwType::kType2;
-  v1::BindMwRequest bind;
+  Registry::GrantBind bind;  // the objects, by number: nothing below parses a name
+  std::optional<uint64_t> window;
   {
     MutexLock lock(&mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) return;
-    Entry& e = *it->second;
-    name = e.book.Get(mu_).info.name();
-    scope = e.book.Get(mu_).info.scope();
-    pd = e.book.Get(mu_).info.pd();
-    mr = e.book.Get(mu_).info.mr();
-    bind.set_mr(mr);
-    bind.set_offset(e.book.Get(mu_).info.offset());
-    bind.set_length(e.book.Get(mu_).info.length());
-    *bind.mutable_access() = e.book.Get(mu_).info.access();
-    if (scope == v1::SCOPE_QP) bind.set_qp(e.book.Get(mu_).info.qp());
+    const Entry::Book& b = it->second->book.Get(mu_);
+    name = b.info.name();
+    scope = b.info.scope();
+    pd = b.info.pd();
+    bind.mr = b.mr_id;
+    bind.offset = b.info.offset();
+    bind.length = b.info.length();
+    bind.access = fabric::kRemoteRead | ((b.access_bits & wire::kGrantWrite) ? fabric::kRemoteWrite : 0);
+    if (scope == v1::SCOPE_QP) bind.qp = b.qp_id;
     if (scope != v1::SCOPE_MR) {
       auto pool = pools_.find(pd);
       if (pool == pools_.end()) {
@@ -298,31 +301,32 @@ void GrantManager::Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds>
                                              options_.quarantine)).first;
       }
       type = pool->second.type();
-      if (std::optional<std::string> w = pool->second.Take(options_.clock())) window = std::move(*w);
+      window = pool->second.Take(options_.clock());
     }
   }
   if (scope == v1::SCOPE_MR) {
-    absl::StatusOr<v1::MemoryRegion> region = registry_->GetMr(mr);
-    if (!region.ok()) return OnBound(id, "", region.status());
-    return OnBound(id, "", Key{region->rkey(), region->addr() + bind.offset()});
+    absl::StatusOr<Registry::Key> region = registry_->RegionKey(bind.mr, bind.offset);
+    if (!region.ok()) return OnBound(id, 0, region.status());
+    return OnBound(id, 0, Key{region->rkey, region->remote_addr});
   }
   RefillSoon(pd);
-  if (window.empty()) {
+  if (!window.has_value()) {
     // The pool ran dry: allocate on this thread (the CM dispatcher); the refill catches up.
     v1::AllocMwRequest alloc;
     alloc.set_pd(pd);
     alloc.set_type(type == fabric::MwType::kType1 ? v1::TYPE_1 : v1::TYPE_2);
     absl::StatusOr<v1::MemoryWindow> mw = registry_->AllocMw(alloc, "grants");
-    if (!mw.ok()) return OnBound(id, "", WithContext(mw.status(), "allocating a window"));
-    window = mw->name();
+    absl::StatusOr<uint64_t> made = mw.ok() ? ParseName(mw->name(), "mws", "name") : mw.status();
+    if (!made.ok()) return OnBound(id, 0, WithContext(made.status(), "allocating a window"));
+    window = *made;
   }
-  bind.set_name(window);
+  bind.window = *window;
   std::shared_ptr<void> hold;  // the tenant's pinned_bytes for the bounds region, until the bind commits
   if (admit_pinned_ && bounds == nullptr) {  // a region pinned ahead was admitted, and is counted, already
-    if (const uint64_t pinned = registry_->BoundsRegionBytes(bind); pinned > 0) {
+    if (const uint64_t pinned = registry_->BoundsRegionBytes(bind.mr, bind.offset, bind.length); pinned > 0) {
       absl::StatusOr<std::shared_ptr<void>> admitted = admit_pinned_(pd, pinned);
       if (!admitted.ok()) {
-        return OnBound(id, window, WithContext(admitted.status(), "pinning the window's bounds region"));
+        return OnBound(id, bind.window, WithContext(admitted.status(), "pinning the window's bounds region"));
       }
       hold = std::move(admitted).value();
     }
@@ -339,14 +343,14 @@ void GrantManager::Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds>
       if (!s.ok()) RDMAD_LOG_WARN("%s: sending the key failed: %s", name.c_str(), std::string(s.message()).c_str());
     };
   }
-  registry_->BindMwAsync(
+  registry_->BindGrantAsync(
       bind,
-      Guarded([this, id, window, hold = std::move(hold)](absl::StatusOr<v1::MemoryWindow> bound) mutable {
+      Guarded([this, id, window = bind.window, hold = std::move(hold)](absl::StatusOr<Registry::Key> bound) mutable {
         hold.reset();  // committed (or failed): the registry's totals count the pages from here
         if (!bound.ok()) return OnBound(id, window, bound.status());
-        OnBound(id, window, Key{bound->rkey(), bound->binding().remote_addr()});
+        OnBound(id, window, Key{bound->rkey, bound->remote_addr});
       }),
-      "grants", std::move(key_message), std::move(bounds));
+      std::move(key_message), std::move(bounds));
 }
 
 std::string GrantManager::KeyWithBind(uint64_t id, Key key) {
@@ -362,7 +366,7 @@ std::string GrantManager::KeyWithBind(uint64_t id, Key key) {
   return Message(e, wire::GrantMessageType::kActive, &key);
 }
 
-void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> key) {
+void GrantManager::OnBound(uint64_t id, uint64_t window, absl::StatusOr<Key> key) {
   Waiters waiters;
   absl::AnyInvocable<void() &&> release;
   std::string cm_id, message;
@@ -379,11 +383,11 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
     e.book.Get(mu_).key_sent = false;
     if (!key.ok()) {
       // A failed bind leaves the window unbound: it rests in quarantine with the revoked ones.
-      if (!window.empty() && pool != pools_.end()) pool->second.Quarantine(window, now);
+      if (window != 0 && pool != pools_.end()) pool->second.Quarantine(window, now);
       FinishEndLocked(e, v1::END_ACTIVATION_FAILED, std::string(key.status().message()), &waiters, &release);
       message = Message(e, wire::GrantMessageType::kFailed);
       failed = true;
-    } else if (!sent_with_bind && !window.empty() && pool != pools_.end() &&
+    } else if (!sent_with_bind && window != 0 && pool != pools_.end() &&
                pool->second.KeyQuarantined(key->rkey, now)) {
       // This key value was revoked in the PD a moment ago: never hand it out again so soon. The window
       // goes back (unbound, quarantined) and another is tried; after a few, the grant fails rather than
@@ -393,7 +397,8 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
       } else {
         kill = true;
         e.book.Get(mu_).rkey = key->rkey;
-        e.book.Get(mu_).info.set_window(window);
+        e.book.Get(mu_).window_id = window;
+        e.book.Get(mu_).info.set_window(Name("mws", window));
         e.book.Get(mu_).ending = true;
         e.book.Get(mu_).pending_end = v1::END_ACTIVATION_FAILED;
         e.book.Get(mu_).pending_detail = "every window tried came back with a key value still in quarantine";
@@ -401,7 +406,8 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
     } else {
       e.book.Get(mu_).rkey = key->rkey;
       e.book.Get(mu_).remote_addr = key->remote_addr;
-      e.book.Get(mu_).info.set_window(window);
+      e.book.Get(mu_).window_id = window;
+      if (window != 0) e.book.Get(mu_).info.set_window(Name("mws", window));
       if (e.book.Get(mu_).pending_end != v1::GRANT_END_UNSPECIFIED) {
         e.book.Get(mu_).ending = true;  // ended while it was being bound: kill the key at once
         kill = true;
@@ -413,7 +419,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
         message = Message(e, wire::GrantMessageType::kActive);
         RDMAD_LOG_INFO("%s active on %s (%s, %s)", e.book.Get(mu_).info.name().c_str(),
                        e.book.Get(mu_).info.qp().c_str(), v1::GrantScope_Name(e.book.Get(mu_).info.scope()).c_str(),
-                       window.empty() ? e.book.Get(mu_).info.mr().c_str() : window.c_str());
+                       window == 0 ? e.book.Get(mu_).info.mr().c_str() : e.book.Get(mu_).info.window().c_str());
       }
     }
     cm_id = e.book.Get(mu_).info.cm_id();
@@ -421,7 +427,7 @@ void GrantManager::OnBound(uint64_t id, std::string window, absl::StatusOr<Key> 
   }
   if (retry) {
     registry_->InvalidateMwAsync(
-        window,
+        Name("mws", window),
         Guarded([this, id, window](absl::StatusOr<v1::MemoryWindow>) {
           {
             MutexLock lock(&mu_);
@@ -582,7 +588,7 @@ void GrantManager::OnKeyKilled(uint64_t id, absl::Status status) {
     } else {
       const absl::Time now = options_.clock();
       if (auto pool = pools_.find(b.info.pd()); pool != pools_.end()) {
-        if (!b.info.window().empty()) pool->second.Quarantine(b.info.window(), now);
+        if (b.window_id != 0) pool->second.Quarantine(b.window_id, now);
         pool->second.RevokedKey(b.rkey, now);
       }
       const v1::GrantEndReason reason = b.pending_end;

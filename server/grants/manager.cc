@@ -120,6 +120,7 @@ absl::StatusOr<GrantManager::Plan> GrantManager::Check(const v1::IssueGrantReque
                                                     ") is not inside ", r.mr(), " (", mr->length(), " bytes)"));
   }
   Plan plan;
+  RDMAD_ASSIGN_OR_RETURN(plan.mr_id, ParseName(mr->name(), "mrs", field("mr")));
   plan.access_bits = wire::kGrantRead;
   for (int a : r.access()) {
     if (a == v1::REMOTE_READ) continue;
@@ -258,6 +259,7 @@ absl::StatusOr<v1::IssuedGrant> GrantManager::Commit(Plan plan, const std::vecto
     b.info.set_issue_time_unix_nanos(absl::ToUnixNanos(now));
     b.info.set_token(token->id);
     b.access_bits = plan.access_bits;
+    b.mr_id = plan.mr_id;
     b.expiry = now + plan.ttl;
     b.info.set_expire_time_unix_nanos(absl::ToUnixNanos(b.expiry));
     by_mr_[b.info.mr()].insert(id);
@@ -569,7 +571,7 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
       first = join->first;
     }
     if (first.ok() && !pd.empty()) {
-      std::vector<std::string> windows;
+      std::vector<uint64_t> windows;
       {
         MutexLock lock(&mu_);
         if (auto it = pools_.find(pd); it != pools_.end()) {
@@ -577,9 +579,10 @@ void GrantManager::Retire(const std::string& mr, const std::string& pd, bool rev
           pools_.erase(it);
         }
       }
-      for (const std::string& w : windows) {
-        if (absl::Status s = registry_->DeallocMw(w, "grants"); !s.ok()) {
-          RDMAD_LOG_WARN("grants: %s of %s's pool: %s", w.c_str(), pd.c_str(), std::string(s.message()).c_str());
+      for (uint64_t w : windows) {
+        if (absl::Status s = registry_->DeallocMw(Name("mws", w), "grants"); !s.ok()) {
+          RDMAD_LOG_WARN("grants: %s of %s's pool: %s", Name("mws", w).c_str(), pd.c_str(),
+                         std::string(s.message()).c_str());
         }
       }
     }
@@ -769,8 +772,10 @@ void GrantManager::Refill(const std::string& pd) {
     req.set_pd(pd);
     req.set_type(type == fabric::MwType::kType1 ? v1::TYPE_1 : v1::TYPE_2);
     absl::StatusOr<v1::MemoryWindow> mw = registry_->AllocMw(req, "grants");
-    if (!mw.ok()) {
-      RDMAD_LOG_WARN("grants: refilling %s's window pool: %s", pd.c_str(), std::string(mw.status().message()).c_str());
+    absl::StatusOr<uint64_t> window = mw.ok() ? ParseName(mw->name(), "mws", "name") : mw.status();
+    if (!window.ok()) {
+      RDMAD_LOG_WARN("grants: refilling %s's window pool: %s", pd.c_str(),
+                     std::string(window.status().message()).c_str());
       MutexLock lock(&mu_);
       refilling_.erase(pd);
       return;
@@ -780,7 +785,7 @@ void GrantManager::Refill(const std::string& pd) {
       MutexLock lock(&mu_);
       auto it = pools_.find(pd);
       if (it != pools_.end()) {
-        it->second.Add(mw->name());  // if the PD is going, Retire deallocates it with the others
+        it->second.Add(*window);  // if the PD is going, Retire deallocates it with the others
       } else {
         orphan = true;
         refilling_.erase(pd);

@@ -185,6 +185,10 @@ class GrantManager final : public dataplane::GrantConnections {
     uint64_t id = 0;
     struct Book {
       v1::Grant info;  // what Get shows; state, times, links
+      // The registry's objects it binds over, by number, resolved once (its region at issue, its
+      // connection's QP when established, its window when taken from the pool; 0: none yet): what its
+      // activation and end pass the registry (Registry::GrantBind), while `info` shows their names.
+      uint64_t mr_id = 0, qp_id = 0, window_id = 0;
       uint32_t access_bits = 0;  // wire::kGrantRead | kGrantWrite
       absl::Time expiry;
       uint32_t rkey = 0;
@@ -223,6 +227,7 @@ class GrantManager final : public dataplane::GrantConnections {
   // on its QP, `release` destroys the connection.
   struct Session {
     std::string qp, pd;  // the connection's QueuePair and its PD: every grant on it is on that PD
+    uint64_t qp_id = 0;  // the QueuePair's number (qps/N)
     uint8_t version = 1;
     std::set<uint64_t> grants;  // activating or active on it
     bool gone = false;          // OnGone came: `release` is called when `grants` empties
@@ -234,6 +239,7 @@ class GrantManager final : public dataplane::GrantConnections {
   // Checks a request and works out the grant's scope; no lock held (asks the registry).
   struct Plan {
     v1::Grant info;
+    uint64_t mr_id = 0;
     uint32_t access_bits = 0;
     absl::Duration ttl;
     fabric::MwType window_type = fabric::MwType::kType2;
@@ -277,7 +283,7 @@ class GrantManager final : public dataplane::GrantConnections {
   // `bounds`: the bounds region pinned ahead for this activation's bind, if any.
   void Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds> bounds = nullptr);
   void OnPinned(uint64_t id, absl::StatusOr<std::unique_ptr<Registry::PinnedBounds>> pinned);
-  void OnBound(uint64_t id, std::string window, absl::StatusOr<Key> key);
+  void OnBound(uint64_t id, uint64_t window, absl::StatusOr<Key> key);  // window: mws/N (0: none)
   // Ends the grant: at once if it holds no key; otherwise kills the key first. `done` may be null.
   void End(uint64_t id, v1::GrantEndReason reason, std::string detail, Done<v1::Grant> done);
   void KillKey(uint64_t id);

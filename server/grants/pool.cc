@@ -4,7 +4,7 @@ namespace rdmad::grants {
 
 void WindowPool::Mature(absl::Time now) {
   while (!waiting_.empty() && waiting_.front().first <= now) {
-    ready_.push_back(std::move(waiting_.front().second));
+    ready_.push_back(waiting_.front().second);
     waiting_.pop_front();
   }
   while (!key_order_.empty() && key_order_.front().first <= now) {
@@ -15,21 +15,19 @@ void WindowPool::Mature(absl::Time now) {
   }
 }
 
-std::optional<std::string> WindowPool::Take(absl::Time now) {
+std::optional<uint64_t> WindowPool::Take(absl::Time now) {
   Mature(now);
   if (ready_.empty()) return std::nullopt;
-  std::string w = std::move(ready_.front());
+  const uint64_t w = ready_.front();
   ready_.pop_front();
   return w;
 }
 
-void WindowPool::Quarantine(std::string window, absl::Time now) {
-  waiting_.emplace_back(now + quarantine_, std::move(window));
-}
+void WindowPool::Quarantine(uint64_t window, absl::Time now) { waiting_.emplace_back(now + quarantine_, window); }
 
-std::vector<std::string> WindowPool::TakeAll() {
-  std::vector<std::string> all(ready_.begin(), ready_.end());
-  for (auto& [t, w] : waiting_) all.push_back(std::move(w));
+std::vector<uint64_t> WindowPool::TakeAll() {
+  std::vector<uint64_t> all(ready_.begin(), ready_.end());
+  for (const auto& [t, w] : waiting_) all.push_back(w);
   ready_.clear();
   waiting_.clear();
   return all;

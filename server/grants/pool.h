@@ -28,14 +28,15 @@ class WindowPool {
   WindowPool(fabric::MwType type, absl::Duration quarantine) : type_(type), quarantine_(quarantine) {}
 
   fabric::MwType type() const { return type_; }
-  // A window to bind ("mws/8"), or nullopt if none is ready (the caller allocates one).
-  std::optional<std::string> Take(absl::Time now);
+  // Windows by number ("mws/8" is 8), resolved once when the pool gets them: the bind takes the number.
+  // A window to bind, or nullopt if none is ready (the caller allocates one).
+  std::optional<uint64_t> Take(absl::Time now);
   // A freshly allocated window.
-  void Add(std::string window) { ready_.push_back(std::move(window)); }
+  void Add(uint64_t window) { ready_.push_back(window); }
   // A window whose key was just revoked (or whose bind failed): ready again after the quarantine.
-  void Quarantine(std::string window, absl::Time now);
+  void Quarantine(uint64_t window, absl::Time now);
   // Every window, ready or not (the PD is being deleted); the pool is then empty.
-  std::vector<std::string> TakeAll();
+  std::vector<uint64_t> TakeAll();
   size_t ready() const { return ready_.size(); }
   size_t quarantined() const { return waiting_.size(); }
 
@@ -47,8 +48,8 @@ class WindowPool {
 
   const fabric::MwType type_;
   const absl::Duration quarantine_;
-  std::deque<std::string> ready_;
-  std::deque<std::pair<absl::Time, std::string>> waiting_;  // (ready at, window), in time order
+  std::deque<uint64_t> ready_;
+  std::deque<std::pair<absl::Time, uint64_t>> waiting_;  // (ready at, window), in time order
   std::map<uint32_t, absl::Time> keys_;                     // key value -> end of its quarantine
   std::deque<std::pair<absl::Time, uint32_t>> key_order_;   // the same, in time order
 };

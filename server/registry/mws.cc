@@ -42,20 +42,19 @@ absl::Status CheckOwner(const registry_internal::MwEntry& w, const std::string& 
                                                  " (use the grant's RevokeGrant, not the window)"));
 }
 
-// The binding a bind of `request` at `addr` gives a window.
-void FillBinding(const v1::BindMwRequest& request, uint64_t addr, v1::MwBinding* b) {
-  b->Clear();
-  b->set_mr(request.mr());
-  b->set_offset(request.offset());
-  b->set_length(request.length());
-  *b->mutable_access() = request.access();
-  b->set_zero_based(request.zero_based());
-  b->set_addr(addr);
-  b->set_remote_addr(request.zero_based() ? 0 : addr);
-  b->set_qp(request.qp());
-}
-
 }  // namespace
+
+void Registry::FillBinding(const ReservedBind& r, v1::MwBinding* b) {
+  b->Clear();
+  b->set_mr(Name("mrs", r.mr->id));
+  b->set_offset(r.offset);
+  b->set_length(r.length);
+  *b->mutable_access() = r.access_list;
+  b->set_zero_based(r.zero_based);
+  b->set_addr(r.addr);
+  b->set_remote_addr(r.zero_based ? 0 : r.addr);
+  if (r.user_qp != nullptr) b->set_qp(Name("qps", r.user_qp->id));
+}
 
 v1::MemoryWindow Registry::ToProto(const MwEntry& e) const {
   const MwEntry::Book& b = e.book.Get(mu_);
@@ -154,14 +153,29 @@ absl::StatusOr<std::vector<v1::MemoryWindow>> Registry::ListMws(const v1::ListMw
 }
 
 uint64_t Registry::BoundsRegionBytes(const v1::BindMwRequest& request) const {
+  absl::StatusOr<uint64_t> mr = ParseName(request.mr(), "mrs", "mr");
+  return mr.ok() ? BoundsRegionBytes(*mr, request.offset(), request.length()) : 0;
+}
+
+uint64_t Registry::BoundsRegionBytes(uint64_t mr_id, uint64_t offset, uint64_t length) const {
   MutexLock lock(&mu_);
-  absl::StatusOr<MrEntry*> mr = FindMr(request.mr(), "mr");
+  absl::StatusOr<MrEntry*> mr = FindMrId(mr_id, "mr");
   if (!mr.ok()) return 0;
   const MrEntry::Book& b = (*mr)->book.Get(mu_);
   // A window binds only in its region's PD, so the region's device is the window's.
   if (!UsesBoundsRegion(options_.mw_bounds_region, b.pd->device->info())) return 0;
-  if (request.offset() > b.length || request.length() > b.length - request.offset()) return 0;
-  return PagesBytes(b.addr + request.offset(), request.length());
+  if (offset > b.length || length > b.length - offset) return 0;
+  return PagesBytes(b.addr + offset, length);
+}
+
+absl::StatusOr<Registry::Key> Registry::RegionKey(uint64_t mr_id, uint64_t offset) const {
+  MutexLock lock(&mu_);
+  RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMrId(mr_id, "mr"));
+  const MrEntry::Book& b = mr->book.Get(mu_);
+  if (b.unusable) {
+    return FailedPrecondition("mr", absl::StrCat(Name("mrs", mr_id), " is unusable (", b.unusable_reason, ")"));
+  }
+  return Key{b.rkey, b.addr + offset};
 }
 
 Registry::PinnedBounds::~PinnedBounds() {
@@ -173,33 +187,35 @@ Registry::PinnedBounds::~PinnedBounds() {
   b.pending--;
 }
 
-void Registry::PinBoundsAsync(const v1::BindMwRequest& request, Done<std::unique_ptr<PinnedBounds>> done) {
+void Registry::PinBoundsAsync(uint64_t mr_id, uint64_t offset, uint64_t length,
+                              Done<std::unique_ptr<PinnedBounds>> done) {
   std::unique_ptr<PinnedBounds> pinned(new PinnedBounds());
   fabric::Pd* pd = nullptr;
   bool needed = true;
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
-    RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMr(request.mr(), "mr"));
+    RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMrId(mr_id, "mr"));
     MrEntry::Book& mb = mr->book.Get(mu_);
+    const std::string name = Name("mrs", mr_id);
     if (!UsesBoundsRegion(options_.mw_bounds_region, mb.pd->device->info())) {
       needed = false;
       return absl::OkStatus();
     }
-    if (mb.busy) return InProgress("mr", request.mr(), mb.busy);
+    if (mb.busy) return InProgress("mr", name, mb.busy);
     if (mb.unusable) {
-      return FailedPrecondition("mr", absl::StrCat(request.mr(), " is unusable (", mb.unusable_reason, ")"));
+      return FailedPrecondition("mr", absl::StrCat(name, " is unusable (", mb.unusable_reason, ")"));
     }
-    if (request.length() == 0 || request.offset() > mb.length || request.length() > mb.length - request.offset()) {
-      return OutOfRange("length", absl::StrCat("[+", request.offset(), ", ", request.length(), " bytes] is not within ",
-                                               request.mr(), " (", mb.length, " bytes)"));
+    if (length == 0 || offset > mb.length || length > mb.length - offset) {
+      return OutOfRange("length", absl::StrCat("[+", offset, ", ", length, " bytes] is not within ", name, " (",
+                                               mb.length, " bytes)"));
     }
     // Counted, and the PD kept, from here: ~PinnedBounds gives both back.
     pinned->registry_ = this;
     pinned->pd_ = mb.pd;
     pinned->mr_id_ = mr->id;
     pinned->generation_ = mb.generation;
-    pinned->addr_ = mb.addr + request.offset();
-    pinned->length_ = request.length();
+    pinned->addr_ = mb.addr + offset;
+    pinned->length_ = length;
     pinned->bytes_ = PagesBytes(pinned->addr_, pinned->length_);
     pinned->access_ = mb.access & (fabric::kLocalWrite | fabric::kMwBind);
     PdEntry::Book& pb = mb.pd->book.Get(mu_);
@@ -233,135 +249,189 @@ void Registry::PinBoundsAsync(const v1::BindMwRequest& request, Done<std::unique
 
 void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner,
                            std::unique_ptr<KeyMessage> then, std::unique_ptr<PinnedBounds> pinned) {
-  MwEntry* w = nullptr;
-  MrEntry* mr = nullptr;
-  QpEntry* user_qp = nullptr;
-  uint32_t access = 0, mr_access = 0;
-  uint64_t addr = 0;
-  fabric::Mr* parent = nullptr;  // the MR's registration: stays while the reservation links the window to it
-  bool bounds_region = false;
-  std::unique_ptr<fabric::Mr> premade;  // `pinned`'s region, when it is this bind's
-  bool queued = false;
+  auto work = std::make_shared<ReservedBind>();
   std::optional<v1::MemoryWindow> validated;  // validate_only: the window as the bind would leave it
+  bool queued = false;
   absl::Status refused = [&]() -> absl::Status {
     MutexLock lock(&mu_);
-    RDMAD_ASSIGN_OR_RETURN(w, FindMw(request.name(), "name"));
-    MwEntry::Book& wb = w->book.Get(mu_);
-    RDMAD_ASSIGN_OR_RETURN(mr, FindMr(request.mr(), "mr"));
-    MrEntry::Book& mb = mr->book.Get(mu_);
+    RDMAD_ASSIGN_OR_RETURN(MwEntry * w, FindMw(request.name(), "name"));
+    RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMr(request.mr(), "mr"));
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, request.name(), owner));
-    if (wb.busy) return InProgress("name", request.name(), wb.busy);
-    if (mb.busy) return InProgress("mr", request.mr(), mb.busy);
-    const bool type1 = w->type == fabric::MwType::kType1;
-    if (mb.unusable) {
-      return FailedPrecondition("mr", absl::StrCat(request.mr(), " is unusable (", mb.unusable_reason, ")"));
-    }
-    if (mb.pd != w->pd) {
-      return InvalidArgument("mr", absl::StrCat(request.mr(), " is in ", Name("pds", mb.pd->id), ", the window in ",
-                                                Name("pds", w->pd->id), " (ibv_bind_mw(3): same PD)"));
-    }
-    BindCheck check{request.mr(), mb.length, mb.access, type1, wb.mr != nullptr,
-                    request.offset(), request.length(), request.zero_based()};
-    RDMAD_ASSIGN_OR_RETURN(access, CheckBind(check, request.access()));
-    if (!type1 && wb.mr != nullptr) {
-      return FailedPrecondition("name", absl::StrCat(request.name(), " is bound; a type 2 window must be "
-                                                     "invalidated before it is bound again"));
-    }
-    if (!request.qp().empty()) {
-      RDMAD_ASSIGN_OR_RETURN(user_qp, FindQp(request.qp(), "qp"));
-      if (user_qp->book.Get(mu_).busy) return InProgress("qp", request.qp(), user_qp->book.Get(mu_).busy);
-      if (user_qp->pd != w->pd) {
-        return InvalidArgument("qp", absl::StrCat(request.qp(), " is in ", Name("pds", user_qp->pd->id),
-                                                  ", the window in ", Name("pds", w->pd->id)));
-      }
-      if (user_qp->book.Get(mu_).state != fabric::QpState::kRts) {
-        return FailedPrecondition("qp", absl::StrCat(request.qp(), " is not connected (ConnectQp first)"));
-      }
-    } else if (!type1) {
-      return InvalidArgument("qp", "is required for a type 2 window: it will be usable only on that QP");
-    }
-    if (then != nullptr && (type1 || user_qp == nullptr)) {
-      return InvalidArgument("qp", "a key's SEND goes with the bind only for a type 2 window bound on that QP");
-    }
-    if (request.validate_only()) {
-      // Checked as a bind is (the bounds region's room below): the window as it would be, without the
-      // rkey only the bind's completion gives. Neither the PD's lane nor anything else is taken.
-      addr = mb.addr + request.offset();
-      bounds_region = UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info());
-      validated = ToProto(*w);
-      validated->set_rkey(0);
-      validated->set_bound(true);
-      FillBinding(request, addr, validated->mutable_binding());
-      return absl::OkStatus();
-    }
-    if (user_qp == nullptr && !TakeLane(*w->pd)) {
+    // Named: a FunctionRef must not outlive what it refers to.
+    auto find_qp = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return FindQp(request.qp(), "qp"); };
+    auto check_access = [&](const BindCheck& check) { return CheckBind(check, request.access()); };
+    BindAsk ask{request.offset(),     request.length(), request.zero_based(), request.validate_only(),
+                !request.qp().empty(), find_qp,          check_access,          &request.access()};
+    bool lane = true;
+    RDMAD_RETURN_IF_ERROR(ReserveBindLocked(w, mr, ask, then != nullptr, pinned, work.get(), &validated, &lane));
+    if (!lane) {
       // Runs again, re-validated, when the PD's type 1 lane is free.
       w->pd->book.Get(mu_).lane.push_back(dispatch::Carry([this, request, owner, done = std::move(done)]() mutable {
         BindMwAsync(request, std::move(done), owner);
       }));
       queued = true;
-      return absl::OkStatus();
-    }
-    // Reserve: the window, and links that keep the region and the QP from going while the bind is out.
-    wb.busy = "BindMw";
-    mb.windows.emplace(w->id, w);
-    if (user_qp) user_qp->book.Get(mu_).windows.emplace(w->id, w);
-    if (user_qp && !type1) user_qp->book.Get(mu_).type2_windows++;
-    mr_access = mb.access;
-    addr = mb.addr + request.offset();
-    parent = mr->mr.get();
-    // The bounds region's pages count as pinned in the PD from now until the region is released (a tenant's
-    // pinned_bytes quota: the RPC layer reserved them before this call).
-    bounds_region = UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info());
-    wb.binding_bounds_bytes = bounds_region ? PagesBytes(addr, request.length()) : 0;
-    w->pd->book.Get(mu_).bounds_bytes += wb.binding_bounds_bytes;
-    if (bounds_region && pinned != nullptr && pinned->registry_ == this && pinned->pd_ == w->pd &&
-        pinned->mr_id_ == mr->id && pinned->generation_ == mb.generation && pinned->addr_ == addr &&
-        pinned->length_ == request.length() &&
-        pinned->access_ == (mb.access & (fabric::kLocalWrite | fabric::kMwBind))) {
-      // The region pinned ahead is this bind's: its pages move to the binding's count, and the PD's hold
-      // passes to the reservation.
-      premade = std::move(pinned->region_);
-      w->pd->book.Get(mu_).bounds_bytes -= pinned->bytes_;
-      w->pd->book.Get(mu_).pending--;
-      pinned->registry_ = nullptr;
     }
     return absl::OkStatus();
   }();
   pinned.reset();  // one that was not this bind's: released, without the lock
   if (queued) return;
   if (!refused.ok()) return std::move(done)(refused);
-  if (validated.has_value()) {
-    if (bounds_region) {
-      if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(addr), request.length(), "length");
-          !room.ok()) {
-        return std::move(done)(WithContext(room, "its bounds region"));
-      }
-    }
-    return std::move(done)(*std::move(validated));
-  }
-
-  auto work = std::make_shared<ReservedBind>(ReservedBind{w, mr, user_qp, request, addr, access, mr_access, parent,
-                                                          bounds_region, std::move(then), std::move(done),
-                                                          std::move(premade)});
-  if (!bounds_region || work->premade != nullptr) return PostReservedBind(*work);
-  // A bounds region is a pin (ibv_reg_mr over the range): on the pin workers, like every registration, so
-  // no gRPC thread or CM dispatcher waits on one. The bind is posted (and its completion polled) there.
-  if (workers_->Post([this, work] { PostReservedBind(*work); })) return;
-  // Shutting down: the task was dropped unrun; the reservation is undone and the caller answered.
-  FinishBind(w, mr, user_qp, request, addr, absl::UnavailableError("rdmad is shutting down"),
-             std::move(work->done));
+  work->then = std::move(then);
+  work->done = std::move(done);
+  StartReservedBind(std::move(work), std::move(validated));
 }
 
-// The reservation holder's part of a bind, without the lock: the bind QP (type 1), the bounds region where
-// the device needs one (the PD's device and the options never change), the post. The completion finishes
-// it (FinishBind).
-void Registry::PostReservedBind(ReservedBind& b) {
+void Registry::BindGrantAsync(const GrantBind& bind, Done<Key> done, std::unique_ptr<KeyMessage> then,
+                              std::unique_ptr<PinnedBounds> pinned) {
+  auto work = std::make_shared<ReservedBind>();
+  bool queued = false;
+  absl::Status refused = [&]() -> absl::Status {
+    MutexLock lock(&mu_);
+    RDMAD_ASSIGN_OR_RETURN(MwEntry * w, FindMwId(bind.window, "name"));
+    RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMrId(bind.mr, "mr"));
+    RDMAD_RETURN_IF_ERROR(CheckOwner(*w, Name("mws", w->id), "grants"));
+    auto find_qp = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return FindQpId(bind.qp, "qp"); };
+    auto check_access = [&](const BindCheck& check) { return CheckBind(check, bind.access); };
+    BindAsk ask{bind.offset, bind.length, /*zero_based=*/false, /*validate_only=*/false, bind.qp != 0, find_qp,
+                check_access};
+    std::optional<v1::MemoryWindow> unused;
+    bool lane = true;
+    RDMAD_RETURN_IF_ERROR(ReserveBindLocked(w, mr, ask, then != nullptr, pinned, work.get(), &unused, &lane));
+    if (!lane) {
+      w->pd->book.Get(mu_).lane.push_back(dispatch::Carry([this, bind, done = std::move(done)]() mutable {
+        BindGrantAsync(bind, std::move(done));
+      }));
+      queued = true;
+    }
+    return absl::OkStatus();
+  }();
+  pinned.reset();
+  if (queued) return;
+  if (!refused.ok()) return std::move(done)(refused);
+  work->then = std::move(then);
+  work->done = [done = std::move(done)](absl::StatusOr<v1::MemoryWindow> bound) mutable {
+    if (!bound.ok()) return std::move(done)(bound.status());
+    std::move(done)(Key{bound->rkey(), bound->binding().remote_addr()});
+  };
+  StartReservedBind(std::move(work), std::nullopt);
+}
+
+absl::Status Registry::ReserveBindLocked(MwEntry* w, MrEntry* mr, const BindAsk& ask, bool has_then,
+                                         std::unique_ptr<PinnedBounds>& pinned, ReservedBind* out,
+                                         std::optional<v1::MemoryWindow>* validated, bool* lane) {
+  MwEntry::Book& wb = w->book.Get(mu_);
+  MrEntry::Book& mb = mr->book.Get(mu_);
+  const std::string mr_name = Name("mrs", mr->id);
+  if (wb.busy) return InProgress("name", Name("mws", w->id), wb.busy);
+  if (mb.busy) return InProgress("mr", mr_name, mb.busy);
+  const bool type1 = w->type == fabric::MwType::kType1;
+  if (mb.unusable) {
+    return FailedPrecondition("mr", absl::StrCat(mr_name, " is unusable (", mb.unusable_reason, ")"));
+  }
+  if (mb.pd != w->pd) {
+    return InvalidArgument("mr", absl::StrCat(mr_name, " is in ", Name("pds", mb.pd->id), ", the window in ",
+                                              Name("pds", w->pd->id), " (ibv_bind_mw(3): same PD)"));
+  }
+  BindCheck check{mr_name, mb.length, mb.access, type1, wb.mr != nullptr, ask.offset, ask.length, ask.zero_based};
+  RDMAD_ASSIGN_OR_RETURN(const uint32_t access, ask.check_access(check));
+  if (!type1 && wb.mr != nullptr) {
+    return FailedPrecondition("name", absl::StrCat(Name("mws", w->id), " is bound; a type 2 window must be "
+                                                   "invalidated before it is bound again"));
+  }
+  QpEntry* user_qp = nullptr;
+  if (ask.qp_named) {
+    RDMAD_ASSIGN_OR_RETURN(user_qp, ask.find_qp());
+    const std::string qp_name = Name("qps", user_qp->id);
+    if (user_qp->book.Get(mu_).busy) return InProgress("qp", qp_name, user_qp->book.Get(mu_).busy);
+    if (user_qp->pd != w->pd) {
+      return InvalidArgument("qp", absl::StrCat(qp_name, " is in ", Name("pds", user_qp->pd->id), ", the window in ",
+                                                Name("pds", w->pd->id)));
+    }
+    if (user_qp->book.Get(mu_).state != fabric::QpState::kRts) {
+      return FailedPrecondition("qp", absl::StrCat(qp_name, " is not connected (ConnectQp first)"));
+    }
+  } else if (!type1) {
+    return InvalidArgument("qp", "is required for a type 2 window: it will be usable only on that QP");
+  }
+  if (has_then && (type1 || user_qp == nullptr)) {
+    return InvalidArgument("qp", "a key's SEND goes with the bind only for a type 2 window bound on that QP");
+  }
+  ReservedBind& r = *out;
+  r.w = w;
+  r.mr = mr;
+  r.user_qp = user_qp;
+  r.offset = ask.offset;
+  r.length = ask.length;
+  r.zero_based = ask.zero_based;
+  r.addr = mb.addr + ask.offset;
+  r.access = access;
+  if (ask.access_list != nullptr) {
+    r.access_list = *ask.access_list;
+  } else {
+    AccessList(access & ~fabric::kZeroBased, &r.access_list);
+  }
+  r.bounds_region = UsesBoundsRegion(options_.mw_bounds_region, w->pd->device->info());
+  if (ask.validate_only) {
+    // Checked as a bind is (the bounds region's room is checked by StartReservedBind): the window as it
+    // would be, without the rkey only the bind's completion gives. Neither the PD's lane nor anything else
+    // is taken.
+    *validated = ToProto(*w);
+    (*validated)->set_rkey(0);
+    (*validated)->set_bound(true);
+    FillBinding(r, (*validated)->mutable_binding());
+    return absl::OkStatus();
+  }
+  if (user_qp == nullptr && !TakeLane(*w->pd)) {
+    *lane = false;
+    return absl::OkStatus();
+  }
+  // Reserve: the window, and links that keep the region and the QP from going while the bind is out.
+  wb.busy = "BindMw";
+  mb.windows.emplace(w->id, w);
+  if (user_qp) user_qp->book.Get(mu_).windows.emplace(w->id, w);
+  if (user_qp && !type1) user_qp->book.Get(mu_).type2_windows++;
+  r.mr_access = mb.access;
+  r.parent = mr->mr.get();
+  // The bounds region's pages count as pinned in the PD from now until the region is released (a tenant's
+  // pinned_bytes quota: the RPC layer reserved them before this call).
+  wb.binding_bounds_bytes = r.bounds_region ? PagesBytes(r.addr, ask.length) : 0;
+  w->pd->book.Get(mu_).bounds_bytes += wb.binding_bounds_bytes;
+  if (r.bounds_region && pinned != nullptr && pinned->registry_ == this && pinned->pd_ == w->pd &&
+      pinned->mr_id_ == mr->id && pinned->generation_ == mb.generation && pinned->addr_ == r.addr &&
+      pinned->length_ == ask.length && pinned->access_ == (mb.access & (fabric::kLocalWrite | fabric::kMwBind))) {
+    // The region pinned ahead is this bind's: its pages move to the binding's count, and the PD's hold
+    // passes to the reservation.
+    r.premade = std::move(pinned->region_);
+    w->pd->book.Get(mu_).bounds_bytes -= pinned->bytes_;
+    w->pd->book.Get(mu_).pending--;
+    pinned->registry_ = nullptr;
+  }
+  return absl::OkStatus();
+}
+
+void Registry::StartReservedBind(std::shared_ptr<ReservedBind> work, std::optional<v1::MemoryWindow> validated) {
+  if (validated.has_value()) {
+    if (work->bounds_region) {
+      if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(work->addr), work->length, "length");
+          !room.ok()) {
+        return std::move(work->done)(WithContext(room, "its bounds region"));
+      }
+    }
+    return std::move(work->done)(*std::move(validated));
+  }
+  if (!work->bounds_region || work->premade != nullptr) return PostReservedBind(work);
+  // A bounds region is a pin (ibv_reg_mr over the range): on the pin workers, like every registration, so
+  // no gRPC thread or CM dispatcher waits on one. The bind is posted (and its completion polled) there.
+  if (workers_->Post([this, work] { PostReservedBind(work); })) return;
+  // Shutting down: the task was dropped unrun; the reservation is undone and the caller answered.
+  FinishBind(*work, absl::UnavailableError("rdmad is shutting down"), std::move(work->done));
+}
+
+void Registry::PostReservedBind(const std::shared_ptr<ReservedBind>& work) {
+  ReservedBind& b = *work;
   MwEntry* const w = b.w;
   // The bind did not get posted: the reservation is undone and the caller answered.
-  auto unposted = [this, &b](absl::Status s) {
-    FinishBind(b.w, b.mr, b.user_qp, b.request, b.addr, std::move(s), std::move(b.done));
-  };
+  auto unposted = [this, &b](absl::Status s) { FinishBind(b, std::move(s), std::move(b.done)); };
   absl::StatusOr<fabric::Qp*> qp = b.user_qp ? b.user_qp->get() : PrepareBindQp(*w->pd);
   if (!qp.ok()) return unposted(qp.status());
   fabric::BindSpec spec;
@@ -375,27 +445,25 @@ void Registry::PostReservedBind(ReservedBind& b) {
   } else if (b.bounds_region) {
     // The bounds region pins the range again, charged to RLIMIT_MEMLOCK like any registration: checked
     // before anything is pinned, as RegisterMr does.
-    if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(b.addr), b.request.length(), "length");
-        !room.ok()) {
+    if (absl::Status room = options_.memlock.Check(reinterpret_cast<void*>(b.addr), b.length, "length"); !room.ok()) {
       return unposted(WithContext(room, "its bounds region"));
     }
     absl::StatusOr<std::unique_ptr<fabric::Mr>> bounds = w->pd->pd->RegMr(
-        reinterpret_cast<void*>(b.addr), b.request.length(), b.mr_access & (fabric::kLocalWrite | fabric::kMwBind));
+        reinterpret_cast<void*>(b.addr), b.length, b.mr_access & (fabric::kLocalWrite | fabric::kMwBind));
     if (!bounds.ok()) {
-      absl::Status s = WithContext(options_.memlock.Explain(bounds.status(), b.request.length(), "length"),
-                                   absl::StrCat("binding ", b.request.name(), ": bounds region"));
+      absl::Status s = WithContext(options_.memlock.Explain(bounds.status(), b.length, "length"),
+                                   absl::StrCat("binding ", Name("mws", w->id), ": bounds region"));
       return unposted(s);
     }
     spec.mr = bounds->get();
     w->binding_bounds_mr = std::move(bounds).value();  // the reservation holds it until FinishBind
   }
   spec.addr = b.addr;
-  spec.length = b.request.length();
+  spec.length = b.length;
   spec.access = b.access;
   fabric::SendAfterBind send;
   if (b.then != nullptr) {
-    send.message = [message = std::move(b.then->message),
-                    remote_addr = b.request.zero_based() ? 0 : b.addr](uint32_t rkey) mutable {
+    send.message = [message = std::move(b.then->message), remote_addr = b.zero_based ? 0 : b.addr](uint32_t rkey) mutable {
       return std::move(message)(rkey, remote_addr);
     };
     send.done = dispatch::Carry(std::move(b.then->done));
@@ -406,13 +474,11 @@ void Registry::PostReservedBind(ReservedBind& b) {
   fabric::Device& device = *w->pd->device;
   const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
   absl::Status posted = (*qp)->PostBind(
-      *w->mw, spec,
-      dispatch::Carry([this, w, mr = b.mr, user_qp = b.user_qp, request = b.request, addr = b.addr, shared_done,
-                       polled](absl::StatusOr<uint32_t> rkey) mutable {
+      *w->mw, spec, dispatch::Carry([this, work, shared_done, polled](absl::StatusOr<uint32_t> rkey) mutable {
         Finished(*polled);
-        FinishBind(w, mr, user_qp, request, addr, std::move(rkey), std::move(*shared_done));
+        FinishBind(*work, std::move(rkey), std::move(*shared_done));
       }));
-  if (!posted.ok()) return FinishBind(w, b.mr, b.user_qp, b.request, b.addr, posted, std::move(*shared_done));
+  if (!posted.ok()) return FinishBind(b, posted, std::move(*shared_done));
   PollBriefly(device, key, polled, poll_times);
 }
 
@@ -437,8 +503,11 @@ void Registry::Finished(Polled& polled) {
 
 // Commits (or undoes) a bind's reservation. On the dispatcher when the completion arrived, or on the
 // caller's thread when nothing was posted.
-void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
-                          absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done) {
+void Registry::FinishBind(const ReservedBind& r, absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done) {
+  MwEntry* const w = r.w;
+  MrEntry* const mr = r.mr;
+  QpEntry* const user_qp = r.user_qp;
+  const std::string name = Name("mws", w->id);
   const bool type1 = w->type == fabric::MwType::kType1;
   // Once busy is cleared and mu_ released, DeallocMw may free the window at once: what is needed after
   // that is read before (the PD stays, its lane being held).
@@ -465,7 +534,7 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
       }
       if (!user_qp && rkey.status().code() == absl::StatusCode::kAborted) w->pd->bind_qp_state = fabric::QpState::kError;
       released = std::move(bounds);
-      out = WithContext(rkey.status(), absl::StrCat("binding ", request.name()));
+      out = WithContext(rkey.status(), absl::StrCat("binding ", name));
     } else {
       if (!rebound_same) {
         // A type 1 window bound again: its previous binding's links go (the new ones are in place).
@@ -478,14 +547,14 @@ void Registry::FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwR
       wb.mr = mr;
       wb.qp = user_qp;
       wb.rkey = *rkey;
-      FillBinding(request, addr, &wb.binding);
+      FillBinding(r, &wb.binding);
       out = ToProto(*w);
     }
   }
   released.reset();  // ibv_dereg_mr of the bounds region no window uses any more, without the lock
   if (out.ok()) {
-    RDMAD_LOG_INFO("%s bound to %s [+%" PRIu64 ", %" PRIu64 " bytes], rkey 0x%x", request.name().c_str(),
-                   request.mr().c_str(), request.offset(), request.length(), out->rkey());
+    RDMAD_LOG_INFO("%s bound to %s [+%" PRIu64 ", %" PRIu64 " bytes], rkey 0x%x", name.c_str(),
+                   out->binding().mr().c_str(), r.offset, r.length, out->rkey());
   }
   if (user_qp == nullptr) ReleaseLane(*pd);
   std::move(done)(std::move(out));

@@ -159,6 +159,17 @@ RDMAD_DEFINE_FIND(FindQp, QpEntry, qps_, "qps")
 RDMAD_DEFINE_FIND(FindMw, MwEntry, mws_, "mws")
 #undef RDMAD_DEFINE_FIND
 
+#define RDMAD_DEFINE_FIND_ID(Method, Entry, map, kind)                                      \
+  absl::StatusOr<Registry::Entry*> Registry::Method(uint64_t id, const std::string& field) const { \
+    auto it = map.find(id);                                                                  \
+    if (it == map.end()) return NotFound(field, absl::StrCat(Name(kind, id), " does not exist")); \
+    return it->second.get();                                                                 \
+  }
+RDMAD_DEFINE_FIND_ID(FindMrId, MrEntry, mrs_, "mrs")
+RDMAD_DEFINE_FIND_ID(FindQpId, QpEntry, qps_, "qps")
+RDMAD_DEFINE_FIND_ID(FindMwId, MwEntry, mws_, "mws")
+#undef RDMAD_DEFINE_FIND_ID
+
 // ---------------------------------------------------------------------------------------------------------
 // Devices
 

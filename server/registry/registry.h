@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -45,6 +46,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/common/sync.h"
@@ -253,14 +255,37 @@ class Registry {
   void BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWindow> done, const std::string& owner = "",
                    std::unique_ptr<KeyMessage> then = nullptr, std::unique_ptr<PinnedBounds> pinned = nullptr);
   absl::StatusOr<v1::MemoryWindow> BindMw(const v1::BindMwRequest& request);
+  // A grant's bind (server/grants/), given the objects the grant layer resolved once, by number: its window
+  // (taken from its pool, resolved when the pool got it), its region (at issue) and its connection's QP
+  // (when the connection was established). Nothing is parsed and no API request is built or checked
+  // again: the objects are found in the index by number under mu_ (one may have gone since: the bind then
+  // fails as for a name that does not exist), and the man pages' rules are checked on their state now, as
+  // BindMwAsync checks them. The window must be the grant layer's (owner "grants"). `qp` 0: a type 1
+  // window, bound through its PD's bind QP. `then` and `pinned` as for BindMwAsync.
+  struct GrantBind {
+    uint64_t window = 0, mr = 0, qp = 0;  // mws/N, mrs/N, qps/N
+    uint64_t offset = 0, length = 0;      // within the region
+    uint32_t access = 0;                  // fabric::kRemoteRead | kRemoteWrite
+  };
+  struct Key {
+    uint32_t rkey = 0;
+    uint64_t remote_addr = 0;  // the address a peer reads the key's first byte at
+  };
+  void BindGrantAsync(const GrantBind& bind, Done<Key> done, std::unique_ptr<KeyMessage> then = nullptr,
+                      std::unique_ptr<PinnedBounds> pinned = nullptr);
+  // A region's own key and the address of its byte at `offset` (a grant that hands out the region's key).
+  absl::StatusOr<Key> RegionKey(uint64_t mr, uint64_t offset) const;
   // The bytes a bind of `request` (its mr, offset and length) would pin for its bounds region (whole pages;
   // the tenant's pinned_bytes quota counts them): 0 where the region's device needs none, or where the
-  // request names no region, or a range outside it (BindMw refuses those itself).
+  // request names no region, or a range outside it (BindMw refuses those itself). The second: the same for
+  // region number `mr`.
   uint64_t BoundsRegionBytes(const v1::BindMwRequest& request) const;
-  // Pins, on a pin worker, the bounds region a type 2 bind over `request.mr` [offset, +length) will need
-  // (checked against RLIMIT_MEMLOCK first, as a bind's is), and gives it to `done` there. Where the
-  // region's device needs none, `done` gets nullptr at once, on this thread. Errors name the request field.
-  void PinBoundsAsync(const v1::BindMwRequest& request, Done<std::unique_ptr<PinnedBounds>> done);
+  uint64_t BoundsRegionBytes(uint64_t mr, uint64_t offset, uint64_t length) const;
+  // Pins, on a pin worker, the bounds region a type 2 bind over region number `mr` [offset, +length) will
+  // need (checked against RLIMIT_MEMLOCK first, as a bind's is), and gives it to `done` there. Where the
+  // region's device needs none, `done` gets nullptr at once, on this thread. Errors name the fields of a
+  // BindMwRequest.
+  void PinBoundsAsync(uint64_t mr, uint64_t offset, uint64_t length, Done<std::unique_ptr<PinnedBounds>> done);
   void InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow> done, const std::string& owner = "");
   absl::StatusOr<v1::MemoryWindow> InvalidateMw(const std::string& name);
   absl::Status DeallocMw(const std::string& name, const std::string& owner = "");
@@ -316,6 +341,10 @@ class Registry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<MwEntry*> FindMw(const std::string& name, const std::string& field) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // By number (a reference resolved once): NOT_FOUND on `field` naming the object if it is gone.
+  absl::StatusOr<MrEntry*> FindMrId(uint64_t id, const std::string& field) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<QpEntry*> FindQpId(uint64_t id, const std::string& field) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<MwEntry*> FindMwId(uint64_t id, const std::string& field) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // OK if one more `limit` object fits beside `in_use` live and `creating` under way (limit 0: no limit).
   static absl::Status WithinLimit(const char* limit, uint64_t max, uint64_t in_use, uint64_t creating);
@@ -342,25 +371,52 @@ class Registry {
   // Forgets a window's binding (links and cached binding); returns its bounds MR to release without mu_.
   std::unique_ptr<fabric::Mr> Unbind(MwEntry& mw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // A bind reserved under mu_ (BindMwAsync), to be posted by the reservation's holder: on the caller's
-  // thread, or on a pin worker when the bind pins a bounds region.
+  // A bind's request once its window and region are found, whichever way they were named (BindMwAsync: an
+  // API request's names; BindGrantAsync: a grant's numbers). `find_qp` finds the QP it names, if any
+  // (`qp_named`); `check_access` applies ibv_bind_mw(3)'s rules with the request's access. Both are called
+  // under mu_, in the order BindMw's errors have always come in.
+  struct BindAsk {
+    uint64_t offset = 0, length = 0;
+    bool zero_based = false, validate_only = false;
+    bool qp_named = false;
+    absl::FunctionRef<absl::StatusOr<QpEntry*>()> find_qp;
+    absl::FunctionRef<absl::StatusOr<uint32_t>(const BindCheck&)> check_access;
+    // What the window's binding shows as its access: the API request's list as given (null: the bits').
+    const google::protobuf::RepeatedField<int>* access_list = nullptr;
+  };
+  // A bind reserved under mu_, to be posted by the reservation's holder: on the caller's thread, or on a
+  // pin worker when the bind pins a bounds region.
   struct ReservedBind {
-    MwEntry* w;
-    MrEntry* mr;
-    QpEntry* user_qp;  // null: the PD's bind QP (type 1)
-    v1::BindMwRequest request;
-    uint64_t addr;        // the window's first byte
-    uint32_t access;      // the window's access bits
-    uint32_t mr_access;   // the region's
-    fabric::Mr* parent;   // the region's registration (the reservation keeps it)
-    bool bounds_region;
+    MwEntry* w = nullptr;
+    MrEntry* mr = nullptr;
+    QpEntry* user_qp = nullptr;  // null: the PD's bind QP (type 1)
+    uint64_t offset = 0, length = 0;
+    bool zero_based = false;
+    uint64_t addr = 0;        // the window's first byte
+    uint32_t access = 0;      // the window's access bits (kZeroBased included)
+    google::protobuf::RepeatedField<int> access_list;  // as its binding shows them
+    uint32_t mr_access = 0;   // the region's
+    fabric::Mr* parent = nullptr;  // the region's registration (the reservation keeps it)
+    bool bounds_region = false;
     std::unique_ptr<KeyMessage> then;
     Done<v1::MemoryWindow> done;
-    std::unique_ptr<fabric::Mr> premade = nullptr;  // the bounds region pinned ahead (PinnedBounds), if any
+    std::unique_ptr<fabric::Mr> premade;  // the bounds region pinned ahead (PinnedBounds), if any
   };
-  void PostReservedBind(ReservedBind& bind) ABSL_LOCKS_EXCLUDED(mu_);
-  void FinishBind(MwEntry* w, MrEntry* mr, QpEntry* user_qp, v1::BindMwRequest request, uint64_t addr,
-                  absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done);
+  // Under mu_: the checks of a bind whose window and region were found, then its reservation in `out`
+  // (whose then/done the caller fills). `validated` gets the window as a validate_only bind would leave it
+  // (nothing reserved); `*lane` is false if a type 1 bind must wait for its PD's lane (nothing reserved:
+  // the caller queues its retry on the lane). `pinned` is moved into the reservation if it is this bind's.
+  absl::Status ReserveBindLocked(MwEntry* w, MrEntry* mr, const BindAsk& ask, bool has_then,
+                                 std::unique_ptr<PinnedBounds>& pinned, ReservedBind* out,
+                                 std::optional<v1::MemoryWindow>* validated, bool* lane)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Without mu_: answers a validate_only bind, or posts a reservation (here, or on a pin worker).
+  void StartReservedBind(std::shared_ptr<ReservedBind> work, std::optional<v1::MemoryWindow> validated);
+  void PostReservedBind(const std::shared_ptr<ReservedBind>& work) ABSL_LOCKS_EXCLUDED(mu_);
+  // Commits (or undoes) a reservation.
+  void FinishBind(const ReservedBind& bind, absl::StatusOr<uint32_t> rkey, Done<v1::MemoryWindow> done);
+  // The binding a reservation gives its window.
+  static void FillBinding(const ReservedBind& bind, v1::MwBinding* out);
   // Invalidation's commit. `replaced`: the window was revoked by ReplaceWindow (its QP in error).
   void FinishInvalidate(MwEntry* w, const std::string& name, absl::Status s, bool replaced,
                         Done<v1::MemoryWindow> done);

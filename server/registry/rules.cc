@@ -76,7 +76,10 @@ absl::Status CheckMrAccessRule(uint32_t bits, const std::string& field) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> CheckBind(const BindCheck& b, const google::protobuf::RepeatedField<int>& requested) {
+namespace {
+
+// ibv_bind_mw(3): the range lies inside the MR.
+absl::Status CheckBindRange(const BindCheck& b) {
   if (b.length == 0) return InvalidArgument("length", "must be > 0 (InvalidateMw unbinds a window)");
   if (b.offset >= b.mr_length) {
     return OutOfRange("offset", absl::StrCat("offset ", b.offset, " is at or past the end of ", b.mr_name, " (",
@@ -86,7 +89,19 @@ absl::StatusOr<uint32_t> CheckBind(const BindCheck& b, const google::protobuf::R
     return OutOfRange("length", absl::StrCat("offset ", b.offset, " + length ", b.length, " passes the end of ",
                                              b.mr_name, " (", b.mr_length, " bytes)"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> CheckBind(const BindCheck& b, const google::protobuf::RepeatedField<int>& requested) {
+  RDMAD_RETURN_IF_ERROR(CheckBindRange(b));  // first, as for bits
   RDMAD_ASSIGN_OR_RETURN(uint32_t access, AccessBits(requested, "access"));
+  return CheckBind(b, access);
+}
+
+absl::StatusOr<uint32_t> CheckBind(const BindCheck& b, uint32_t access) {
+  RDMAD_RETURN_IF_ERROR(CheckBindRange(b));
   if (access & (fabric::kLocalWrite | fabric::kMwBind)) {
     return InvalidArgument("access", "a window takes only REMOTE_READ, REMOTE_WRITE and REMOTE_ATOMIC "
                                      "(ibv_bind_mw(3))");

@@ -50,8 +50,10 @@ struct BindCheck {
   uint64_t offset = 0, length = 0;
   bool zero_based = false;
 };
-// Returns the window's access bits (with kZeroBased where asked) or why the bind is refused.
+// Returns the window's access bits (with kZeroBased where asked) or why the bind is refused: for an API
+// request's access list, or for access bits already converted (fabric::kRemoteRead...).
 absl::StatusOr<uint32_t> CheckBind(const BindCheck& b, const google::protobuf::RepeatedField<int>& access);
+absl::StatusOr<uint32_t> CheckBind(const BindCheck& b, uint32_t access);
 
 // ibv_rereg_mr(3): the flags as bits, and that exactly the arguments they name are given.
 absl::StatusOr<int> ReregFlags(const v1::ReregisterMrRequest& request);

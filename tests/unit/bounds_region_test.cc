@@ -245,7 +245,9 @@ TEST_P(BoundsRegionTest, ABoundsRegionPinnedAheadIsPinnedOnAPinWorkerCountedAndU
     });
     auto pin = [&](const v1::BindMwRequest& b) {
       return AwaitResult<std::unique_ptr<Registry::PinnedBounds>>(
-          [&](Done<std::unique_ptr<Registry::PinnedBounds>> d) { registry_->PinBoundsAsync(b, std::move(d)); });
+          [&](Done<std::unique_ptr<Registry::PinnedBounds>> d) { 
+          registry_->PinBoundsAsync(ParseName(b.mr(), "mrs", "mr").value_or(999), b.offset(), b.length(), std::move(d));
+        });
     };
     const v1::BindMwRequest bind = Bind(w, mr.name(), kPage / 2, 3 * kPage, qp);
     std::unique_ptr<Registry::PinnedBounds> ahead = Ok(pin(bind));
@@ -301,7 +303,9 @@ TEST_P(BoundsRegionTest, PinningAheadRefusesARangeOutsideTheRegionNamingTheField
   const v1::MemoryRegion mr = NewMr(pd, 4 * kPage);
   auto pin = [&](const v1::BindMwRequest& b) {
     return AwaitResult<std::unique_ptr<Registry::PinnedBounds>>(
-        [&](Done<std::unique_ptr<Registry::PinnedBounds>> d) { registry_->PinBoundsAsync(b, std::move(d)); });
+        [&](Done<std::unique_ptr<Registry::PinnedBounds>> d) { 
+          registry_->PinBoundsAsync(ParseName(b.mr(), "mrs", "mr").value_or(999), b.offset(), b.length(), std::move(d));
+        });
   };
   if (!Expected(kRxe)) GTEST_SKIP() << "no bounds region under this setting";
   EXPECT_TRUE(IsError(pin(Bind("", mr.name(), 3 * kPage, 2 * kPage)), absl::StatusCode::kOutOfRange, "length"));
