@@ -6,6 +6,7 @@
 // on a pin worker too): no other thread pins.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <optional>
 #include <utility>
@@ -436,9 +437,17 @@ void Registry::PostReservedBind(const std::shared_ptr<ReservedBind>& work) {
   if (!qp.ok()) return unposted(qp.status());
   fabric::BindSpec spec;
   spec.mr = b.parent;
-  // A pin worker that pinned the bounds region itself polls four times as long: it is no gRPC thread, the
-  // pin took about as long, and a completion it misses costs the bind a second hand-off.
-  const int poll_times = b.bounds_region && b.premade == nullptr ? 4 : 1;
+  // How long this thread polls for the bind's completion (Options::completion_poll; none if that is zero).
+  // A pin worker that pinned the bounds region itself is no gRPC thread, and a completion it misses costs
+  // the RPC a second hand-off: where the QP carries only rdmad's local work (a QP of the API, or the PD's
+  // bind QP: binds and invalidations, which the device completes without waiting for any peer) it polls
+  // until the bind completes, up to Options::pin_worker_poll; on a data-plane connection's QP, whose SENDs wait for
+  // the client, four times completion_poll.
+  absl::Duration poll = options_.completion_poll;
+  if (b.bounds_region && b.premade == nullptr && poll > absl::ZeroDuration()) {
+    const bool local_work_only = b.user_qp == nullptr || b.user_qp->cm_id.empty();
+    poll = local_work_only ? std::max(options_.pin_worker_poll, 4 * poll) : 4 * poll;
+  }
   if (b.bounds_region && b.premade != nullptr) {
     spec.mr = b.premade.get();
     w->binding_bounds_mr = std::move(b.premade);  // the reservation holds it until FinishBind
@@ -479,18 +488,18 @@ void Registry::PostReservedBind(const std::shared_ptr<ReservedBind>& work) {
         FinishBind(*work, std::move(rkey), std::move(*shared_done));
       }));
   if (!posted.ok()) return FinishBind(b, posted, std::move(*shared_done));
-  PollBriefly(device, key, polled, poll_times);
+  PollBriefly(device, key, polled, poll);
 }
 
 // A completion run by the poll may start more work whose post polls in turn (a queued type 1 operation
 // taking the PD's lane, a grant's next step): those are left to the dispatcher, so the stack stays one poll
 // deep however many operations are queued.
 void Registry::PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled,
-                           int times) {
+                           absl::Duration budget) {
   thread_local bool polling = false;
-  if (polling || options_.completion_poll <= absl::ZeroDuration()) return;
+  if (polling || budget <= absl::ZeroDuration()) return;
   polling = true;
-  device.PollFor(key, options_.completion_poll * times,
+  device.PollFor(key, budget,
                  [polled] { return polled->done.load(std::memory_order_acquire); });
   polling = false;
 }
@@ -627,7 +636,7 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
         finish(std::move(s), std::move(*shared));
       }));
   if (!posted.ok()) return finish(posted, std::move(*shared));
-  PollBriefly(device, key, polled);
+  PollBriefly(device, key, polled, options_.completion_poll);
 }
 
 absl::Status Registry::ReplaceWindow(MwEntry& w) {

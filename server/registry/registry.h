@@ -113,6 +113,10 @@ class Registry {
     // if it comes, finishes the request itself (the answer leaves from that thread, without waking the
     // device's dispatcher); past it the dispatcher finishes it. Zero: always the dispatcher.
     absl::Duration completion_poll = absl::Microseconds(300);
+    // A pin worker that has just pinned a bind's bounds region, on a QP that carries only rdmad's local
+    // work, polls for the bind's completion until it comes, up to this long (never less than four times
+    // completion_poll; none if completion_poll is zero): a miss would cost the RPC a second hand-off.
+    absl::Duration pin_worker_poll = absl::Milliseconds(50);
   };
 
   // Binds and invalidations finished on the thread that posted them (Options::completion_poll) and on the
@@ -457,8 +461,10 @@ class Registry {
     std::atomic<bool> done{false};
     std::thread::id poster = std::this_thread::get_id();
   };
-  // `times`: how many times Options::completion_poll to poll at most.
-  void PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled, int times = 1);
+  // `budget`: how long to poll at most (Options::completion_poll unless the caller knows better; none if
+  // that is zero).
+  void PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled,
+                   absl::Duration budget);
   void Finished(Polled& polled);
   std::atomic<uint64_t> completions_on_poster_{0}, completions_on_dispatcher_{0};
 

@@ -13,6 +13,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+
 #include "absl/strings/str_cat.h"
 #include "server/memory/memlock.h"
 #include "server/registry/registry.h"
@@ -391,6 +394,51 @@ TEST_P(BoundsRegionTest, ABindWhoseBoundsRegionWouldPassTheMemlockLimitIsRefused
       EXPECT_TRUE(bound.ok()) << bound.status();  // no bounds region: nothing more is pinned
     }
     ledger_pinned_ = 0;
+  }
+}
+
+// A pin worker that has pinned a bind's bounds region polls for the bind's completion until it comes (up
+// to Options::pin_worker_poll) on a QP that carries only rdmad's local work: a completion that comes long
+// after four times completion_poll is still finished on the pin worker, the RPC's one hand-off, not handed
+// to the device's dispatcher as a second. With the short budget it is the dispatcher's.
+TEST_P(BoundsRegionTest, APinWorkerWaitsForItsBindsCompletionRatherThanHandItToTheDispatcher) {
+  if (!Expected(kRxe)) GTEST_SKIP() << "no bounds region under this setting";
+  auto finished_on = [&](absl::Duration pin_worker_poll, bool type1) {
+    ledger_ = std::make_shared<FakeLedger>();
+    Registry::Options options;
+    options.mw_bounds_region = GetParam();
+    options.pin_worker_poll = pin_worker_poll;
+    registry_ = std::make_unique<Registry>(
+        std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_),
+        options);
+    const std::string pd = NewPd(kRxe);
+    const v1::MemoryRegion mr = NewMr(pd, 4 * kPage);
+    v1::BindMwRequest bind = type1 ? Bind(NewMw(pd, v1::TYPE_1), mr.name(), 0, kPage)
+                                   : Bind(NewMw(pd, v1::TYPE_2), mr.name(), 0, kPage, NewQp(pd));
+    if (type1) Ok(registry_->BindMw(Bind(NewMw(pd, v1::TYPE_1), mr.name(), kPage, kPage)));  // the bind QP is up
+    const Registry::CompletionCounts before = registry_->completion_counts();
+    ledger_->DeferSignals(true);  // a completion is found only by a poller, until this is turned off
+    ledger_->HoldCompletions();
+    absl::Notification arrived;
+    absl::StatusOr<v1::MemoryWindow> bound;
+    registry_->BindMwAsync(bind, [&](absl::StatusOr<v1::MemoryWindow> r) {
+      bound = std::move(r);
+      arrived.Notify();
+    });
+    absl::SleepFor(absl::Milliseconds(50));  // far past four times completion_poll (1.2 ms)
+    ledger_->ReleaseCompletions();
+    if (!arrived.WaitForNotificationWithTimeout(absl::Milliseconds(500))) ledger_->DeferSignals(false);
+    arrived.WaitForNotification();
+    ledger_->DeferSignals(false);
+    EXPECT_TRUE(bound.ok()) << bound.status();
+    const Registry::CompletionCounts after = registry_->completion_counts();
+    EXPECT_EQ(after.on_poster - before.on_poster + after.on_dispatcher - before.on_dispatcher, 1u);
+    return after.on_poster > before.on_poster ? "pin worker" : "dispatcher";
+  };
+  for (bool type1 : {false, true}) {
+    SCOPED_TRACE(type1 ? "type 1, the PD's bind QP" : "type 2, a QP of the API");
+    EXPECT_STREQ(finished_on(absl::Seconds(10), type1), "pin worker");
+    EXPECT_STREQ(finished_on(absl::ZeroDuration(), type1), "dispatcher");
   }
 }
 

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/common/status.h"
 #include "server/fabric/hw_counters.h"
 
@@ -249,6 +251,7 @@ void FakeLedger::HoldCompletions() {
 void FakeLedger::ReleaseCompletions() {
   std::lock_guard<std::mutex> lock(mu_);
   held_ = false;
+  if (defer_signals_) return;  // left to a poller's Device::PollFor (and signaled when deferring ends)
   for (const auto& c : completions_) Signal(c.device);
 }
 int FakeLedger::QueuedCompletions() const {
@@ -1018,10 +1021,16 @@ class FakeDevice final : public fabric::Device {
   }
   const fabric::DeviceInfo& info() const override { return info_; }
   int completion_fd() const override { return fd_; }
-  // The fake's completions are queued at the post, so one pass finds what there is: the device's (not only
-  // that QP's), unless held. `done` needs no wait.
-  void PollFor(uint64_t, absl::Duration, const std::function<bool()>& done) override {
-    if (!done()) RunQueued();
+  // The fake's completions are queued at the post: each pass runs what there is of the device's (not only
+  // that QP's), unless held; passes repeat until `done` or the budget is spent (a completion held now may
+  // be released meanwhile).
+  void PollFor(uint64_t, absl::Duration budget, const std::function<bool()>& done) override {
+    const absl::Time deadline = absl::Now() + budget;
+    for (;;) {
+      if (!done()) RunQueued();
+      if (done() || absl::Now() >= deadline) break;
+      std::this_thread::yield();
+    }
     std::lock_guard<std::mutex> lock(ledger_->mu_);
     for (const auto& c : ledger_->completions_) {
       if (c.device == info_.name && !ledger_->held_) ledger_->Signal(c.device);  // left: the dispatcher's

@@ -170,8 +170,8 @@ class FakeLedger {
   void ReleaseCompletions();
   int QueuedCompletions() const;
   // A NIC whose completions are there before the dispatcher wakes: while on, a completion is not signaled
-  // to the dispatcher when it is queued, so the poster's Device::PollFor finds it; what a PollFor leaves,
-  // and everything queued when this is turned off, is signaled then.
+  // to the dispatcher when it is queued (nor when released), so the poster's Device::PollFor finds it; what
+  // a PollFor leaves, and everything queued when this is turned off, is signaled then.
   void DeferSignals(bool on);
 
  private:
