@@ -479,35 +479,62 @@ void Registry::PostReservedBind(const std::shared_ptr<ReservedBind>& work) {
     spec.then = &send;
   }
   auto shared_done = std::make_shared<Done<v1::MemoryWindow>>(std::move(b.done));
-  auto polled = std::make_shared<Polled>();
+  auto polled = std::make_shared<Polled>(WillPoll(poll));
   fabric::Device& device = *w->pd->device;
   const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
   absl::Status posted = (*qp)->PostBind(
       *w->mw, spec, dispatch::Carry([this, work, shared_done, polled](absl::StatusOr<uint32_t> rkey) mutable {
-        Finished(*polled);
-        FinishBind(*work, std::move(rkey), std::move(*shared_done));
+        Completed(*polled, [this, work, shared_done, rkey = std::move(rkey)]() mutable {
+          FinishBind(*work, std::move(rkey), std::move(*shared_done));
+        });
       }));
   if (!posted.ok()) return FinishBind(b, posted, std::move(*shared_done));
   PollBriefly(device, key, polled, poll);
 }
 
-// A completion run by the poll may start more work whose post polls in turn (a queued type 1 operation
-// taking the PD's lane, a grant's next step): those are left to the dispatcher, so the stack stays one poll
-// deep however many operations are queued.
+// A completion run by the poll (or handed back to it) may start more work whose post polls in turn (a
+// queued type 1 operation taking the PD's lane, a grant's next step): those are left to the dispatcher, so
+// the stack stays one poll deep however many operations are queued.
+namespace {
+thread_local bool t_polling = false;  // this thread is inside PollBriefly
+}  // namespace
+
+bool Registry::WillPoll(absl::Duration budget) { return !t_polling && budget > absl::ZeroDuration(); }
+
 void Registry::PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled,
                            absl::Duration budget) {
-  thread_local bool polling = false;
-  if (polling || budget <= absl::ZeroDuration()) return;
-  polling = true;
-  device.PollFor(key, budget,
-                 [polled] { return polled->done.load(std::memory_order_acquire); });
-  polling = false;
+  {
+    MutexLock lock(&polled->mu);
+    if (!polled->waiting) return;  // not this thread's to poll (WillPoll said no)
+  }
+  t_polling = true;
+  device.PollFor(key, budget, [polled] { return polled->done.load(std::memory_order_acquire); });
+  absl::AnyInvocable<void() &&> handed;
+  {
+    MutexLock lock(&polled->mu);
+    polled->waiting = false;
+    handed = std::move(polled->handed);
+  }
+  if (handed) {
+    completions_on_poster_.fetch_add(1, std::memory_order_relaxed);
+    std::move(handed)();
+  }
+  t_polling = false;
 }
 
-void Registry::Finished(Polled& polled) {
-  (std::this_thread::get_id() == polled.poster ? completions_on_poster_ : completions_on_dispatcher_)
-      .fetch_add(1, std::memory_order_relaxed);
+void Registry::Completed(Polled& polled, absl::AnyInvocable<void() &&> finish) {
+  const bool on_poster = std::this_thread::get_id() == polled.poster;
+  if (!on_poster) {
+    MutexLock lock(&polled.mu);
+    if (polled.waiting) {  // the poster is polling for it: it finishes the request itself
+      polled.handed = std::move(finish);
+      polled.done.store(true, std::memory_order_release);
+      return;
+    }
+  }
+  (on_poster ? completions_on_poster_ : completions_on_dispatcher_).fetch_add(1, std::memory_order_relaxed);
   polled.done.store(true, std::memory_order_release);
+  std::move(finish)();
 }
 
 // Commits (or undoes) a bind's reservation. On the dispatcher when the completion arrived, or on the
@@ -627,13 +654,12 @@ void Registry::InvalidateMwAsync(const std::string& name, Done<v1::MemoryWindow>
   };
   if (!qp.ok()) return finish(qp.status(), std::move(done));
   auto shared = std::make_shared<Done<v1::MemoryWindow>>(std::move(done));
-  auto polled = std::make_shared<Polled>();
+  auto polled = std::make_shared<Polled>(WillPoll(options_.completion_poll));
   fabric::Device& device = *w->pd->device;
   const uint64_t key = (*qp)->completion_key();  // read while the post keeps the QP
   absl::Status posted =
       (*qp)->PostInvalidate(*w->mw, *bound_to, dispatch::Carry([this, finish, shared, polled](absl::Status s) mutable {
-        Finished(*polled);
-        finish(std::move(s), std::move(*shared));
+        Completed(*polled, [finish, shared, s = std::move(s)]() mutable { finish(std::move(s), std::move(*shared)); });
       }));
   if (!posted.ok()) return finish(posted, std::move(*shared));
   PollBriefly(device, key, polled, options_.completion_poll);

@@ -455,17 +455,28 @@ class Registry {
   void OwnPdLocked(const std::string& pd, const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetPdLocked(const std::string& pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A bind's or an invalidation's completion `key` (Qp::completion_key on `device`), polled on this thread
-  // after its post (Options::completion_poll). `Track` wraps its completion callback: it records which
-  // thread finished it and lets the poll stop.
+  // after its post (Options::completion_poll). Its completion callback calls Completed with the work that
+  // finishes the request: run there, unless the poster is still polling on another thread, in which case
+  // it is handed back to the poster, which runs it as soon as its poll sees `done`. Another thread may take
+  // the completion off the queue meanwhile (the device's dispatcher, woken by the CQ event, polls the same
+  // CQ): the request then still finishes on the thread that was waiting for it, with no hand-off.
+  // Made before the post, with `budget`: whether this thread will poll (WillPoll) is decided then, so that
+  // a completion that comes before the poll starts is handed back too.
   struct Polled {
+    explicit Polled(bool will_poll) : waiting(will_poll) {}
     std::atomic<bool> done{false};
-    std::thread::id poster = std::this_thread::get_id();
+    const std::thread::id poster = std::this_thread::get_id();
+    Mutex mu;  // a leaf: held only to hand the work over
+    bool waiting ABSL_GUARDED_BY(mu);                          // the poster polls, or is about to
+    absl::AnyInvocable<void() &&> handed ABSL_GUARDED_BY(mu);  // taken off the queue by another thread
   };
-  // `budget`: how long to poll at most (Options::completion_poll unless the caller knows better; none if
-  // that is zero).
+  // Whether this thread polls for work it posts now with `budget`: not if it is zero, nor inside a poll
+  // (PollBriefly's note).
+  static bool WillPoll(absl::Duration budget);
+  // Polls for `polled`'s completion for up to `budget` (the one given to WillPoll), if it was to.
   void PollBriefly(fabric::Device& device, uint64_t key, const std::shared_ptr<Polled>& polled,
                    absl::Duration budget);
-  void Finished(Polled& polled);
+  void Completed(Polled& polled, absl::AnyInvocable<void() &&> finish);
   std::atomic<uint64_t> completions_on_poster_{0}, completions_on_dispatcher_{0};
 
   mutable Mutex owners_mu_;

@@ -266,6 +266,14 @@ void FakeLedger::Complete(Completion completion) {
   completions_.push_back(std::move(completion));
   if (!held_ && !defer_signals_) Signal(device);
 }
+void FakeLedger::PollersFindNothing(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pollers_find_nothing_ = on;
+}
+bool FakeLedger::pollers_find_nothing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pollers_find_nothing_;
+}
 void FakeLedger::DeferSignals(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
   defer_signals_ = on;
@@ -1026,8 +1034,9 @@ class FakeDevice final : public fabric::Device {
   // be released meanwhile).
   void PollFor(uint64_t, absl::Duration budget, const std::function<bool()>& done) override {
     const absl::Time deadline = absl::Now() + budget;
+    const bool find_nothing = ledger_->pollers_find_nothing();
     for (;;) {
-      if (!done()) RunQueued();
+      if (!done() && !find_nothing) RunQueued();
       if (done() || absl::Now() >= deadline) break;
       std::this_thread::yield();
     }

@@ -173,6 +173,10 @@ class FakeLedger {
   // to the dispatcher when it is queued (nor when released), so the poster's Device::PollFor finds it; what
   // a PollFor leaves, and everything queued when this is turned off, is signaled then.
   void DeferSignals(bool on);
+  // The opposite NIC: the dispatcher, woken by the completion's signal, always takes it off the queue; a
+  // poster's Device::PollFor finds nothing of its own (it only waits, up to its budget, for `done`).
+  void PollersFindNothing(bool on);
+  bool pollers_find_nothing() const;
 
  private:
   friend class FakeDevice;
@@ -247,6 +251,7 @@ class FakeLedger {
   void FlushStalledLocked(uint32_t qpn);
   bool held_ = false;
   bool defer_signals_ = false;
+  bool pollers_find_nothing_ = false;
   std::map<std::string, int> completion_fds_;  // device name -> eventfd
 };
 
