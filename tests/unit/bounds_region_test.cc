@@ -42,10 +42,16 @@ T Ok(absl::StatusOr<T> s) {
 
 class BoundsRegionTest : public ::testing::TestWithParam<MwBoundsRegion> {
  protected:
-  void SetUp() override {
-    ledger_ = std::make_shared<FakeLedger>();
+  void SetUp() override { Remake(Options()); }
+  // The parameter's mw_bounds_region, the rest as given.
+  Registry::Options Options() const {
     Registry::Options options;
     options.mw_bounds_region = GetParam();
+    return options;
+  }
+  // A new registry (on a new fake fabric: rxe0, which needs bounds regions, and hca0, which does not).
+  void Remake(Registry::Options options) {
+    ledger_ = std::make_shared<FakeLedger>();
     registry_ = std::make_unique<Registry>(
         std::make_unique<fake::FakeFabric>(
             std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0"),
@@ -364,16 +370,9 @@ TEST_P(BoundsRegionTest, BoundsRegionsCountAsPinnedBytesOfTheirPdUntilReleased) 
 // RLIMIT_MEMLOCK applies to bounds regions as to registrations: a bind whose region would pass it is
 // refused before anything is pinned, naming the limit.
 TEST_P(BoundsRegionTest, ABindWhoseBoundsRegionWouldPassTheMemlockLimitIsRefusedBeforePinning) {
-  ledger_ = std::make_shared<FakeLedger>();
-  Registry::Options options;
-  options.mw_bounds_region = GetParam();
+  Registry::Options options = Options();
   options.memlock = Memlock(64 * kPage, [this] { return ledger_pinned_.load(); });
-  registry_ = std::make_unique<Registry>(
-      std::make_unique<fake::FakeFabric>(
-          std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0"),
-                                          fake::MakeDeviceInfo("hca0", false, /*mw_bounds_enforced=*/true)},
-          ledger_),
-      options);
+  Remake(options);
   for (const char* device : {kRxe, kEnforcing}) {
     SCOPED_TRACE(device);
     const std::string pd = NewPd(device);
@@ -404,13 +403,9 @@ TEST_P(BoundsRegionTest, ABindWhoseBoundsRegionWouldPassTheMemlockLimitIsRefused
 TEST_P(BoundsRegionTest, APinWorkerWaitsForItsBindsCompletionRatherThanHandItToTheDispatcher) {
   if (!Expected(kRxe)) GTEST_SKIP() << "no bounds region under this setting";
   auto finished_on = [&](absl::Duration pin_worker_poll, bool type1) {
-    ledger_ = std::make_shared<FakeLedger>();
-    Registry::Options options;
-    options.mw_bounds_region = GetParam();
+    Registry::Options options = Options();
     options.pin_worker_poll = pin_worker_poll;
-    registry_ = std::make_unique<Registry>(
-        std::make_unique<fake::FakeFabric>(std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0")}, ledger_),
-        options);
+    Remake(options);
     const std::string pd = NewPd(kRxe);
     const v1::MemoryRegion mr = NewMr(pd, 4 * kPage);
     v1::BindMwRequest bind = type1 ? Bind(NewMw(pd, v1::TYPE_1), mr.name(), 0, kPage)
@@ -447,17 +442,10 @@ TEST_P(BoundsRegionTest, APinWorkerWaitsForItsBindsCompletionRatherThanHandItToT
 // poster (no hand-off), for a bind posted by a pin worker and for one posted by the caller's thread, and
 // for invalidations.
 TEST_P(BoundsRegionTest, ACompletionTheDispatcherTakesWhileThePosterPollsIsFinishedByThePoster) {
-  ledger_ = std::make_shared<FakeLedger>();
-  Registry::Options options;
-  options.mw_bounds_region = GetParam();
+  Registry::Options options = Options();
   options.completion_poll = absl::Seconds(5);  // no poll may run out here: finish where it was polled
   options.pin_worker_poll = absl::Seconds(5);
-  registry_ = std::make_unique<Registry>(
-      std::make_unique<fake::FakeFabric>(
-          std::vector<fabric::DeviceInfo>{fake::MakeDeviceInfo("rxe0"),
-                                          fake::MakeDeviceInfo("hca0", false, /*mw_bounds_enforced=*/true)},
-          ledger_),
-      options);
+  Remake(options);
   ledger_->PollersFindNothing(true);
   for (const char* device : {kRxe, kEnforcing}) {
     SCOPED_TRACE(device);
