@@ -259,7 +259,7 @@ void Registry::BindMwAsync(const v1::BindMwRequest& request, Done<v1::MemoryWind
     RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMr(request.mr(), "mr"));
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, request.name(), owner));
     // Named: a FunctionRef must not outlive what it refers to.
-    auto find_qp = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return FindQp(request.qp(), "qp"); };
+    auto find_qp = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return FindQp(request.qp(), "qp"); };
     auto check_access = [&](const BindCheck& check) { return CheckBind(check, request.access()); };
     BindAsk ask{request.offset(),     request.length(), request.zero_based(), request.validate_only(),
                 !request.qp().empty(), find_qp,          check_access,          &request.access()};
@@ -291,7 +291,7 @@ void Registry::BindGrantAsync(const GrantBind& bind, Done<Key> done, std::unique
     RDMAD_ASSIGN_OR_RETURN(MwEntry * w, FindMwId(bind.window, "name"));
     RDMAD_ASSIGN_OR_RETURN(MrEntry * mr, FindMrId(bind.mr, "mr"));
     RDMAD_RETURN_IF_ERROR(CheckOwner(*w, Name("mws", w->id), "grants"));
-    auto find_qp = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return FindQpId(bind.qp, "qp"); };
+    auto find_qp = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return FindQpId(bind.qp, "qp"); };
     auto check_access = [&](const BindCheck& check) { return CheckBind(check, bind.access); };
     BindAsk ask{bind.offset, bind.length, /*zero_based=*/false, /*validate_only=*/false, bind.qp != 0, find_qp,
                 check_access};

@@ -21,8 +21,11 @@
 //     with a reserved child is refused the same way. GetQp/ListQps query a QP's state without mu_, the
 //     entry pinned by a reader count that deletion waits for (AwaitNoReaders).
 //   - One dispatcher (dispatch::EventLoop "dev-NAME") per device drains its completion channel: bind and
-//     invalidate completions run their commit there. Nothing waits for a completion.
-//   - A worker pool maps and pins memory (RegisterMr, ReregisterMr), then commits.
+//     invalidate completions run their commit there, unless the thread that posted the work still polls
+//     for it (Options::completion_poll): then the commit is handed back to that thread (Polled), a leaf
+//     mutex held only for the hand-over. No gRPC thread waits for a completion beyond that poll.
+//   - A worker pool maps and pins memory (RegisterMr, ReregisterMr, the bounds regions of binds), then
+//     commits; a pin worker that posted a bind polls for its completion (Options::pin_worker_poll).
 //   - The *Async methods call `done` exactly once, on whichever thread finished the work (the caller's, a
 //     dispatcher, a worker), never with mu_ held. The plain forms wait for it: for tests and tools only,
 //     never on a dispatcher or a worker.
@@ -378,7 +381,8 @@ class Registry {
   // A bind's request once its window and region are found, whichever way they were named (BindMwAsync: an
   // API request's names; BindGrantAsync: a grant's numbers). `find_qp` finds the QP it names, if any
   // (`qp_named`); `check_access` applies ibv_bind_mw(3)'s rules with the request's access. Both are called
-  // under mu_, in the order BindMw's errors have always come in.
+  // under mu_, in the order BindMw's errors have always come in. (FunctionRefs: the callables must outlive
+  // the BindAsk, so name them; a lambda written in the initializer would be gone when it is called.)
   struct BindAsk {
     uint64_t offset = 0, length = 0;
     bool zero_based = false, validate_only = false;
