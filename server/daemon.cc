@@ -128,7 +128,7 @@ const Config& Daemon::config() const { return impl_->config; }
 Daemon::Layers Daemon::layers_for_testing() const {
   if (impl_->drained) return Layers();
   return Layers{impl_->registry.get(), impl_->tokens.get(), impl_->policy.get(), impl_->gate.get(),
-                impl_->audit.get()};
+                impl_->audit.get(), impl_->grants.get()};
 }
 
 std::vector<int> Daemon::tcp_ports() const {

@@ -38,6 +38,9 @@ class Policy;
 namespace cm {
 class TokenStore;
 }  // namespace cm
+namespace grants {
+class GrantManager;
+}  // namespace grants
 namespace tenancy {
 class Gate;
 }  // namespace tenancy
@@ -88,6 +91,7 @@ class Daemon {
     auth::Policy* policy = nullptr;
     tenancy::Gate* gate = nullptr;
     audit::AuditLog* audit = nullptr;
+    grants::GrantManager* grants = nullptr;
   };
   Layers layers_for_testing() const;
 

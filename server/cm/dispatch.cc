@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/cm/manager.h"
+#include "server/dispatch/handoffs.h"
 #include "server/cm/token.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
@@ -155,6 +156,7 @@ void CmManager::Dispatch(Channel* ch, fabric::CmEvent event) {
         }
         RDMAD_LOG_INFO("cmids/%llu: data-plane connection established%s%s", static_cast<unsigned long long>(id->id),
                        tag.empty() ? "" : " for ", tag.c_str());
+        dispatch::Handoffs::Scope path(id->path_handoffs);  // the connect request's path, on its accept's thread
         if (DataPlaneHandler* handler = data_plane_.load()) handler->OnEstablished(Name("cmids", id->id), tag, qp);
       }
       break;
@@ -258,6 +260,8 @@ void CmManager::OnConnectRequest(Channel* ch, fabric::CmEvent event) {
 // On the listener's loop: the handler decides. A rejected request's id is destroyed; an accepted one moves
 // to the least loaded worker channel, whose loop creates the QP on the decided PD and accepts.
 void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
+  // The request starts a path whose hand-offs are counted up to the grant's key (dispatch/handoffs.h).
+  dispatch::Handoffs::Scope path(0);
   DataPlaneHandler* handler = data_plane_.load();
   DataPlaneRequest request;
   request.cm_id = Name("cmids", id->id);
@@ -316,6 +320,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
   if (qp_options.receive.slots > 0) {
     // What the client sends goes to the handler, named by the connection's id.
     qp_options.receive.on_message = [this, name = Name("cmids", id->id)](std::string bytes) {
+      dispatch::Handoffs::Scope path(0);  // a message starts the path of what it asks for
       if (DataPlaneHandler* handler = data_plane_.load()) handler->OnMessage(name, bytes);
     };
   }
@@ -334,6 +339,7 @@ void CmManager::OnDataPlaneRequest(Id* id, const std::string& private_data) {
                     s = FailedPrecondition("pd", absl::StrCat(id->pd, " is being deleted"));
                   }
                 }
+                id->path_handoffs = dispatch::Handoffs::Current();
                 if (s.ok()) s = CreateIdQp(id, qp_options);
                 if (s.ok()) s = id->cm->Accept(accept_data);
                 if (s.ok()) {

@@ -224,6 +224,9 @@ class CmManager {
     };
     LockedBy<Book> book;
     bool gone_told = false;  // DataPlaneHandler::OnGone was called (owning loop only)
+    // A data-plane connection's thread hand-offs since its CONNECT_REQUEST (dispatch/handoffs.h), as its
+    // accept found them (owning loop only): its ESTABLISHED continues that path for the handler.
+    int path_handoffs = -1;
     // A Connect in progress (owning loop only): finished by ESTABLISHED or by a failure.
     Done<v1::CmId> connect_done;
     std::string connect_data;

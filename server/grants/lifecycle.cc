@@ -4,11 +4,13 @@
 // NIC, answer the revokers, say goodbye to the client, release its connection). Every step is a callback
 // of the one before, on a CM dispatcher or a device dispatcher; none waits and none holds mu_ across a
 // call out. Threads: see manager.h.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/common/status.h"
+#include "server/dispatch/handoffs.h"
 #include "server/grants/manager.h"
 #include "server/registry/rules.h"
 
@@ -363,7 +365,17 @@ std::string GrantManager::KeyWithBind(uint64_t id, Key key) {
   auto pool = pools_.find(b.info.pd());
   if (pool != pools_.end() && pool->second.KeyQuarantined(key.rkey, options_.clock())) return "";
   b.key_sent = true;
+  // Posted on this thread right after: the key's path ends here (a path outside any request counts nothing).
+  if (const int handoffs = dispatch::Handoffs::Current(); handoffs >= 0) {
+    key_handoffs_[std::min<size_t>(handoffs, key_handoffs_.size() - 1)].fetch_add(1, std::memory_order_relaxed);
+  }
   return Message(e, wire::GrantMessageType::kActive, &key);
+}
+
+GrantManager::KeyHandoffs GrantManager::key_handoffs() const {
+  KeyHandoffs out;
+  for (size_t i = 0; i < out.keys.size(); i++) out.keys[i] = key_handoffs_[i].load(std::memory_order_relaxed);
+  return out;
 }
 
 void GrantManager::OnBound(uint64_t id, uint64_t window, absl::StatusOr<Key> key) {

@@ -34,6 +34,8 @@
 #ifndef RDMAD_SERVER_GRANTS_MANAGER_H_
 #define RDMAD_SERVER_GRANTS_MANAGER_H_
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -177,6 +179,13 @@ class GrantManager final : public dataplane::GrantConnections {
   void OnGone(const std::string& grant, const std::string& cm_id, absl::AnyInvocable<void() &&> release) override;
   // Sessions (connections of version 2) open now, and the grants on them not ended (a test's view).
   size_t Sessions() const;
+  // Thread hand-offs on each SCOPE_QP key's path, counted where its SEND is posted with its bind: from the
+  // connect request on the data-plane listener (or, for a session's grant, from the receive of its
+  // ACTIVATE) to that post (dispatch/handoffs.h). keys[n]: keys sent after n hand-offs (the last: n or more).
+  struct KeyHandoffs {
+    std::array<uint64_t, 4> keys{};
+  };
+  KeyHandoffs key_handoffs() const;
 
  private:
   // A grant. Its id is set when it is made, before it is in grants_, and never changed; the rest is its
@@ -341,6 +350,7 @@ class GrantManager final : public dataplane::GrantConnections {
   mutable Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  std::array<std::atomic<uint64_t>, 4> key_handoffs_{};  // KeyHandoffs, counted in KeyWithBind
   size_t farewells_ ABSL_GUARDED_BY(mu_) = 0;  // ENDED/FAILED messages sent, their disconnect not yet done
   state::NameCounter next_id_ ABSL_GUARDED_BY(mu_){options_.state, "grants"};  // never reused (state/names.h)
   std::map<uint64_t, std::unique_ptr<Entry>> grants_ ABSL_GUARDED_BY(mu_);

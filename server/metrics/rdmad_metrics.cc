@@ -241,6 +241,19 @@ void RdmadMetrics::CollectObjects(std::vector<Family>* out) const {
                   "counter",
                   {{"", {{"finished_on", "poster"}}, static_cast<double>(done.on_poster)},
                    {"", {{"finished_on", "dispatcher"}}, static_cast<double>(done.on_dispatcher)}}});
+  if (s.grants != nullptr) {
+    const grants::GrantManager::KeyHandoffs keys = s.grants->key_handoffs();
+    Family f{"rdmad_grant_key_handoffs_total",
+             "Keys of SCOPE_QP grants sent (posted with their window's bind), by the thread hand-offs on their path "
+             "from the connect request on the data-plane listener, or from the receive of a session's ACTIVATE "
+             "(\"3+\": three or more).",
+             "counter", {}};
+    for (size_t n = 0; n < keys.keys.size(); n++) {
+      const std::string label = n + 1 < keys.keys.size() ? std::to_string(n) : std::to_string(n) + "+";
+      f.samples.push_back({"", {{"handoffs", label}}, static_cast<double>(keys.keys[n])});
+    }
+    out->push_back(std::move(f));
+  }
 }
 
 // The NIC's counters (sysfs hw_counters, read now): rdmad_nic_events_total for all of them, and the sum of

@@ -16,6 +16,7 @@
 #include "proto/wire/grant_message.h"
 #include "proto/wire/handshake.h"
 #include "rdmad/v1/rdmad.grpc.pb.h"
+#include "server/grants/manager.h"
 #include "tests/support/daemon_fixture.h"
 #include "tests/support/eventually.h"
 #include "tests/unit/fake_client.h"
@@ -164,6 +165,31 @@ TEST_F(SessionTest, VersionTwoIsAgreedInTheAcceptAndTheFirstKeyComesInASessionMe
   uint64_t token_id = 0;
   ASSERT_TRUE(wire::ParseTokenName(a.grant().token(), &token_id)) << a.grant().token();
   EXPECT_EQ(m[0].token_id, token_id);
+}
+
+// Thread hand-offs on a key's path, counted where its SEND is posted with its bind: from the connect
+// request on rdmad's listener (cm-1) to the worker channel that accepts it, where ESTABLISHED posts the
+// bind and the key, or to the pin worker that pinned the bounds region meanwhile and posts them (this fake
+// device needs one): one either way. A session's ACTIVATE starts its own path on the thread that received
+// it, from which the grant's bind and key go to a pin worker for the bounds region: one again.
+TEST_F(SessionTest, EachKeyLeavesAfterOneThreadHandOff) {
+  grants::GrantManager* grants = rdmad_.layers().grants;
+  ASSERT_NE(grants, nullptr);
+  const grants::GrantManager::KeyHandoffs before = grants->key_handoffs();
+  v1::IssuedGrant first = Issue(mr_);
+  ASSERT_EQ(Dial(first.token(), 2).type, fabric::CmEventType::kEstablished);
+  ASSERT_TRUE(Eventually([&] { return State(first.grant().name()) == v1::GRANT_ACTIVE; }));
+  constexpr int kMore = 5;
+  for (int i = 0; i < kMore; ++i) {
+    v1::IssuedGrant g = Issue(mr_, 4096 * (i + 1));
+    ASSERT_TRUE(clients_.back().Send(Activate(g.token(), 100 + i)).ok());
+    ASSERT_TRUE(Eventually([&] { return State(g.grant().name()) == v1::GRANT_ACTIVE; })) << g.grant().name();
+  }
+  const grants::GrantManager::KeyHandoffs after = grants->key_handoffs();
+  EXPECT_EQ(after.keys[0] - before.keys[0], 0u);
+  EXPECT_EQ(after.keys[1] - before.keys[1], 1u + kMore);
+  EXPECT_EQ(after.keys[2] - before.keys[2], 0u);
+  EXPECT_EQ(after.keys[3] - before.keys[3], 0u);
 }
 
 TEST_F(SessionTest, AVersionOneClientIsAnsweredAsBefore) {
