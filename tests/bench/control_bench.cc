@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "tests/bench/direct_verbs.h"
+#include "absl/strings/str_cat.h"
 #include "tests/bench/first_byte.h"
 #include "tests/bench/rdmad_time.h"
 #include "tests/bench/stats.h"
@@ -454,11 +455,26 @@ int main(int argc, char** argv) {
   }
   if (!data_prefix.empty()) WriteSizeData(rows, sizes, data_prefix + "-size.dat");
   if (first_byte_iters > 0) {
+    auto keys = [&metrics]() {
+      if (metrics.empty()) return std::map<std::string, double>();
+      return rdmad::bench::ParseKeyHandoffs(Must(rdmad::bench::ScrapeMetrics(metrics), "--metrics"));
+    };
+    const std::map<std::string, double> keys_before = keys();
     rdmad::bench::FirstByteFigures f = rdmad::bench::MeasureFirstByte(
         &rdmad, [&bench] { return bench.Noop(); }, noop, pd.name(), baseline_addr, first_byte_iters);
     if (!f.error.empty()) Die("first byte: " + f.error);
     rdmad::bench::PrintFirstByte(f);
     if (md != nullptr) rdmad::bench::PrintFirstByte(f, md);
+    if (!metrics.empty()) {
+      // Where each grant's key left from, counted by rdmad (rdmad_grant_key_handoffs_total).
+      std::string line = "thread hand-offs from the connect request to the key's post (rdmad's count):";
+      for (const auto& [label, n] : keys()) {
+        auto b = keys_before.find(label);
+        absl::StrAppend(&line, " ", label, ": ", n - (b == keys_before.end() ? 0 : b->second), " keys;");
+      }
+      std::printf("%s\n", line.c_str());
+      if (md != nullptr) std::fprintf(md, "\n%s\n", line.c_str());
+    }
   }
   if (md != nullptr) std::fclose(md);
   (void)rdmad.DeletePd(pd.name(), /*cascade=*/true);

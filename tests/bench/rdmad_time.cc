@@ -52,7 +52,30 @@ MethodTimes ParseRpcTimes(const std::string& text) {
   return out;
 }
 
+std::map<std::string, double> ParseKeyHandoffs(const std::string& text) {
+  constexpr absl::string_view kKeys = "rdmad_grant_key_handoffs_total{handoffs=\"";
+  std::map<std::string, double> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, kKeys)) continue;
+    line.remove_prefix(kKeys.size());
+    const size_t quote = line.find('"'), close = line.find("} ");
+    double value = 0;
+    if (quote == absl::string_view::npos || close == absl::string_view::npos ||
+        !absl::SimpleAtod(line.substr(close + 2), &value)) {
+      continue;
+    }
+    out[std::string(line.substr(0, quote))] = value;
+  }
+  return out;
+}
+
 absl::StatusOr<MethodTimes> ScrapeRpcTimes(const std::string& host_port) {
+  absl::StatusOr<std::string> text = ScrapeMetrics(host_port);
+  if (!text.ok()) return text.status();
+  return ParseRpcTimes(*text);
+}
+
+absl::StatusOr<std::string> ScrapeMetrics(const std::string& host_port) {
   const size_t colon = host_port.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(host_port.substr(colon + 1), &port)) {
@@ -62,7 +85,7 @@ absl::StatusOr<MethodTimes> ScrapeRpcTimes(const std::string& host_port) {
   httplib::Result r = http.Get("/metrics");
   if (!r) return absl::UnavailableError(absl::StrCat("GET http://", host_port, "/metrics: ", httplib::to_string(r.error())));
   if (r->status != 200) return absl::UnavailableError(absl::StrCat("GET /metrics: HTTP ", r->status));
-  return ParseRpcTimes(r->body);
+  return r->body;
 }
 
 namespace {

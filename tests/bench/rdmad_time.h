@@ -3,7 +3,8 @@
 // difference over the group is the mean time from the call's admission in rdmad to the answer handed to gRPC
 // (server/rpc/call.h, Ending); what a client sees beyond it is gRPC, the transport and the threads the answer
 // crosses. Also rdmad_rpc_thread_handoffs' _sum and _count: the mean thread hand-offs per call over the group
-// (server/dispatch/handoffs.h). Prints nothing; judges nothing.
+// (server/dispatch/handoffs.h), and the grant keys' hand-offs (rdmad_grant_key_handoffs_total). Prints
+// nothing; judges nothing.
 // Threads: one (the caller's).
 #ifndef RDMAD_TESTS_BENCH_RDMAD_TIME_H_
 #define RDMAD_TESTS_BENCH_RDMAD_TIME_H_
@@ -23,8 +24,14 @@ struct MethodTime {
 };
 using MethodTimes = std::map<std::string, MethodTime>;  // by method
 
+// GET http://host:port/metrics: the exposition text.
+absl::StatusOr<std::string> ScrapeMetrics(const std::string& host_port);
 // GET http://host:port/metrics and parse the histogram's _sum and _count lines.
 absl::StatusOr<MethodTimes> ScrapeRpcTimes(const std::string& host_port);
+
+// rdmad_grant_key_handoffs_total by its `handoffs` label ("0", "1", "2", "3+"): keys of SCOPE_QP grants
+// sent after that many thread hand-offs from their connect request (or ACTIVATE).
+std::map<std::string, double> ParseKeyHandoffs(const std::string& text);
 
 // Parses the exposition text (exposed for the unit test).
 MethodTimes ParseRpcTimes(const std::string& text);

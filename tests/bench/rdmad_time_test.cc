@@ -50,5 +50,19 @@ TEST(RdmadTime, MeanHandoffsBetweenTwoScrapes) {
   EXPECT_EQ(MeanHandoffsBetween(before, after, "RegisterMr"), -1);
 }
 
+TEST(RdmadTime, KeyHandoffsByTheirLabel) {
+  const std::string text =
+      "# TYPE rdmad_grant_key_handoffs_total counter\n"
+      "rdmad_grant_key_handoffs_total{handoffs=\"0\"} 3\n"
+      "rdmad_grant_key_handoffs_total{handoffs=\"1\"} 20\n"
+      "rdmad_grant_key_handoffs_total{handoffs=\"3+\"} 0\n"
+      "rdmad_rpc_total{method=\"ListPds\",code=\"OK\"} 9\n";
+  const std::map<std::string, double> keys = ParseKeyHandoffs(text);
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys.at("0"), 3);
+  EXPECT_EQ(keys.at("1"), 20);
+  EXPECT_EQ(keys.at("3+"), 0);
+}
+
 }  // namespace
 }  // namespace rdmad::bench
