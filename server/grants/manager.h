@@ -196,7 +196,8 @@ class GrantManager final : public dataplane::GrantConnections {
       v1::Grant info;  // what Get shows; state, times, links
       // The registry's objects it binds over, by number, resolved once (its region at issue, its
       // connection's QP when established, its window when taken from the pool; 0: none yet): what its
-      // activation and end pass the registry (Registry::GrantBind), while `info` shows their names.
+      // activation passes the registry (Registry::GrantBind) and its pool takes back, while `info` shows
+      // their names (its end invalidates the window by that name).
       uint64_t mr_id = 0, qp_id = 0, window_id = 0;
       uint32_t access_bits = 0;  // wire::kGrantRead | kGrantWrite
       absl::Time expiry;
