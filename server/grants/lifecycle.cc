@@ -307,9 +307,7 @@ void GrantManager::Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds>
     }
   }
   if (scope == v1::SCOPE_MR) {
-    absl::StatusOr<Registry::Key> region = registry_->RegionKey(bind.mr, bind.offset);
-    if (!region.ok()) return OnBound(id, 0, region.status());
-    return OnBound(id, 0, Key{region->rkey, region->remote_addr});
+    return OnBound(id, 0, registry_->RegionKey(bind.mr, bind.offset));
   }
   RefillSoon(pd);
   if (!window.has_value()) {
@@ -349,8 +347,7 @@ void GrantManager::Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds>
       bind,
       Guarded([this, id, window = bind.window, hold = std::move(hold)](absl::StatusOr<Registry::Key> bound) mutable {
         hold.reset();  // committed (or failed): the registry's totals count the pages from here
-        if (!bound.ok()) return OnBound(id, window, bound.status());
-        OnBound(id, window, Key{bound->rkey, bound->remote_addr});
+        OnBound(id, window, std::move(bound));
       }),
       std::move(key_message), std::move(bounds));
 }

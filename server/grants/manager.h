@@ -286,10 +286,7 @@ class GrantManager final : public dataplane::GrantConnections {
   void UnpersistLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Lifecycle (lifecycle.cc). None is called with mu_ held.
-  struct Key {
-    uint32_t rkey = 0;
-    uint64_t remote_addr = 0;
-  };
+  using Key = Registry::Key;  // a window's (or region's) rkey and the address a peer reads its first byte at
   // `bounds`: the bounds region pinned ahead for this activation's bind, if any.
   void Activate(uint64_t id, std::unique_ptr<Registry::PinnedBounds> bounds = nullptr);
   void OnPinned(uint64_t id, absl::StatusOr<std::unique_ptr<Registry::PinnedBounds>> pinned);
